@@ -1,0 +1,59 @@
+// Command presenced runs an MQTT broker with presence: see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/node"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args, env []string, stdout, stderr io.Writer) int {
+	cfg, err := configs.Load(args, env, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "presenced: %v\n", err)
+		return 2
+	}
+	log, mochiLog, err := NewLogger(stdout, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		fmt.Fprintf(stderr, "presenced: %v\n", err)
+		return 2
+	}
+	n, err := node.New(cfg, log, mochiLog.With("component", "mochi"))
+	if err != nil {
+		log.Error().Err(err).Msg("cannot build node")
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := n.Start(ctx); err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return 1
+	}
+	<-ctx.Done()
+	stop()
+	log.Info().Msg("signal received, shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Stop(sctx); err != nil {
+		log.Warn().Err(err).Msg("shutdown was not clean")
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,445 @@
+// Package configs holds presenced's configuration: one struct whose zero
+// values mean "use the default", one function that applies the defaults
+// (ApplyDefaults) and one that checks every value (Validate), plus Load, which
+// layers defaults < YAML file < PRESENCED_* environment < flags.
+//
+// configs/presenced.yaml documents every key with its default value; the
+// tests keep it in step with this file.
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors. Every error returned by this package wraps one of them, and
+// its message names the offending key (YAML path, environment variable or
+// flag).
+var (
+	// ErrUnknownKey: a YAML key, PRESENCED_* variable or flag that matches
+	// no setting.
+	ErrUnknownKey = errors.New("unknown key")
+	// ErrInvalid: a value that cannot be decoded or fails validation.
+	ErrInvalid = errors.New("invalid value")
+	// ErrFile: the config file cannot be read.
+	ErrFile = errors.New("cannot read config file")
+)
+
+// Duration is a time.Duration that decodes from strings like "60s", "2m" or
+// "500ms" (time.ParseDuration syntax; a unit is required except for "0").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d like time.Duration does ("1m0s", "500ms").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText makes YAML, JSON and log output show "1m0s" rather than a
+// number of nanoseconds.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses a time.ParseDuration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+func parseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration with a unit such as 60s, 2m or 500ms (got %q)", s)
+	}
+	return Duration(v), nil
+}
+
+// Config is the whole presenced configuration. A zero value in any field
+// means "use the default" (see ApplyDefaults); the one exception is
+// Presence.AuthoritativeDevices, where nil means the default and an empty
+// non-nil slice means "none".
+type Config struct {
+	NodeID   string         `yaml:"node_id"` // default: os.Hostname(), "presenced" if that fails
+	Log      LogConfig      `yaml:"log"`
+	MQTT     MQTTConfig     `yaml:"mqtt"`
+	Admin    AdminConfig    `yaml:"admin"`
+	Identity IdentityConfig `yaml:"identity"`
+	Presence PresenceConfig `yaml:"presence"`
+}
+
+// LogConfig configures the process logger.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug|info|warn|error; default info
+	Format string `yaml:"format"` // json|console; default json
+}
+
+// MQTTConfig configures the embedded broker's listeners and per-connection
+// resources.
+type MQTTConfig struct {
+	Addr             string   `yaml:"addr"`               // TCP listener; default ":1883"; "off" disables
+	WSAddr           string   `yaml:"ws_addr"`            // WebSocket listener; default ":1882"; "off" disables
+	ServerKeepAlive  Duration `yaml:"server_keepalive"`   // keep-alive given to clients that connect with 0; default 60s; 1s..65535s, whole seconds
+	MaxWritesPending int      `yaml:"max_writes_pending"` // per-connection outbound queue (mochi MaximumClientWritesPending); default 1024; 16..65535
+	ReadBufferSize   int      `yaml:"read_buffer_size"`   // default 2048; 256..1048576
+	WriteBufferSize  int      `yaml:"write_buffer_size"`  // default 2048; 256..1048576
+}
+
+// AdminConfig configures the HTTP admin listener.
+type AdminConfig struct {
+	Addr string `yaml:"addr"` // default "127.0.0.1:8080"; "off" disables
+}
+
+// IdentityConfig says how a connection maps to a user and a device.
+type IdentityConfig struct {
+	UserFrom  string `yaml:"user_from"` // username|client_id; default username
+	Separator string `yaml:"separator"` // default "/"; with user_from client_id, "alice/phone" => user alice, device phone
+}
+
+// PresenceConfig configures presence tracking.
+type PresenceConfig struct {
+	TopicPrefix          string   `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
+	AuthoritativeDevices []string `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
+	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 5m; >= 10s
+	RenewInterval        Duration `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
+	ReapInterval         Duration `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
+}
+
+// Values with a meaning of their own.
+const (
+	// Off, as a listener address, disables that listener.
+	Off = "off"
+	// UserFromUsername and UserFromClientID are the values of identity.user_from.
+	UserFromUsername = "username"
+	UserFromClientID = "client_id"
+)
+
+// Default values. NodeID defaults to the host name and RenewInterval to
+// SessionTTL/3, so they have no constant here.
+const (
+	defaultLogLevel            = "info"
+	defaultLogFormat           = "json"
+	defaultMQTTAddr            = ":1883"
+	defaultMQTTWSAddr          = ":1882"
+	defaultServerKeepAlive     = Duration(60 * time.Second)
+	defaultMaxWritesPending    = 1024
+	defaultReadBufferSize      = 2048
+	defaultWriteBufferSize     = 2048
+	defaultAdminAddr           = "127.0.0.1:8080"
+	defaultUserFrom            = UserFromUsername
+	defaultSeparator           = "/"
+	defaultTopicPrefix         = "presence"
+	defaultAuthoritativeDevice = "desktop"
+	defaultSessionTTL          = Duration(5 * time.Minute)
+	defaultRenewDivisor        = 3
+	defaultReapInterval        = Duration(time.Second)
+	fallbackNodeID             = "presenced"
+)
+
+// Defaults returns the config with every default applied.
+func Defaults() Config {
+	var c Config
+	c.ApplyDefaults()
+	return c
+}
+
+// ApplyDefaults fills every zero-valued field with its default. It is the
+// only place defaults live (nats-server setBaselineOptions style).
+func (c *Config) ApplyDefaults() {
+	if c.NodeID == "" {
+		c.NodeID = hostnameOr(fallbackNodeID)
+	}
+
+	setString(&c.Log.Level, defaultLogLevel)
+	setString(&c.Log.Format, defaultLogFormat)
+
+	setString(&c.MQTT.Addr, defaultMQTTAddr)
+	setString(&c.MQTT.WSAddr, defaultMQTTWSAddr)
+	setDuration(&c.MQTT.ServerKeepAlive, defaultServerKeepAlive)
+	setInt(&c.MQTT.MaxWritesPending, defaultMaxWritesPending)
+	setInt(&c.MQTT.ReadBufferSize, defaultReadBufferSize)
+	setInt(&c.MQTT.WriteBufferSize, defaultWriteBufferSize)
+
+	setString(&c.Admin.Addr, defaultAdminAddr)
+
+	setString(&c.Identity.UserFrom, defaultUserFrom)
+	setString(&c.Identity.Separator, defaultSeparator)
+
+	setString(&c.Presence.TopicPrefix, defaultTopicPrefix)
+	if c.Presence.AuthoritativeDevices == nil { // an explicit empty list stays empty
+		c.Presence.AuthoritativeDevices = []string{defaultAuthoritativeDevice}
+	}
+	setDuration(&c.Presence.SessionTTL, defaultSessionTTL)
+	setDuration(&c.Presence.RenewInterval, c.Presence.SessionTTL/defaultRenewDivisor) // after SessionTTL
+	setDuration(&c.Presence.ReapInterval, defaultReapInterval)
+}
+
+func hostnameOr(fallback string) string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return fallback
+	}
+	return h
+}
+
+func setString(p *string, v string) {
+	if *p == "" {
+		*p = v
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+func setDuration(p *Duration, v Duration) {
+	if *p == 0 {
+		*p = v
+	}
+}
+
+// Validation limits.
+const (
+	minServerKeepAlive  = Duration(time.Second)
+	maxServerKeepAlive  = Duration(65535 * time.Second) // MQTT keep-alive is a 16-bit count of seconds
+	minMaxWritesPending = 16
+	maxMaxWritesPending = 65535
+	minBufferSize       = 256
+	maxBufferSize       = 1 << 20
+	maxSeparatorBytes   = 8
+	minSessionTTL       = Duration(10 * time.Second)
+	minReapInterval     = Duration(100 * time.Millisecond)
+	maxReapInterval     = Duration(time.Minute)
+	maxNodeIDBytes      = 253 // a DNS name
+	maxTopicBytes       = 65535
+)
+
+// keyError is one problem with one key. Its message starts with the key's
+// YAML path; Load appends where the value came from.
+type keyError struct {
+	key    string // YAML path, e.g. "mqtt.server_keepalive"
+	msg    string // e.g. "must be between 1s and 65535s (got 500ms)"
+	source string // e.g. "set by PRESENCED_MQTT_SERVER_KEEPALIVE"; empty when unknown
+}
+
+func (e *keyError) Error() string {
+	if e.source == "" {
+		return e.key + ": " + e.msg
+	}
+	return e.key + ": " + e.msg + " (" + e.source + ")"
+}
+
+func (e *keyError) Unwrap() error { return ErrInvalid }
+
+// Validate checks every value and reports every problem found, each naming
+// its key by YAML path, e.g.
+// `mqtt.server_keepalive: must be between 1s and 65535s (got 500ms)`.
+// The error wraps ErrInvalid. Validate does not apply defaults: call
+// ApplyDefaults first (Load does).
+func (c Config) Validate() error {
+	return joinKeyErrors(c.validate())
+}
+
+func joinKeyErrors(errs []*keyError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	list := make([]error, len(errs))
+	for i, e := range errs {
+		list[i] = e
+	}
+	return errors.Join(list...)
+}
+
+func (c Config) validate() []*keyError {
+	var v validator
+
+	v.check("node_id", validNodeID(c.NodeID))
+
+	v.check("log.level", oneOf(c.Log.Level, "debug", "info", "warn", "error"))
+	v.check("log.format", oneOf(c.Log.Format, "json", "console"))
+
+	v.check("mqtt.addr", validAddr(c.MQTT.Addr))
+	v.check("mqtt.ws_addr", validAddr(c.MQTT.WSAddr))
+	v.check("mqtt.ws_addr", distinctAddr(c.MQTT.WSAddr, "mqtt.addr", c.MQTT.Addr))
+	if p := durationBetween(c.MQTT.ServerKeepAlive, minServerKeepAlive, maxServerKeepAlive); p != "" {
+		v.check("mqtt.server_keepalive", p)
+	} else if c.MQTT.ServerKeepAlive%Duration(time.Second) != 0 {
+		v.add("mqtt.server_keepalive", "must be a whole number of seconds (got %s)", c.MQTT.ServerKeepAlive)
+	}
+	v.check("mqtt.max_writes_pending", intBetween(c.MQTT.MaxWritesPending, minMaxWritesPending, maxMaxWritesPending))
+	v.check("mqtt.read_buffer_size", intBetween(c.MQTT.ReadBufferSize, minBufferSize, maxBufferSize))
+	v.check("mqtt.write_buffer_size", intBetween(c.MQTT.WriteBufferSize, minBufferSize, maxBufferSize))
+
+	v.check("admin.addr", validAddr(c.Admin.Addr))
+	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
+	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr))
+
+	v.check("identity.user_from", oneOf(c.Identity.UserFrom, UserFromUsername, UserFromClientID))
+	v.check("identity.separator", validSeparator(c.Identity.Separator))
+
+	v.check("presence.topic_prefix", validTopicName(c.Presence.TopicPrefix))
+	v.check("presence.authoritative_devices", validDevices(c.Presence.AuthoritativeDevices))
+	if c.Presence.SessionTTL < minSessionTTL {
+		v.add("presence.session_ttl", "must be at least %s (got %s)", minSessionTTL, c.Presence.SessionTTL)
+	}
+	if c.Presence.RenewInterval <= 0 || c.Presence.RenewInterval >= c.Presence.SessionTTL/2 {
+		v.add("presence.renew_interval", "must be more than 0 and less than half of presence.session_ttl (%s), so a session is renewed at least twice before it expires (got %s)",
+			c.Presence.SessionTTL, c.Presence.RenewInterval)
+	}
+	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
+
+	return v.errs
+}
+
+type validator struct{ errs []*keyError }
+
+func (v *validator) add(key, format string, args ...any) {
+	v.errs = append(v.errs, &keyError{key: key, msg: fmt.Sprintf(format, args...)})
+}
+
+// check records problem under key unless it is empty.
+func (v *validator) check(key, problem string) {
+	if problem != "" {
+		v.errs = append(v.errs, &keyError{key: key, msg: problem})
+	}
+}
+
+// The helpers below return "" for a good value, or what is wrong with it.
+
+func oneOf(s string, allowed ...string) string {
+	for _, a := range allowed {
+		if s == a {
+			return ""
+		}
+	}
+	return fmt.Sprintf("must be one of %s (got %q)", strings.Join(allowed, ", "), s)
+}
+
+func intBetween(n, lo, hi int) string {
+	if n < lo || n > hi {
+		return fmt.Sprintf("must be between %d and %d (got %d)", lo, hi, n)
+	}
+	return ""
+}
+
+func durationBetween(d, lo, hi Duration) string {
+	if d < lo || d > hi {
+		return fmt.Sprintf("must be between %s and %s (got %s)", shortDuration(lo), shortDuration(hi), d)
+	}
+	return ""
+}
+
+// shortDuration writes limits the way people type them: "1m", "65535s",
+// "100ms" (time.Duration would say "1m0s" and "18h12m15s").
+func shortDuration(d Duration) string {
+	switch {
+	case d > 0 && d < Duration(time.Hour) && d%Duration(time.Minute) == 0:
+		return strconv.FormatInt(int64(d/Duration(time.Minute)), 10) + "m"
+	case d > 0 && d%Duration(time.Second) == 0:
+		return strconv.FormatInt(int64(d/Duration(time.Second)), 10) + "s"
+	}
+	return d.String()
+}
+
+// validAddr accepts "off" or host:port with a numeric port (0 picks a free
+// port, which tests use).
+func validAddr(s string) string {
+	if s == Off {
+		return ""
+	}
+	bad := fmt.Sprintf("must be host:port, :port or %q (got %q)", Off, s)
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return bad
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return bad
+	}
+	return ""
+}
+
+// distinctAddr reports two enabled listeners configured on the same address.
+// Port 0 is exempt: each listener gets its own free port.
+func distinctAddr(s, otherKey, other string) string {
+	if s == Off || s != other {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(s); err != nil || port == "0" {
+		return ""
+	}
+	return fmt.Sprintf("must differ from %s (both are %q)", otherKey, s)
+}
+
+func validNodeID(s string) string {
+	if s == "" || len(s) > maxNodeIDBytes {
+		return fmt.Sprintf("must be 1 to %d characters (got %q)", maxNodeIDBytes, s)
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' || r == ':'
+		if !ok {
+			return fmt.Sprintf("may hold only letters, digits, '.', '-', '_' and ':' (got %q)", s)
+		}
+	}
+	return ""
+}
+
+func validSeparator(s string) string {
+	switch {
+	case s == "" || len(s) > maxSeparatorBytes || !utf8.ValidString(s):
+		return fmt.Sprintf("must be 1 character to %d bytes of UTF-8 (got %q)", maxSeparatorBytes, s)
+	case strings.ContainsAny(s, "+#"):
+		return fmt.Sprintf("must not contain the MQTT wildcards + or # (got %q)", s)
+	case strings.ContainsRune(s, 0):
+		return fmt.Sprintf("must not contain NUL (got %q)", s)
+	}
+	return ""
+}
+
+// validTopicName checks an MQTT topic name that presenced publishes under:
+// non-empty, no wildcards, not a $-topic, no empty level, no trailing /.
+func validTopicName(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case len(s) > maxTopicBytes || !utf8.ValidString(s):
+		return fmt.Sprintf("must be at most %d bytes of UTF-8", maxTopicBytes)
+	case strings.ContainsAny(s, "+#"):
+		return fmt.Sprintf("must not contain the MQTT wildcards + or # (got %q)", s)
+	case strings.ContainsRune(s, 0):
+		return fmt.Sprintf("must not contain NUL (got %q)", s)
+	case strings.HasPrefix(s, "$"):
+		return fmt.Sprintf("must not start with $, which marks broker topics (got %q)", s)
+	case strings.HasSuffix(s, "/"):
+		return fmt.Sprintf("must not end with / (got %q)", s)
+	case strings.HasPrefix(s, "/") || strings.Contains(s, "//"):
+		return fmt.Sprintf("must not have an empty topic level (got %q)", s)
+	}
+	return ""
+}
+
+func validDevices(devices []string) string {
+	seen := make(map[string]bool, len(devices))
+	for i, d := range devices {
+		switch {
+		case d == "":
+			return fmt.Sprintf("item %d must not be empty", i)
+		case strings.ContainsAny(d, "+#") || strings.ContainsRune(d, 0) || !utf8.ValidString(d):
+			return fmt.Sprintf("item %d must be UTF-8 without +, # or NUL (got %q)", i, d)
+		case seen[d]:
+			return fmt.Sprintf("item %d repeats %q", i, d)
+		}
+		seen[d] = true
+	}
+	return ""
+}

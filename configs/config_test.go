@@ -1,0 +1,783 @@
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// writeFile writes content to a fresh file and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mustContain fails unless err wraps sentinel and its message holds every part.
+func mustContain(t *testing.T, err, sentinel error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one wrapping %v", sentinel)
+	}
+	if !errors.Is(err, sentinel) {
+		t.Errorf("error %q does not wrap %v", err, sentinel)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not mention %q", err, p)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := Defaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Defaults().Validate() = %v", err)
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "presenced"
+	}
+	want := Config{
+		NodeID: host,
+		Log:    LogConfig{Level: "info", Format: "json"},
+		MQTT: MQTTConfig{
+			Addr: ":1883", WSAddr: ":1882",
+			ServerKeepAlive:  Duration(60 * time.Second),
+			MaxWritesPending: 1024, ReadBufferSize: 2048, WriteBufferSize: 2048,
+		},
+		Admin:    AdminConfig{Addr: "127.0.0.1:8080"},
+		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},
+		Presence: PresenceConfig{
+			TopicPrefix:          "presence",
+			AuthoritativeDevices: []string{"desktop"},
+			SessionTTL:           Duration(5 * time.Minute),
+			RenewInterval:        Duration(100 * time.Second),
+			ReapInterval:         Duration(time.Second),
+		},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
+	}
+
+	// Each call gets its own slice.
+	c.Presence.AuthoritativeDevices[0] = "changed"
+	if got := Defaults().Presence.AuthoritativeDevices[0]; got != "desktop" {
+		t.Errorf("Defaults shares its slice: got %q", got)
+	}
+}
+
+func TestApplyDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    Config
+		check func(c Config) bool
+	}{
+		{"set values are kept", Config{NodeID: "n1", MQTT: MQTTConfig{Addr: "off", MaxWritesPending: 128}},
+			func(c Config) bool { return c.NodeID == "n1" && c.MQTT.Addr == "off" && c.MQTT.MaxWritesPending == 128 }},
+		{"nil devices get the default", Config{},
+			func(c Config) bool { return reflect.DeepEqual(c.Presence.AuthoritativeDevices, []string{"desktop"}) }},
+		{"explicit empty devices stay empty", Config{Presence: PresenceConfig{AuthoritativeDevices: []string{}}},
+			func(c Config) bool {
+				return c.Presence.AuthoritativeDevices != nil && len(c.Presence.AuthoritativeDevices) == 0
+			}},
+		{"renew interval follows session ttl", Config{Presence: PresenceConfig{SessionTTL: Duration(30 * time.Second)}},
+			func(c Config) bool { return c.Presence.RenewInterval == Duration(10*time.Second) }},
+		{"set renew interval is kept", Config{Presence: PresenceConfig{RenewInterval: Duration(7 * time.Second)}},
+			func(c Config) bool { return c.Presence.RenewInterval == Duration(7*time.Second) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := tt.in
+			c.ApplyDefaults()
+			if !tt.check(c) {
+				t.Errorf("after ApplyDefaults: %+v", c)
+			}
+		})
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	t.Parallel()
+	sec := func(n float64) Duration { return Duration(n * float64(time.Second)) }
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+		key    string // the error must start with key + ": "
+		detail string // and contain this
+	}{
+		{"empty node id", func(c *Config) { c.NodeID = "" }, "node_id", `got ""`},
+		{"node id with slash", func(c *Config) { c.NodeID = "a/b" }, "node_id", "only letters"},
+		{"node id with brace", func(c *Config) { c.NodeID = "{a}" }, "node_id", "only letters"},
+		{"node id too long", func(c *Config) { c.NodeID = strings.Repeat("n", 254) }, "node_id", "1 to 253"},
+		{"log level", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `debug, info, warn, error (got "verbose")`},
+		{"log level is case sensitive", func(c *Config) { c.Log.Level = "INFO" }, "log.level", `got "INFO"`},
+		{"log format", func(c *Config) { c.Log.Format = "text" }, "log.format", `json, console (got "text")`},
+		{"mqtt addr without port", func(c *Config) { c.MQTT.Addr = "1883" }, "mqtt.addr", `got "1883"`},
+		{"mqtt addr named port", func(c *Config) { c.MQTT.Addr = ":mqtt" }, "mqtt.addr", `got ":mqtt"`},
+		{"mqtt addr port too big", func(c *Config) { c.MQTT.Addr = ":65536" }, "mqtt.addr", `got ":65536"`},
+		{"mqtt addr Off in capitals", func(c *Config) { c.MQTT.Addr = "OFF" }, "mqtt.addr", `or "off"`},
+		{"ws addr", func(c *Config) { c.MQTT.WSAddr = "localhost" }, "mqtt.ws_addr", `got "localhost"`},
+		{"ws addr same as tcp", func(c *Config) { c.MQTT.WSAddr = ":1883" }, "mqtt.ws_addr", "must differ from mqtt.addr"},
+		{"admin addr", func(c *Config) { c.Admin.Addr = "127.0.0.1" }, "admin.addr", `got "127.0.0.1"`},
+		{"admin addr same as ws", func(c *Config) { c.Admin.Addr = ":1882" }, "admin.addr", "must differ from mqtt.ws_addr"},
+		{"keepalive below 1s", func(c *Config) { c.MQTT.ServerKeepAlive = sec(0.5) }, "mqtt.server_keepalive", "must be between 1s and 65535s (got 500ms)"},
+		{"keepalive negative", func(c *Config) { c.MQTT.ServerKeepAlive = sec(-1) }, "mqtt.server_keepalive", "got -1s"},
+		{"keepalive above 65535s", func(c *Config) { c.MQTT.ServerKeepAlive = sec(65536) }, "mqtt.server_keepalive", "65535s"},
+		{"keepalive not whole seconds", func(c *Config) { c.MQTT.ServerKeepAlive = sec(1.5) }, "mqtt.server_keepalive", "whole number of seconds (got 1.5s)"},
+		{"max writes pending low", func(c *Config) { c.MQTT.MaxWritesPending = 15 }, "mqtt.max_writes_pending", "between 16 and 65535 (got 15)"},
+		{"max writes pending high", func(c *Config) { c.MQTT.MaxWritesPending = 65536 }, "mqtt.max_writes_pending", "got 65536"},
+		{"max writes pending negative", func(c *Config) { c.MQTT.MaxWritesPending = -1 }, "mqtt.max_writes_pending", "got -1"},
+		{"read buffer low", func(c *Config) { c.MQTT.ReadBufferSize = 255 }, "mqtt.read_buffer_size", "between 256 and 1048576"},
+		{"read buffer high", func(c *Config) { c.MQTT.ReadBufferSize = 1<<20 + 1 }, "mqtt.read_buffer_size", "got 1048577"},
+		{"write buffer low", func(c *Config) { c.MQTT.WriteBufferSize = 1 }, "mqtt.write_buffer_size", "between 256 and 1048576"},
+		{"write buffer high", func(c *Config) { c.MQTT.WriteBufferSize = 1 << 21 }, "mqtt.write_buffer_size", "got 2097152"},
+		{"user from", func(c *Config) { c.Identity.UserFrom = "email" }, "identity.user_from", `username, client_id (got "email")`},
+		{"separator too long", func(c *Config) { c.Identity.Separator = "123456789" }, "identity.separator", "8 bytes"},
+		{"separator plus", func(c *Config) { c.Identity.Separator = "+" }, "identity.separator", "wildcards"},
+		{"separator hash", func(c *Config) { c.Identity.Separator = "-#" }, "identity.separator", "wildcards"},
+		{"separator bad utf8", func(c *Config) { c.Identity.Separator = "\xff" }, "identity.separator", "UTF-8"},
+		{"topic prefix with plus", func(c *Config) { c.Presence.TopicPrefix = "a/+" }, "presence.topic_prefix", "wildcards"},
+		{"topic prefix with hash", func(c *Config) { c.Presence.TopicPrefix = "#" }, "presence.topic_prefix", "wildcards"},
+		{"topic prefix dollar", func(c *Config) { c.Presence.TopicPrefix = "$SYS/presence" }, "presence.topic_prefix", "start with $"},
+		{"topic prefix empty level", func(c *Config) { c.Presence.TopicPrefix = "a//b" }, "presence.topic_prefix", "empty topic level"},
+		{"topic prefix leading slash", func(c *Config) { c.Presence.TopicPrefix = "/a" }, "presence.topic_prefix", "empty topic level"},
+		{"topic prefix trailing slash", func(c *Config) { c.Presence.TopicPrefix = "a/" }, "presence.topic_prefix", "end with /"},
+		{"topic prefix NUL", func(c *Config) { c.Presence.TopicPrefix = "a\x00" }, "presence.topic_prefix", "NUL"},
+		{"empty device", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"desktop", ""} }, "presence.authoritative_devices", "item 1 must not be empty"},
+		{"device with wildcard", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a+"} }, "presence.authoritative_devices", `got "a+"`},
+		{"repeated device", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a", "a"} }, "presence.authoritative_devices", `repeats "a"`},
+		{"session ttl short", func(c *Config) { c.Presence.SessionTTL = sec(9); c.Presence.RenewInterval = sec(1) }, "presence.session_ttl", "at least 10s (got 9s)"},
+		{"renew interval half the ttl", func(c *Config) { c.Presence.RenewInterval = c.Presence.SessionTTL / 2 }, "presence.renew_interval", "less than half of presence.session_ttl (5m0s)"},
+		{"renew interval above ttl", func(c *Config) { c.Presence.RenewInterval = sec(600) }, "presence.renew_interval", "got 10m0s"},
+		{"renew interval zero", func(c *Config) { c.Presence.RenewInterval = 0 }, "presence.renew_interval", "more than 0"},
+		{"renew interval negative", func(c *Config) { c.Presence.RenewInterval = sec(-1) }, "presence.renew_interval", "got -1s"},
+		{"reap interval short", func(c *Config) { c.Presence.ReapInterval = Duration(99 * time.Millisecond) }, "presence.reap_interval", "between 100ms and 1m (got 99ms)"},
+		{"reap interval long", func(c *Config) { c.Presence.ReapInterval = sec(61) }, "presence.reap_interval", "got 1m1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Defaults()
+			tt.mutate(&c)
+			err := c.Validate()
+			mustContain(t, err, ErrInvalid, tt.detail)
+			if err != nil && !strings.HasPrefix(err.Error(), tt.key+": ") {
+				t.Errorf("error %q does not start with %q", err, tt.key+": ")
+			}
+			if err != nil && strings.Contains(err.Error(), "\n") {
+				t.Errorf("want exactly one problem, got:\n%v", err)
+			}
+		})
+	}
+}
+
+func TestValidateErrorText(t *testing.T) {
+	t.Parallel()
+	c := Defaults()
+	c.MQTT.ServerKeepAlive = Duration(500 * time.Millisecond)
+	want := "mqtt.server_keepalive: must be between 1s and 65535s (got 500ms)"
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate() = %v, want %q", err, want)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := Defaults()
+	c.Log.Level = "loud"
+	c.MQTT.MaxWritesPending = 1
+	mustContain(t, c.Validate(), ErrInvalid, "log.level: ", "\nmqtt.max_writes_pending: ")
+
+	// A zero Config (defaults not applied) is rejected, not a panic.
+	mustContain(t, Config{}.Validate(), ErrInvalid, "node_id: ", "mqtt.addr: ", "mqtt.max_writes_pending: ")
+}
+
+func TestValidateAccepts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(c *Config)
+	}{
+		{"listeners off", func(c *Config) { c.MQTT.Addr, c.MQTT.WSAddr, c.Admin.Addr = "off", "off", "off" }},
+		{"port 0 everywhere", func(c *Config) { c.MQTT.Addr, c.MQTT.WSAddr, c.Admin.Addr = ":0", ":0", "127.0.0.1:0" }},
+		{"ipv6 and host names", func(c *Config) { c.MQTT.Addr, c.MQTT.WSAddr = "[::1]:1883", "localhost:8083" }},
+		{"extreme keepalives", func(c *Config) { c.MQTT.ServerKeepAlive = Duration(65535 * time.Second) }},
+		{"smallest keepalive", func(c *Config) { c.MQTT.ServerKeepAlive = Duration(time.Second) }},
+		{"limits low", func(c *Config) {
+			c.MQTT.MaxWritesPending, c.MQTT.ReadBufferSize, c.MQTT.WriteBufferSize = 16, 256, 256
+		}},
+		{"limits high", func(c *Config) {
+			c.MQTT.MaxWritesPending, c.MQTT.ReadBufferSize, c.MQTT.WriteBufferSize = 65535, 1<<20, 1<<20
+		}},
+		{"client id identity", func(c *Config) { c.Identity.UserFrom, c.Identity.Separator = "client_id", "::::::::" }},
+		{"multibyte separator", func(c *Config) { c.Identity.Separator = "·" }},
+		{"nested topic prefix", func(c *Config) { c.Presence.TopicPrefix = "acme/presence" }},
+		{"no authoritative devices", func(c *Config) { c.Presence.AuthoritativeDevices = []string{} }},
+		{"several devices", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"desktop", "laptop"} }},
+		{"shortest ttl", func(c *Config) {
+			c.Presence.SessionTTL, c.Presence.RenewInterval = Duration(10*time.Second), Duration(4999*time.Millisecond)
+		}},
+		{"reap interval bounds", func(c *Config) { c.Presence.ReapInterval = Duration(100 * time.Millisecond) }},
+		{"reap interval max", func(c *Config) { c.Presence.ReapInterval = Duration(time.Minute) }},
+		{"node id with dots", func(c *Config) { c.NodeID = "node-1.eu_west:a" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Defaults()
+			tt.mutate(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate() = %v", err)
+			}
+		})
+	}
+}
+
+func TestDuration(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"60s", 60 * time.Second, false},
+		{"2m", 2 * time.Minute, false},
+		{"500ms", 500 * time.Millisecond, false},
+		{"1h30m", 90 * time.Minute, false},
+		{"0", 0, false},
+		{"-1s", -time.Second, false},
+		{"60", 0, true},
+		{"abc", 0, true},
+		{"", 0, true},
+		{"1 s", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			var d Duration
+			err := d.UnmarshalText([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("UnmarshalText(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			if d.D() != tt.want {
+				t.Errorf("UnmarshalText(%q) = %v, want %v", tt.in, d.D(), tt.want)
+			}
+		})
+	}
+
+	d := Duration(90 * time.Second)
+	if d.String() != "1m30s" {
+		t.Errorf("String() = %q", d.String())
+	}
+	out, err := yaml.Marshal(struct{ D Duration }{d})
+	if err != nil || strings.TrimSpace(string(out)) != "d: 1m30s" {
+		t.Errorf("yaml.Marshal = %q, %v", out, err)
+	}
+}
+
+// loadYAML loads content as the config file, with no environment or flags.
+func loadYAML(t *testing.T, content string) (Config, string, error) {
+	t.Helper()
+	path := writeFile(t, "presenced.yaml", content)
+	c, err := Load([]string{"--config", path}, nil, nil)
+	return c, path, err
+}
+
+func TestLoadYAML(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		yaml  string
+		check func(t *testing.T, c Config)
+	}{
+		{"empty file", "", nil},
+		{"comments only", "# nothing here\n", nil},
+		{"empty document", "---\n", nil},
+		{"null document", "~\n", nil},
+		{"empty sections", "mqtt:\nlog:\n", nil},
+		{"values", "node_id: n1\nlog:\n  level: debug\n  format: console\nmqtt:\n  addr: off\n  max_writes_pending: 128\n",
+			func(t *testing.T, c Config) {
+				if c.NodeID != "n1" || c.Log.Level != "debug" || c.Log.Format != "console" || c.MQTT.Addr != "off" || c.MQTT.MaxWritesPending != 128 {
+					t.Errorf("got %+v", c)
+				}
+				if c.MQTT.WSAddr != ":1882" {
+					t.Errorf("unset key lost its default: ws_addr = %q", c.MQTT.WSAddr)
+				}
+			}},
+		{"durations", "mqtt:\n  server_keepalive: 2m\npresence:\n  session_ttl: 1h30m\n  reap_interval: 500ms\n",
+			func(t *testing.T, c Config) {
+				if c.MQTT.ServerKeepAlive.D() != 2*time.Minute || c.Presence.SessionTTL.D() != 90*time.Minute ||
+					c.Presence.ReapInterval.D() != 500*time.Millisecond || c.Presence.RenewInterval.D() != 30*time.Minute {
+					t.Errorf("got %+v", c.Presence)
+				}
+			}},
+		{"zero means default", "mqtt:\n  server_keepalive: 0s\n  max_writes_pending: 0\n  addr: \"\"\n",
+			func(t *testing.T, c Config) {
+				if c.MQTT.ServerKeepAlive.D() != time.Minute || c.MQTT.MaxWritesPending != 1024 || c.MQTT.Addr != ":1883" {
+					t.Errorf("got %+v", c.MQTT)
+				}
+			}},
+		{"devices absent", "presence:\n  reap_interval: 2s\n", devicesAre([]string{"desktop"})},
+		{"devices null", "presence:\n  authoritative_devices:\n", devicesAre([]string{"desktop"})},
+		{"devices explicit empty", "presence:\n  authoritative_devices: []\n", devicesAre([]string{})},
+		{"devices listed", "presence:\n  authoritative_devices:\n    - phone\n    - tablet\n", devicesAre([]string{"phone", "tablet"})},
+		{"anchors", "log:\n  level: &lvl warn\nidentity:\n  user_from: client_id\n  separator: &sep \":\"\n",
+			func(t *testing.T, c Config) {
+				if c.Log.Level != "warn" || c.Identity.Separator != ":" {
+					t.Errorf("got %+v %+v", c.Log, c.Identity)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _, err := loadYAML(t, tt.yaml)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if tt.check == nil {
+				want := Defaults()
+				if !reflect.DeepEqual(c, want) {
+					t.Errorf("got %+v, want the defaults %+v", c, want)
+				}
+				return
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func devicesAre(want []string) func(*testing.T, Config) {
+	return func(t *testing.T, c Config) {
+		t.Helper()
+		got := c.Presence.AuthoritativeDevices
+		if !reflect.DeepEqual(got, want) || (got == nil) != (want == nil) {
+			t.Errorf("authoritative_devices = %#v, want %#v", got, want)
+		}
+	}
+}
+
+func TestLoadYAMLErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		yaml     string
+		sentinel error
+		parts    []string // the file's path is required too
+	}{
+		{"unknown nested key", "mqtt:\n  addr: \":1883\"\n  adr: \":1\"\n", ErrUnknownKey,
+			[]string{`configs: unknown key "mqtt.adr" in `, " line 3", `did you mean "mqtt.addr"`}},
+		{"unknown top-level key", "mqt:\n  addr: \":1\"\n", ErrUnknownKey, []string{`"mqt"`, "line 1", `did you mean "mqtt"`}},
+		{"key in the wrong section", "presence:\n  addr: \":1\"\n", ErrUnknownKey, []string{`"presence.addr"`}},
+		{"key case matters", "Log:\n  level: info\n", ErrUnknownKey, []string{`"Log"`}},
+		{"every unknown key is reported", "foo: 1\nlog:\n  bar: 2\n", ErrUnknownKey, []string{`"foo"`, `"log.bar"`}},
+		{"two documents", "log:\n  level: info\n---\nlog:\n  level: debug\n", ErrInvalid, []string{"second YAML document"}},
+		{"root is a list", "- a\n- b\n", ErrInvalid, []string{"must be a mapping", "a list"}},
+		{"root is a scalar", "hello\n", ErrInvalid, []string{"must be a mapping", `"hello"`}},
+		{"section is a scalar", "mqtt: 5\n", ErrInvalid, []string{`"mqtt"`, "want a mapping"}},
+		{"section is a list", "presence:\n  - a\n", ErrInvalid, []string{`"presence"`, "want a mapping"}},
+		{"bad int", "mqtt:\n  max_writes_pending: lots\n", ErrInvalid, []string{`"mqtt.max_writes_pending"`, "line 2", "want an integer", `"lots"`}},
+		{"float for int", "mqtt:\n  read_buffer_size: 1024.5\n", ErrInvalid, []string{`"mqtt.read_buffer_size"`, "want an integer"}},
+		{"quoted int", "mqtt:\n  read_buffer_size: \"1024\"\n", ErrInvalid, []string{`"mqtt.read_buffer_size"`, `(got "1024")`}},
+		{"int overflow", "mqtt:\n  max_writes_pending: 99999999999999999999999\n", ErrInvalid, []string{`"mqtt.max_writes_pending"`}},
+		{"duration without unit", "mqtt:\n  server_keepalive: 60\n", ErrInvalid, []string{`"mqtt.server_keepalive"`, "with a unit", `"60"`}},
+		{"bad duration", "presence:\n  session_ttl: soon\n", ErrInvalid, []string{`"presence.session_ttl"`, `"soon"`}},
+		{"list for string", "log:\n  level: [debug]\n", ErrInvalid, []string{`"log.level"`, "want a string", "a list"}},
+		{"scalar for list", "presence:\n  authoritative_devices: desktop\n", ErrInvalid, []string{`"presence.authoritative_devices"`, "want a list"}},
+		{"nested list for list", "presence:\n  authoritative_devices: [[a]]\n", ErrInvalid, []string{`"presence.authoritative_devices"`}},
+		{"duplicate key", "log:\n  level: info\n  level: debug\n", ErrInvalid, []string{`"log.level" appears twice`, "lines 2 and 3"}},
+		{"syntax error", "log:\n  level: info\n bad\n", ErrInvalid, []string{"cannot parse"}},
+		{"tabs", "log:\n\tlevel: info\n", ErrInvalid, []string{"cannot parse"}},
+		{"validation names key and line", "mqtt:\n  max_writes_pending: 8\n", ErrInvalid,
+			[]string{"mqtt.max_writes_pending: must be between 16 and 65535 (got 8) (set in ", " line 2)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, path, err := loadYAML(t, tt.yaml)
+			mustContain(t, err, tt.sentinel, append(tt.parts, path)...)
+		})
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+
+	_, err := Load([]string{"--config", missing}, nil, nil)
+	mustContain(t, err, ErrFile, "--config", missing)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("error %q does not wrap fs.ErrNotExist", err)
+	}
+
+	_, err = Load(nil, []string{"PRESENCED_CONFIG=" + missing}, nil)
+	mustContain(t, err, ErrFile, "PRESENCED_CONFIG", missing)
+
+	_, err = Load([]string{"-config", t.TempDir()}, nil, nil)
+	mustContain(t, err, ErrFile, "--config")
+}
+
+func TestLoadEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		env   []string
+		check func(t *testing.T, c Config)
+	}{
+		{"string", []string{"PRESENCED_MQTT_ADDR=:2000"}, func(t *testing.T, c Config) {
+			if c.MQTT.Addr != ":2000" {
+				t.Errorf("mqtt.addr = %q", c.MQTT.Addr)
+			}
+		}},
+		{"top-level key", []string{"PRESENCED_NODE_ID=env-node"}, func(t *testing.T, c Config) {
+			if c.NodeID != "env-node" {
+				t.Errorf("node_id = %q", c.NodeID)
+			}
+		}},
+		{"int and durations", []string{"PRESENCED_MQTT_MAX_WRITES_PENDING=2048", "PRESENCED_MQTT_SERVER_KEEPALIVE=30s", "PRESENCED_PRESENCE_SESSION_TTL=1m"},
+			func(t *testing.T, c Config) {
+				if c.MQTT.MaxWritesPending != 2048 || c.MQTT.ServerKeepAlive.D() != 30*time.Second ||
+					c.Presence.SessionTTL.D() != time.Minute || c.Presence.RenewInterval.D() != 20*time.Second {
+					t.Errorf("got %+v %+v", c.MQTT, c.Presence)
+				}
+			}},
+		{"devices unset", nil, devicesAre([]string{"desktop"})},
+		{"devices empty string", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES="}, devicesAre([]string{})},
+		{"devices comma-separated", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop, laptop"}, devicesAre([]string{"desktop", "laptop"})},
+		{"empty scalar is ignored", []string{"PRESENCED_MQTT_ADDR="}, func(t *testing.T, c Config) {
+			if c.MQTT.Addr != ":1883" {
+				t.Errorf("mqtt.addr = %q", c.MQTT.Addr)
+			}
+		}},
+		{"later entry wins", []string{"PRESENCED_LOG_LEVEL=warn", "PRESENCED_LOG_LEVEL=error"}, func(t *testing.T, c Config) {
+			if c.Log.Level != "error" {
+				t.Errorf("log.level = %q", c.Log.Level)
+			}
+		}},
+		{"other variables are ignored", []string{"HOME=/root", "presenced_mqtt_adr=x", "PRESENCEDX=1", "NOEQUALS"}, func(t *testing.T, c Config) {
+			if !reflect.DeepEqual(c, Defaults()) {
+				t.Errorf("got %+v", c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(nil, tt.env, nil)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func TestLoadEnvErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		env      []string
+		sentinel error
+		parts    []string
+	}{
+		{"unknown variable", []string{"PRESENCED_MQTT_ADR=:1"}, ErrUnknownKey,
+			[]string{"PRESENCED_MQTT_ADR", `did you mean "PRESENCED_MQTT_ADDR"`}},
+		{"unknown section", []string{"PRESENCED_REDIS=x"}, ErrUnknownKey, []string{"PRESENCED_REDIS"}},
+		{"section name alone", []string{"PRESENCED_MQTT=x"}, ErrUnknownKey, []string{"PRESENCED_MQTT"}},
+		{"every unknown variable", []string{"PRESENCED_A=1", "PRESENCED_B=2"}, ErrUnknownKey, []string{"PRESENCED_A ", "PRESENCED_B "}},
+		{"unknown even when empty", []string{"PRESENCED_TYPO="}, ErrUnknownKey, []string{"PRESENCED_TYPO"}},
+		{"bad int", []string{"PRESENCED_MQTT_MAX_WRITES_PENDING=many"}, ErrInvalid,
+			[]string{"PRESENCED_MQTT_MAX_WRITES_PENDING", "mqtt.max_writes_pending", `want an integer (got "many")`}},
+		{"bad duration", []string{"PRESENCED_PRESENCE_REAP_INTERVAL=5"}, ErrInvalid,
+			[]string{"PRESENCED_PRESENCE_REAP_INTERVAL", "with a unit", `"5"`}},
+		{"invalid value names the variable", []string{"PRESENCED_MQTT_MAX_WRITES_PENDING=5"}, ErrInvalid,
+			[]string{"mqtt.max_writes_pending: must be between 16 and 65535 (got 5) (set by PRESENCED_MQTT_MAX_WRITES_PENDING)"}},
+		{"empty device", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop,"}, ErrInvalid,
+			[]string{"presence.authoritative_devices", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(nil, tt.env, nil)
+			mustContain(t, err, tt.sentinel, tt.parts...)
+		})
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name             string
+		file, env, flagV string // the value of log.level at each layer; "" = not given
+		want             string
+		source           string // where a validation error says the value came from
+	}{
+		{"defaults only", "", "", "", "info", ""},
+		{"file over defaults", "file", "", "", "file", "p.yaml line 4)"},
+		{"env over file", "file", "env", "", "env", "(set by PRESENCED_LOG_LEVEL)"},
+		{"env over defaults", "", "env", "", "env", "(set by PRESENCED_LOG_LEVEL)"},
+		{"flag over env", "file", "env", "flag", "flag", "(set by flag --log-level)"},
+		{"flag over file", "file", "", "flag", "flag", "(set by flag --log-level)"},
+		{"flag over defaults", "", "", "flag", "flag", "(set by flag --log-level)"},
+	}
+	// Each layer's value is a valid level, or that level suffixed "!"
+	// (invalid) to see which layer the validation error blames.
+	levels := map[string]string{"file": "warn", "env": "error", "flag": "debug"}
+	for _, tt := range tests {
+		for _, invalid := range []bool{false, true} {
+			name := tt.name
+			if invalid {
+				name += "/invalid"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				value := func(layer string) string {
+					if invalid {
+						return levels[layer] + "!"
+					}
+					return levels[layer]
+				}
+				file := "mqtt:\n  addr: \":1001\"\n"
+				if tt.file != "" {
+					file += "log:\n  level: " + value("file") + "\n"
+				}
+				args := []string{"--config", writeFile(t, "p.yaml", file)}
+				env := []string{"PRESENCED_MQTT_WS_ADDR=:1002"}
+				if tt.env != "" {
+					env = append(env, "PRESENCED_LOG_LEVEL="+value("env"))
+				}
+				if tt.flagV != "" {
+					args = append(args, "--log-level", value("flag"))
+				}
+				c, err := Load(args, env, nil)
+
+				if invalid && tt.source != "" {
+					mustContain(t, err, ErrInvalid, `log.level: must be one of debug, info, warn, error (got "`+value(tt.want)+`") `, tt.source)
+					return
+				}
+				if err != nil {
+					t.Fatalf("Load: %v", err)
+				}
+				want := "info"
+				if tt.want != "info" {
+					want = levels[tt.want]
+				}
+				if c.Log.Level != want {
+					t.Errorf("log.level = %q, want %q", c.Log.Level, want)
+				}
+				// Layers merge key by key.
+				if c.MQTT.Addr != ":1001" || c.MQTT.WSAddr != ":1002" || c.Log.Format != "json" {
+					t.Errorf("other keys: %+v %+v", c.MQTT, c.Log)
+				}
+			})
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		args  []string
+		check func(c Config) bool
+	}{
+		{"double dash with =", []string{"--node-id=f1", "--log-level=warn", "--log-format=console"},
+			func(c Config) bool { return c.NodeID == "f1" && c.Log.Level == "warn" && c.Log.Format == "console" }},
+		{"single dash with space", []string{"-mqtt-addr", ":0", "-ws-addr", "off", "-admin-addr", "off"},
+			func(c Config) bool { return c.MQTT.Addr == ":0" && c.MQTT.WSAddr == "off" && c.Admin.Addr == "off" }},
+		{"empty flag keeps the value", []string{"--mqtt-addr="},
+			func(c Config) bool { return c.MQTT.Addr == ":1883" }},
+		{"no args", nil, func(c Config) bool { return reflect.DeepEqual(c, Defaults()) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Load(tt.args, nil, nil)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !tt.check(c) {
+				t.Errorf("got %+v", c)
+			}
+		})
+	}
+}
+
+func TestFlagConfigOverridesEnvConfig(t *testing.T) {
+	t.Parallel()
+	fromFlag := writeFile(t, "a.yaml", "node_id: from-flag\n")
+	fromEnv := writeFile(t, "b.yaml", "node_id: from-env\n")
+	env := []string{"PRESENCED_CONFIG=" + fromEnv}
+
+	c, err := Load(nil, env, nil)
+	if err != nil || c.NodeID != "from-env" {
+		t.Errorf("PRESENCED_CONFIG: node_id %q, err %v", c.NodeID, err)
+	}
+	c, err = Load([]string{"--config=" + fromFlag}, env, nil)
+	if err != nil || c.NodeID != "from-flag" {
+		t.Errorf("--config: node_id %q, err %v", c.NodeID, err)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	t.Parallel()
+	for _, help := range []string{"-h", "--help", "-help"} {
+		var usage bytes.Buffer
+		_, err := Load([]string{help}, nil, &usage)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s: err = %v, want flag.ErrHelp", help, err)
+		}
+		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices"} {
+			if !strings.Contains(usage.String(), want) {
+				t.Errorf("%s: usage does not mention %q:\n%s", help, want, usage.String())
+			}
+		}
+	}
+
+	var usage bytes.Buffer
+	_, err := Load([]string{"--mqtt-adr", ":1"}, nil, &usage)
+	mustContain(t, err, ErrUnknownKey, "mqtt-adr")
+	if !strings.Contains(usage.String(), "Usage: presenced") {
+		t.Errorf("no usage after a bad flag: %q", usage.String())
+	}
+
+	_, err = Load([]string{"--mqtt-addr"}, nil, nil)
+	mustContain(t, err, ErrInvalid, "mqtt-addr")
+
+	_, err = Load([]string{"--log-level", "debug", "extra"}, nil, nil)
+	mustContain(t, err, ErrInvalid, `"extra"`)
+
+	_, err = Load([]string{"--log-level", "loud"}, nil, nil)
+	mustContain(t, err, ErrInvalid, `log.level: must be one of debug, info, warn, error (got "loud") (set by flag --log-level)`)
+}
+
+// TestEveryKeyIsReachable checks the reflection-derived key tree: every leaf
+// has a unique environment variable that sets it, and every flag names a key.
+func TestEveryKeyIsReachable(t *testing.T) {
+	t.Parallel()
+	seen := map[string]string{envConfigFile: "--config"}
+	for _, lf := range leaves() {
+		if other, dup := seen[lf.env]; dup {
+			t.Errorf("%s and %s share the variable %s", lf.path, other, lf.env)
+		}
+		seen[lf.env] = lf.path
+
+		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s"}[lf.typ.Kind()]
+		if sample == "" {
+			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
+			continue
+		}
+		l := loader{sources: map[string]string{}}
+		if err := l.applyEnv(map[string]string{lf.env: sample}); err != nil {
+			t.Errorf("%s=%s: %v", lf.env, sample, err)
+			continue
+		}
+		if reflect.ValueOf(l.cfg).FieldByIndex(lf.index).IsZero() {
+			t.Errorf("%s=%s did not set %s", lf.env, sample, lf.path)
+		}
+		if l.sources[lf.path] != "set by "+lf.env {
+			t.Errorf("%s: source %q", lf.path, l.sources[lf.path])
+		}
+	}
+	for _, f := range flagKeys {
+		if _, ok := leafByPath(f.key); !ok {
+			t.Errorf("flag --%s names the unknown key %q", f.flag, f.key)
+		}
+	}
+}
+
+// The documented file must be loadable and spell out every default.
+func TestPresencedYAMLIsTheDefaults(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("presenced.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Decoded without applying defaults, the file alone must give the
+	// defaults, so every value in it is written out and right.
+	l := loader{sources: map[string]string{}}
+	if err := l.decodeYAML(data, "presenced.yaml"); err != nil {
+		t.Fatalf("decode presenced.yaml: %v", err)
+	}
+	want := Defaults()
+	got := l.cfg
+	if got.NodeID != "" {
+		t.Errorf("presenced.yaml sets node_id %q; leave it to the host name", got.NodeID)
+	}
+	got.NodeID = want.NodeID
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("presenced.yaml =\n%+v\nDefaults() =\n%+v", got, want)
+	}
+
+	// And through Load, as a user would.
+	c, err := Load([]string{"--config", "presenced.yaml"}, nil, nil)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("Load(presenced.yaml) =\n%+v\nwant\n%+v", c, want)
+	}
+}
+
+// Every key must appear in presenced.yaml with a comment above it.
+func TestPresencedYAMLDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("presenced.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, lf := range leaves() {
+		if lf.path == "node_id" { // host-dependent: documented commented out
+			if !strings.Contains(string(data), "\n# node_id:") {
+				t.Errorf("presenced.yaml does not document node_id as a comment")
+			}
+			continue
+		}
+		key := findKey(doc.Content[0], strings.Split(lf.path, "."))
+		if key == nil {
+			t.Errorf("presenced.yaml does not set %s", lf.path)
+			continue
+		}
+		if strings.TrimSpace(key.HeadComment) == "" {
+			t.Errorf("presenced.yaml: %s (line %d) has no comment above it", lf.path, key.Line)
+		}
+	}
+}
+
+// findKey returns the key node at path in a mapping, or nil.
+func findKey(m *yaml.Node, path []string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value != path[0] {
+			continue
+		}
+		if len(path) == 1 {
+			return m.Content[i]
+		}
+		return findKey(m.Content[i+1], path[1:])
+	}
+	return nil
+}

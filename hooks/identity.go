@@ -1,0 +1,53 @@
+package hooks
+
+import (
+	"strings"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// Identity is who a connection is: a user with an optional device label, or
+// nobody (an observer, which has no session).
+type Identity struct {
+	User   string
+	Device string
+}
+
+// Observer reports whether the connection has no user.
+func (id Identity) Observer() bool { return id.User == "" }
+
+// IdentityRule says where a connection's user comes from.
+type IdentityRule struct {
+	FromClientID bool   // false: the MQTT username; true: the client id
+	Separator    string // with FromClientID: "alice/phone" is user alice, device phone
+}
+
+// Identify derives a connection's identity from its username and client id,
+// and checks it. From the username, an empty one means an observer. From the
+// client id, the user is the part before the first separator and the device
+// the part after; a client id without the separator means an observer (so
+// tools such as mosquitto_sub, which pick random ids, only observe).
+func (r IdentityRule) Identify(username, clientID string) (Identity, error) {
+	var id Identity
+	if r.FromClientID {
+		user, device, ok := strings.Cut(clientID, r.Separator)
+		if !ok {
+			return Identity{}, nil
+		}
+		id = Identity{User: user, Device: device}
+	} else {
+		id = Identity{User: username}
+	}
+	if id.User == "" {
+		return id, nil
+	}
+	if err := presence.ValidUser(id.User); err != nil {
+		return Identity{}, err
+	}
+	if id.Device != "" {
+		if err := presence.ValidDevice(id.Device); err != nil {
+			return Identity{}, err
+		}
+	}
+	return id, nil
+}

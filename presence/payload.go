@@ -1,0 +1,243 @@
+package presence
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// TimeLayout is how every time in a payload is written: RFC 3339, UTC, ms.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// AppendJSON appends the payload of presence/users/{user} to b:
+//
+//	{"user","status","text","version","since","last_seen","sessions":[{"id","epoch","node","device","status","connected_at"}]}
+//
+// last_seen is null while the user is online or was never seen offline.
+// It is hand-written because it runs on every change; it produces the same
+// document as encoding/json would.
+func (p Presence) AppendJSON(b []byte) []byte {
+	b = append(b, `{"user":`...)
+	b = appendString(b, p.User)
+	b = append(b, `,"status":`...)
+	b = appendString(b, string(p.Status))
+	b = append(b, `,"text":`...)
+	b = appendString(b, p.Text)
+	b = append(b, `,"version":`...)
+	b = strconv.AppendUint(b, p.Version, 10)
+	b = append(b, `,"since":`...)
+	b = appendTime(b, p.Since)
+	b = append(b, `,"last_seen":`...)
+	b = appendTime(b, p.LastSeen)
+	b = append(b, `,"sessions":[`...)
+	for i, s := range p.Sessions {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendString(b, s.ID)
+		b = append(b, `,"epoch":`...)
+		b = strconv.AppendUint(b, s.Epoch, 10)
+		b = append(b, `,"node":`...)
+		b = appendString(b, s.Node)
+		b = append(b, `,"device":`...)
+		b = appendString(b, s.Device)
+		b = append(b, `,"status":`...)
+		b = appendString(b, string(s.Status))
+		b = append(b, `,"connected_at":`...)
+		b = appendTime(b, s.ConnectedAt)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// MarshalJSON implements json.Marshaler with AppendJSON.
+func (p Presence) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
+
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimeLayout)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string, escaping as encoding/json does
+// (without its HTML escaping).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// wirePresence mirrors the payload for decoding.
+type wirePresence struct {
+	User     string        `json:"user"`
+	Status   Status        `json:"status"`
+	Text     string        `json:"text"`
+	Version  uint64        `json:"version"`
+	Since    time.Time     `json:"since"`
+	LastSeen *time.Time    `json:"last_seen"`
+	Sessions []SessionView `json:"sessions"`
+}
+
+// ParsePresence decodes a presence/users/{user} payload.
+func ParsePresence(b []byte) (Presence, error) {
+	var w wirePresence
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&w); err != nil {
+		return Presence{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	p := Presence{User: w.User, Status: w.Status, Text: w.Text, Version: w.Version, Since: w.Since, Sessions: w.Sessions}
+	if w.LastSeen != nil {
+		p.LastSeen = *w.LastSeen
+	}
+	if p.Sessions == nil {
+		p.Sessions = []SessionView{}
+	}
+	return p, nil
+}
+
+// Scope says what a presence/set applies to.
+type Scope string
+
+// Scopes.
+const (
+	ScopeSession Scope = "session"
+	ScopeAccount Scope = "account"
+)
+
+// SetRequest is a decoded presence/set payload. User and session come from
+// the connection that sent it, never from the payload.
+type SetRequest struct {
+	Scope  Scope
+	Status *Status
+	Text   *string
+	Device *string
+}
+
+// Update returns the session-scope change.
+func (r SetRequest) Update() Update { return Update{Status: r.Status, Text: r.Text, Device: r.Device} }
+
+// AccountUpdate returns the account-scope change.
+func (r SetRequest) AccountUpdate() AccountUpdate {
+	return AccountUpdate{Status: r.Status, Text: r.Text}
+}
+
+type wireSet struct {
+	Status *string `json:"status"`
+	Text   *string `json:"text"`
+	Device *string `json:"device"`
+	Scope  *string `json:"scope"`
+}
+
+// ParseSetRequest decodes and checks a presence/set payload:
+//
+//	{"status": "online|idle|away|busy|dnd", "text": "...", "device": "...", "scope": "session|account"}
+//
+// Every field is optional; scope defaults to session. At account scope the
+// status may be away, busy or dnd, or online to clear the override, and "text": ""
+// clears the text; device is not allowed there. The payload is at most 1 KiB
+// of UTF-8 JSON, one object with no other fields, the text at most 256 bytes.
+func ParseSetRequest(b []byte) (SetRequest, error) {
+	if len(b) > MaxSetPayload {
+		return SetRequest{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrBadPayload, len(b), MaxSetPayload)
+	}
+	if !utf8.Valid(b) {
+		return SetRequest{}, fmt.Errorf("%w: payload is not UTF-8", ErrBadPayload)
+	}
+	var w wireSet
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&w); err != nil {
+		return SetRequest{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+	}
+	if _, err := d.Token(); !errors.Is(err, io.EOF) {
+		return SetRequest{}, fmt.Errorf("%w: data after the JSON object", ErrBadPayload)
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("null")) {
+		return SetRequest{}, fmt.Errorf("%w: payload is null, want an object", ErrBadPayload)
+	}
+	r := SetRequest{Scope: ScopeSession, Text: w.Text, Device: w.Device}
+	if w.Scope != nil {
+		switch Scope(*w.Scope) {
+		case ScopeSession, ScopeAccount:
+			r.Scope = Scope(*w.Scope)
+		default:
+			return SetRequest{}, fmt.Errorf("%w: scope %q (want session or account)", ErrBadPayload, *w.Scope)
+		}
+	}
+	if w.Status != nil {
+		s, err := ParseStatus(*w.Status)
+		if err != nil {
+			return SetRequest{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+		}
+		if r.Scope == ScopeAccount && s != Online && !s.AccountStatus() {
+			return SetRequest{}, fmt.Errorf("%w: status %q at account scope (want away, busy, dnd, or online to clear)", ErrBadPayload, s)
+		}
+		r.Status = &s
+	}
+	if r.Text != nil && len(*r.Text) > MaxTextBytes {
+		return SetRequest{}, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*r.Text), MaxTextBytes)
+	}
+	if r.Device != nil {
+		if r.Scope == ScopeAccount {
+			return SetRequest{}, fmt.Errorf("%w: device is a session field, not allowed at account scope", ErrBadPayload)
+		}
+		if err := ValidDevice(*r.Device); err != nil {
+			return SetRequest{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+		}
+	}
+	return r, nil
+}

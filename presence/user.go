@@ -1,0 +1,292 @@
+package presence
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// MaxEnded is how many ended sessions a user record keeps, newest first, so
+// that an operator can read how recent sessions ended.
+const MaxEnded = 8
+
+// Account is the account-level setting: an override status (away, busy, dnd,
+// or empty for none) and a text.
+type Account struct {
+	Status Status `json:"status,omitempty"`
+	Text   string `json:"text,omitempty"`
+}
+
+// AccountUpdate is a partial change of the account setting. Status Online
+// clears the override; Text "" clears the text; nil leaves a field as it is.
+type AccountUpdate struct {
+	Status *Status
+	Text   *string
+}
+
+// User is everything a store holds for one user. Stores treat it as a value:
+// every operation below returns a new User and leaves its receiver unchanged.
+type User struct {
+	Name      string    `json:"name"`
+	LastEpoch uint64    `json:"last_epoch"` // the last epoch handed out
+	Account   Account   `json:"account"`
+	Sessions  []Session `json:"sessions"` // live sessions, sorted by id
+	Ended     []Session `json:"ended"`    // recently ended sessions, newest first
+	LastSeen  time.Time `json:"last_seen,omitzero"`
+	LastWords string    `json:"last_words,omitempty"` // text of the will that took the user offline
+	Current   Presence  `json:"current"`              // the last committed aggregate
+}
+
+// OpenArgs describes a new session.
+type OpenArgs struct {
+	User   string
+	ID     string
+	Node   string
+	Device string
+	Status Status // empty means online
+	Text   string
+	TTL    time.Duration
+}
+
+// Validate checks the names and values of an open.
+func (a OpenArgs) Validate() error {
+	if err := ValidUser(a.User); err != nil {
+		return err
+	}
+	if err := ValidSessionID(a.ID); err != nil {
+		return err
+	}
+	if a.Device != "" {
+		if err := ValidDevice(a.Device); err != nil {
+			return err
+		}
+	}
+	if a.Status != "" && !a.Status.SessionStatus() {
+		return fmt.Errorf("%w: %q on a session", ErrBadStatus, a.Status)
+	}
+	if len(a.Text) > MaxTextBytes {
+		return fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(a.Text), MaxTextBytes)
+	}
+	if a.TTL <= 0 {
+		return fmt.Errorf("%w: session ttl %v", ErrBadTransition, a.TTL)
+	}
+	return nil
+}
+
+func (u User) find(id string) (int, bool) {
+	return slices.BinarySearchFunc(u.Sessions, id, func(s Session, id string) int {
+		switch {
+		case s.ID < id:
+			return -1
+		case s.ID > id:
+			return 1
+		}
+		return 0
+	})
+}
+
+func (u User) clone() User {
+	u.Sessions = slices.Clone(u.Sessions)
+	u.Ended = slices.Clone(u.Ended)
+	u.Current.Sessions = slices.Clone(u.Current.Sessions)
+	return u
+}
+
+// retire removes live session i, which has ended, and records it.
+func (u *User) retire(i int, ended Session) {
+	u.Sessions = slices.Delete(u.Sessions, i, i+1)
+	u.Ended = slices.Insert(u.Ended, 0, ended)
+	if len(u.Ended) > MaxEnded {
+		u.Ended = u.Ended[:MaxEnded]
+	}
+	if len(u.Sessions) == 0 {
+		u.LastSeen = ended.EndedAt
+	}
+}
+
+// Open starts a new session with the next epoch and establishes it. A live
+// session with the same id is ended first as a takeover, in the same step, so
+// the user never shows offline in between. It returns the new session and the
+// one it took over, if any.
+func (u User) Open(a OpenArgs, now time.Time) (User, Session, *Session, error) {
+	if err := a.Validate(); err != nil {
+		return u, Session{}, nil, err
+	}
+	if u.Name != "" && u.Name != a.User {
+		return u, Session{}, nil, fmt.Errorf("%w: record of %q asked to open for %q", ErrBadName, u.Name, a.User)
+	}
+	u = u.clone()
+	u.Name = a.User
+	var taken *Session
+	if i, ok := u.find(a.ID); ok {
+		old, err := u.Sessions[i].End(u.Sessions[i].Epoch, EndTakeover, now)
+		if err != nil {
+			return u, Session{}, nil, err
+		}
+		seen := u.LastSeen
+		u.retire(i, old)
+		u.LastSeen = seen // the new session replaces it in the same step: the user never went offline
+		taken = &old
+	}
+	u.LastEpoch = NextStamp(u.LastEpoch, now)
+	s := NewSession(a.User, a.ID, u.LastEpoch, a.Node, now, a.TTL)
+	s.Device = a.Device
+	if a.Status != "" {
+		s.Status = a.Status
+	}
+	s.Text = a.Text
+	s, err := s.Establish(s.Epoch, now)
+	if err != nil {
+		return u, Session{}, nil, err
+	}
+	i, _ := u.find(a.ID)
+	u.Sessions = slices.Insert(u.Sessions, i, s)
+	u.LastWords = ""
+	return u, s, taken, nil
+}
+
+// End ends the live session id at epoch. lastWords, when not nil and the end
+// is unclean, is the text of the session's will.
+func (u User) End(id string, epoch uint64, reason EndReason, lastWords *string, now time.Time) (User, Session, error) {
+	i, ok := u.find(id)
+	if !ok {
+		return u, Session{}, fmt.Errorf("%w: no live session %s/%s (write has epoch %d)", ErrStaleEpoch, u.Name, id, epoch)
+	}
+	ended, err := u.Sessions[i].End(epoch, reason, now)
+	if err != nil {
+		return u, Session{}, err
+	}
+	u = u.clone()
+	u.retire(i, ended)
+	if len(u.Sessions) == 0 {
+		u.LastWords = ""
+		if lastWords != nil && !reason.Clean() {
+			u.LastWords = *lastWords
+		}
+	}
+	return u, ended, nil
+}
+
+// UpdateSession changes the live session id at epoch.
+func (u User) UpdateSession(id string, epoch uint64, upd Update) (User, Session, error) {
+	i, ok := u.find(id)
+	if !ok {
+		return u, Session{}, fmt.Errorf("%w: no live session %s/%s (write has epoch %d)", ErrStaleEpoch, u.Name, id, epoch)
+	}
+	s, err := u.Sessions[i].Update(epoch, upd)
+	if err != nil {
+		return u, Session{}, err
+	}
+	u = u.clone()
+	u.Sessions[i] = s
+	return u, s, nil
+}
+
+// Renew extends the live session id at epoch to now+ttl.
+func (u User) Renew(id string, epoch uint64, now time.Time, ttl time.Duration) (User, error) {
+	i, ok := u.find(id)
+	if !ok {
+		return u, fmt.Errorf("%w: no live session %s/%s (write has epoch %d)", ErrStaleEpoch, u.Name, id, epoch)
+	}
+	s, err := u.Sessions[i].Heartbeat(epoch, now, ttl)
+	if err != nil {
+		return u, err
+	}
+	u = u.clone()
+	u.Sessions[i] = s
+	return u, nil
+}
+
+// SetAccount changes the account setting.
+func (u User) SetAccount(upd AccountUpdate) (User, error) {
+	if upd.Status != nil && *upd.Status != Online && !upd.Status.AccountStatus() {
+		return u, fmt.Errorf("%w: %q at account scope (want away, busy, dnd, or online to clear)", ErrBadStatus, *upd.Status)
+	}
+	if upd.Text != nil && len(*upd.Text) > MaxTextBytes {
+		return u, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*upd.Text), MaxTextBytes)
+	}
+	u = u.clone()
+	if upd.Status != nil {
+		u.Account.Status = *upd.Status
+		if *upd.Status == Online {
+			u.Account.Status = ""
+		}
+	}
+	if upd.Text != nil {
+		u.Account.Text = *upd.Text
+	}
+	return u, nil
+}
+
+// Reap ends every live session whose expiry has passed at now, as timeouts.
+func (u User) Reap(now time.Time) (User, []Session) {
+	var reaped []Session
+	for i := 0; i < len(u.Sessions); {
+		s := u.Sessions[i]
+		if !s.Due(now) {
+			i++
+			continue
+		}
+		if reaped == nil {
+			u = u.clone()
+		}
+		ended, _ := s.End(s.Epoch, EndTimeout, now)
+		u.retire(i, ended)
+		u.LastWords = ""
+		reaped = append(reaped, ended)
+	}
+	return u, reaped
+}
+
+// EndNode ends every live session of node as reason (node loss).
+func (u User) EndNode(node string, reason EndReason, now time.Time) (User, []Session) {
+	var ended []Session
+	for i := 0; i < len(u.Sessions); {
+		s := u.Sessions[i]
+		if s.Node != node {
+			i++
+			continue
+		}
+		if ended == nil {
+			u = u.clone()
+		}
+		e, _ := s.End(s.Epoch, reason, now)
+		u.retire(i, e)
+		u.LastWords = ""
+		ended = append(ended, e)
+	}
+	return u, ended
+}
+
+// NextDeadline returns the earliest expiry of the user's live sessions.
+func (u User) NextDeadline() (time.Time, bool) {
+	var min time.Time
+	for _, s := range u.Sessions {
+		if min.IsZero() || s.ExpiresAt.Before(min) {
+			min = s.ExpiresAt
+		}
+	}
+	return min, !min.IsZero()
+}
+
+// Commit derives the aggregate of u under rules. When it differs from the last
+// committed one, it is given the next version (and a new since when the status
+// changed) and becomes Current; changed is then true. Every store operation
+// ends with Commit, so versions move exactly when what observers see moves.
+func (u User) Commit(rules Rules, now time.Time) (User, Presence, bool) {
+	p := Aggregate(u, rules)
+	if u.Current.Version != 0 && p.sameAs(u.Current) {
+		return u, u.Current, false
+	}
+	p.Version = NextStamp(u.Current.Version, now)
+	p.Since = u.Current.Since
+	if p.Status != u.Current.Status || p.Since.IsZero() {
+		p.Since = now
+		if p.Status == Offline && !u.LastSeen.IsZero() {
+			p.Since = u.LastSeen
+		}
+	}
+	u = u.clone()
+	u.Current = p
+	return u, p, true
+}
