@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/presenced/presenced/presence"
@@ -26,13 +27,17 @@ type IdentityRule struct {
 // and checks it. From the username, an empty one means an observer. From the
 // client id, the user is the part before the first separator and the device
 // the part after; a client id without the separator means an observer (so
-// tools such as mosquitto_sub, which pick random ids, only observe).
+// tools such as mosquitto_sub, which pick random ids, only observe). A
+// connection with a user must also have a client id that can name a session.
 func (r IdentityRule) Identify(username, clientID string) (Identity, error) {
 	var id Identity
 	if r.FromClientID {
 		user, device, ok := strings.Cut(clientID, r.Separator)
 		if !ok {
 			return Identity{}, nil
+		}
+		if user == "" {
+			return Identity{}, fmt.Errorf("%w: client id %q has no user before the separator %q", presence.ErrBadName, clientID, r.Separator)
 		}
 		id = Identity{User: user, Device: device}
 	} else {
@@ -42,6 +47,9 @@ func (r IdentityRule) Identify(username, clientID string) (Identity, error) {
 		return id, nil
 	}
 	if err := presence.ValidUser(id.User); err != nil {
+		return Identity{}, err
+	}
+	if err := presence.ValidSessionID(clientID); err != nil {
 		return Identity{}, err
 	}
 	if id.Device != "" {

@@ -66,6 +66,7 @@ type Presence struct {
 	o        Options
 	set      string // prefix/set
 	readOnly []string
+	gate     gate
 	Counters Counters
 }
 
@@ -169,6 +170,7 @@ func (h *Presence) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 // will flag, so that mochi's sendLWT skips it when the old socket closes: a
 // takeover is not a death.
 func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
+	h.gate.enter(cl)
 	if h.o.Clients != nil {
 		if old, ok := h.o.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
 			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
@@ -188,6 +190,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 
 // OnSessionEstablished runs after CONNACK.
 func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	h.gate.leave(cl)
 	if id, err := h.identify(cl); err == nil && !id.Observer() {
 		h.o.Tracker.Established(cl)
 	}
@@ -195,6 +198,7 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 
 // OnDisconnect ends the connection's session with the reason mochi gives.
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
+	h.gate.leave(cl)
 	if id, ierr := h.identify(cl); ierr == nil && !id.Observer() {
 		h.o.Tracker.Disconnect(cl, EndReason(err, cl.StopCause()))
 	}
@@ -203,8 +207,9 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // OnPublish consumes presence/set. A valid payload is handed to the tracker;
 // either way no subscriber receives the message and nothing is retained
 // (CodeSuccessIgnore). An invalid payload changes nothing: an MQTT 5 client
-// publishing with QoS 1 or 2 gets PUBACK 0x99 (payload format invalid); other
-// clients cannot be told, so the message is acknowledged and dropped.
+// publishing with QoS 1 gets PUBACK 0x99 (payload format invalid), with QoS 2
+// PUBREC 0x99. QoS 0 and MQTT 3.1.1 cannot be told: the message is
+// acknowledged as usual and dropped (and counted).
 // Only packets.Code errors and the two sentinels stop mochi from delivering,
 // so no other error is ever returned.
 func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
@@ -219,8 +224,20 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	if err != nil {
 		h.Counters.SetRejected.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Err(err).Msg("presence/set refused")
-		if cl.Properties.ProtocolVersion == 5 && pk.FixedHeader.Qos > 0 {
-			return pk, packets.ErrPayloadFormatInvalid
+		if cl.Properties.ProtocolVersion == 5 {
+			switch pk.FixedHeader.Qos {
+			case 1:
+				return pk, packets.ErrPayloadFormatInvalid
+			case 2:
+				// mochi would answer a reason code with a PUBACK; a QoS 2
+				// exchange needs a PUBREC, which with a failure code ends it.
+				_ = cl.WritePacket(packets.Packet{
+					FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
+					PacketID:    pk.PacketID,
+					ReasonCode:  packets.ErrPayloadFormatInvalid.Code,
+				})
+				return pk, packets.ErrRejectPacket
+			}
 		}
 		return pk, packets.CodeSuccessIgnore
 	}
@@ -253,4 +270,3 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 	will.User = nil
 	return will, nil
 }
-

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
@@ -32,7 +31,7 @@ type Node struct {
 	Tracker   *Tracker
 	Publisher *Publisher
 
-	tcp     *listeners.TCP
+	tcp     *tcpListener
 	ws      *wsListener
 	admin   *http.Server
 	adminLn net.Listener
@@ -112,7 +111,7 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("initial load: %w", err)
 	}
 	if n.cfg.MQTT.Addr != configs.Off {
-		n.tcp = listeners.NewTCP(listeners.Config{ID: "tcp", Address: n.cfg.MQTT.Addr})
+		n.tcp = newTCPListener("tcp", n.cfg.MQTT.Addr)
 		if err := n.Server.AddListener(n.tcp); err != nil {
 			return fmt.Errorf("mqtt.addr %s: %w", n.cfg.MQTT.Addr, err)
 		}

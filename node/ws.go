@@ -25,6 +25,7 @@ type wsListener struct {
 	establish   listeners.EstablishFn
 	closeOnce   sync.Once
 	log         *slog.Logger
+	conns       pending
 }
 
 func newWSListener(id, address string) *wsListener {
@@ -72,7 +73,13 @@ func (l *wsListener) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Close()
-	if err := l.establish(l.id, &wsConn{Conn: c.UnderlyingConn(), c: c}); err != nil {
+	raw := c.UnderlyingConn()
+	if !l.conns.add(raw) {
+		return
+	}
+	defer l.conns.remove(raw)
+	_ = raw.SetDeadline(time.Now().Add(connectTimeout))
+	if err := l.establish(l.id, &wsConn{Conn: raw, c: c}); err != nil {
 		l.log.Debug("websocket client ended", "error", err)
 	}
 }
@@ -86,6 +93,7 @@ func (l *wsListener) Close(closeClients listeners.CloseFn) {
 		_ = l.srv.Shutdown(ctx)
 	})
 	closeClients(l.id)
+	l.conns.closeAll()
 }
 
 // wsConn carries MQTT bytes in binary WebSocket messages.

@@ -133,9 +133,17 @@ func (s Session) Update(epoch uint64, u Update) (Session, error) {
 		s.Status = *u.Status
 	}
 	if u.Text != nil {
+		if len(*u.Text) > MaxTextBytes {
+			return s, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*u.Text), MaxTextBytes)
+		}
 		s.Text = *u.Text
 	}
 	if u.Device != nil {
+		if *u.Device != "" {
+			if err := ValidDevice(*u.Device); err != nil {
+				return s, err
+			}
+		}
 		s.Device = *u.Device
 	}
 	return s, nil

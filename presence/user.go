@@ -240,6 +240,9 @@ func (u User) Reap(now time.Time) (User, []Session) {
 
 // EndNode ends every live session of node as reason (node loss).
 func (u User) EndNode(node string, reason EndReason, now time.Time) (User, []Session) {
+	if !reason.Valid() {
+		return u, nil
+	}
 	var ended []Session
 	for i := 0; i < len(u.Sessions); {
 		s := u.Sessions[i]

@@ -1,0 +1,75 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/presence"
+)
+
+func TestEndReason(t *testing.T) {
+	tests := []struct {
+		name           string
+		readErr, cause error
+		want           presence.EndReason
+	}{
+		{"clean disconnect", nil, packets.CodeDisconnect, presence.EndClean},
+		{"disconnect with will", packets.CodeDisconnectWillMessage, packets.CodeDisconnectWillMessage, presence.EndClean},
+		{"keep-alive deadline", fmt.Errorf("read: %w", os.ErrDeadlineExceeded), nil, presence.EndTimeout},
+		{"eof", io.EOF, io.EOF, presence.EndNetwork},
+		{"takeover beats the read error", io.EOF, packets.ErrSessionTakenOver, presence.EndTakeover},
+		{"shutdown", io.EOF, packets.ErrServerShuttingDown, presence.EndShutdown},
+		{"broker closed it", errors.New("use of closed network connection"), packets.ErrNotAuthorized, presence.EndKicked},
+		{"protocol error", packets.ErrProtocolViolationSecondConnect, packets.ErrProtocolViolationSecondConnect, presence.EndKicked},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := EndReason(tt.readErr, tt.cause); got != tt.want {
+				t.Fatalf("EndReason = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestIdentify(t *testing.T) {
+	byName := IdentityRule{}
+	byID := IdentityRule{FromClientID: true, Separator: "/"}
+	tests := []struct {
+		name             string
+		rule             IdentityRule
+		username, client string
+		want             Identity
+		bad              bool
+	}{
+		{"username", byName, "alice", "c1", Identity{User: "alice"}, false},
+		{"no username is an observer", byName, "", "c1", Identity{}, false},
+		{"username with slash", byName, "a/b", "c1", Identity{}, true},
+		{"username with wildcard", byName, "a+", "c1", Identity{}, true},
+		{"username too long", byName, strings.Repeat("x", 129), "c1", Identity{}, true},
+		{"client id unusable", byName, "alice", strings.Repeat("c", 257), Identity{}, true},
+		{"client id split", byID, "ignored", "bob/phone", Identity{User: "bob", Device: "phone"}, false},
+		{"client id split once", byID, "", "bob/phone/2", Identity{User: "bob", Device: "phone/2"}, false},
+		{"client id without separator observes", byID, "", "mosq-123", Identity{}, false},
+		{"client id with empty user", byID, "", "/phone", Identity{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.rule.Identify(tt.username, tt.client)
+			if tt.bad != (err != nil) {
+				t.Fatalf("err = %v, want bad=%v", err, tt.bad)
+			}
+			if tt.bad && !errors.Is(err, presence.ErrBadName) {
+				t.Fatalf("err %v does not wrap ErrBadName", err)
+			}
+			if got != tt.want {
+				t.Fatalf("Identify = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,76 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/presenced/presenced/configs"
+)
+
+func testConfig() configs.Config {
+	cfg := configs.Defaults()
+	cfg.NodeID = "unit"
+	cfg.MQTT.Addr, cfg.MQTT.WSAddr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	return cfg
+}
+
+// Stop stops every goroutine the node started, including connections'.
+func TestNodeStopLeavesNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	n, err := New(testConfig(), zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", n.MQTTAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A port in use stops the start with an error naming the key.
+func TestNodeStartFailsOnPortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, key := range []string{"mqtt.addr", "mqtt.ws_addr", "admin.addr"} {
+		cfg := testConfig()
+		switch key {
+		case "mqtt.addr":
+			cfg.MQTT.Addr = ln.Addr().String()
+		case "mqtt.ws_addr":
+			cfg.MQTT.WSAddr = ln.Addr().String()
+		case "admin.addr":
+			cfg.Admin.Addr = ln.Addr().String()
+		}
+		n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.Start(context.Background())
+		if err == nil {
+			_ = n.Stop(context.Background())
+			t.Fatalf("%s in use: started", key)
+		}
+		if got := err.Error(); len(got) < len(key) || got[:len(key)] != key {
+			t.Errorf("%s in use: error %q does not name the key", key, got)
+		}
+	}
+}
