@@ -77,6 +77,7 @@ type Stats struct {
 	TrackedSessions int    `json:"tracked_sessions"`
 	RetainedUsers   int    `json:"retained_users"`
 	TrackerDepth    int64  `json:"tracker_queue_depth"`
+	TrackerRetrying int64  `json:"tracker_retrying"`
 	PublisherDepth  int64  `json:"publisher_queue_depth"`
 	Opened          int64  `json:"sessions_opened"`
 	Ended           int64  `json:"sessions_ended"`
@@ -105,6 +106,7 @@ func (n *Node) Stats() Stats {
 		TrackedSessions: n.Tracker.Len(),
 		RetainedUsers:   n.Publisher.Users(),
 		TrackerDepth:    t.Depth.Load(),
+		TrackerRetrying: t.Retrying.Load(),
 		PublisherDepth:  p.Depth.Load(),
 		Opened:          t.Opened.Load(),
 		Ended:           t.Ended.Load(),

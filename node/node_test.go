@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/presence"
 )
 
 func testConfig() configs.Config {
@@ -72,5 +73,36 @@ func TestNodeStartFailsOnPortInUse(t *testing.T) {
 		if got := err.Error(); len(got) < len(key) || got[:len(key)] != key {
 			t.Errorf("%s in use: error %q does not name the key", key, got)
 		}
+	}
+}
+
+// Retained presence is never purged: mochi deletes a retained message when
+// MaximumMessageExpiryInterval > 0 and it is older than that, or when it has
+// its own Expiry (clearExpiredRetainedMessages). Neither may hold for presence.
+func TestRetainedPresenceNeverExpires(t *testing.T) {
+	n, err := New(testConfig(), zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Stop(context.Background()) }()
+	if got := n.Server.Options.Capabilities.MaximumMessageExpiryInterval; got != 0 {
+		t.Fatalf("MaximumMessageExpiryInterval = %d, want 0", got)
+	}
+	n.Publisher.Offer(presence.Presence{User: "zoe", Status: presence.Offline, Version: 7})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if pk, ok := n.Server.Topics.Retained.Get("presence/users/zoe"); ok {
+			if pk.Expiry != 0 {
+				t.Fatalf("retained presence has expiry %d", pk.Expiry)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("presence not retained")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -45,7 +45,8 @@ type Tracker struct {
 
 // TrackerStats are counts read with atomic loads.
 type TrackerStats struct {
-	Depth       atomic.Int64 // items waiting in the queues
+	Depth       atomic.Int64 // items waiting in the queues or being written
+	Retrying    atomic.Int64 // items waiting to be tried again after a store failure
 	Stale       atomic.Int64 // writes the store refused as stale
 	StaleEvents atomic.Int64 // hook events of a replaced connection, ignored
 	Errors      atomic.Int64 // store failures (retried)
@@ -152,10 +153,10 @@ func (t *Tracker) work(q *queue) {
 		case <-q.signal:
 		}
 		for _, it := range q.take() {
-			t.Stats.Depth.Add(-1)
 			if it.sync(t) {
 				t.retry(it)
 			}
+			t.Stats.Depth.Add(-1) // after the write, so Drain means "written"
 		}
 	}
 }
@@ -163,8 +164,10 @@ func (t *Tracker) work(q *queue) {
 // retry puts an item back after a pause, unless the tracker is stopping.
 func (t *Tracker) retry(it item) {
 	t.wg.Add(1)
+	t.Stats.Retrying.Add(1)
 	go func() {
 		defer t.wg.Done()
+		defer t.Stats.Retrying.Add(-1)
 		timer := time.NewTimer(t.retryIn)
 		defer timer.Stop()
 		select {

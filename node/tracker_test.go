@@ -1,0 +1,216 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/store"
+)
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// countingStore counts the writes reaching the memory store.
+type countingStore struct {
+	*store.Memory
+	mu                   sync.Mutex
+	opens, ends, updates int
+}
+
+func (s *countingStore) counts() (opens, ends, updates int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opens, s.ends, s.updates
+}
+
+func (s *countingStore) Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error) {
+	s.mu.Lock()
+	s.opens++
+	s.mu.Unlock()
+	return s.Memory.Open(ctx, a)
+}
+
+func (s *countingStore) End(ctx context.Context, a presence.EndArgs) error {
+	s.mu.Lock()
+	s.ends++
+	s.mu.Unlock()
+	return s.Memory.End(ctx, a)
+}
+
+func (s *countingStore) Update(ctx context.Context, r presence.SessionRef, u presence.Update) error {
+	s.mu.Lock()
+	s.updates++
+	s.mu.Unlock()
+	return s.Memory.Update(ctx, r, u)
+}
+
+type feed struct {
+	mu  sync.Mutex
+	all []presence.Presence
+}
+
+func (f *feed) add(p presence.Presence) {
+	f.mu.Lock()
+	f.all = append(f.all, p)
+	f.mu.Unlock()
+}
+
+func (f *feed) snapshot() []presence.Presence {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]presence.Presence(nil), f.all...)
+}
+
+func newTestTracker(t *testing.T) (*Tracker, *countingStore, *feed, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now)}
+	f := &feed{}
+	cs.Watch(f.add)
+	tr := NewTracker(cs, "n1", time.Minute, 2, zerolog.Nop())
+	return tr, cs, f, clk
+}
+
+func waitIdle(t *testing.T, tr *Tracker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+}
+
+func client(id string) *mqtt.Client { return &mqtt.Client{ID: id} }
+
+// Changes made before the worker runs coalesce into one write.
+func TestTrackerCoalesces(t *testing.T) {
+	tr, cs, f, _ := newTestTracker(t)
+	cl := client("alice-phone")
+	tr.Connect(cl, hooks.Identity{User: "alice", Device: "phone"})
+	tr.Established(cl)
+	for _, s := range []presence.Status{presence.Away, presence.Busy, presence.Idle} {
+		st := s
+		tr.Set(cl, "alice", presence.SetRequest{Scope: presence.ScopeSession, Status: &st})
+	}
+	tr.Start()
+	defer tr.Stop()
+	waitIdle(t, tr)
+	if opens, _, updates := cs.counts(); opens != 1 || updates != 0 {
+		t.Fatalf("opens %d updates %d, want 1 and 0", opens, updates)
+	}
+	got := f.snapshot()
+	if len(got) != 1 || got[0].Status != presence.Idle {
+		t.Fatalf("feed: %+v", got)
+	}
+}
+
+// A takeover reaches the store as one open that ends the old session: the
+// old connection's late disconnect is ignored, and the user never shows offline.
+func TestTrackerTakeover(t *testing.T) {
+	tr, cs, f, _ := newTestTracker(t)
+	tr.Start()
+	defer tr.Stop()
+	old := client("bob-phone")
+	tr.Connect(old, hooks.Identity{User: "bob"})
+	tr.Established(old)
+	waitIdle(t, tr)
+	nu := &mqtt.Client{ID: "bob-phone"}
+	tr.Connect(nu, hooks.Identity{User: "bob"})
+	tr.Disconnect(old, presence.EndTakeover) // mochi: before or after the new Established
+	tr.Established(nu)
+	waitIdle(t, tr)
+	if opens, ends, _ := cs.counts(); opens != 2 || ends != 0 {
+		t.Fatalf("opens %d ends %d, want 2 and 0", opens, ends)
+	}
+	for _, p := range f.snapshot() {
+		if p.Status != presence.Online {
+			t.Fatalf("feed showed %s during a takeover", p.Status)
+		}
+	}
+	if tr.Stats.StaleEvents.Load() != 1 {
+		t.Fatalf("stale events %d, want 1 (the old disconnect)", tr.Stats.StaleEvents.Load())
+	}
+	u, _, _ := cs.User(context.Background(), "bob")
+	if len(u.Sessions) != 1 || len(u.Ended) != 1 || u.Ended[0].EndReason != presence.EndTakeover {
+		t.Fatalf("record: %+v", u)
+	}
+	// The new connection ends: offline.
+	tr.Disconnect(nu, presence.EndNetwork)
+	waitIdle(t, tr)
+	if got := f.snapshot(); got[len(got)-1].Status != presence.Offline {
+		t.Fatalf("after the last disconnect: %+v", got[len(got)-1])
+	}
+	if tr.Len() != 0 {
+		t.Fatalf("%d slots left", tr.Len())
+	}
+}
+
+// A connection that ends before it was established never reaches the store.
+func TestTrackerNeverEstablished(t *testing.T) {
+	tr, cs, f, _ := newTestTracker(t)
+	cl := client("c")
+	tr.Connect(cl, hooks.Identity{User: "carol"})
+	tr.Disconnect(cl, presence.EndNetwork)
+	tr.Start()
+	defer tr.Stop()
+	waitIdle(t, tr)
+	if opens, _, _ := cs.counts(); opens != 0 || len(f.snapshot()) != 0 || tr.Len() != 0 {
+		t.Fatalf("opens %d feed %d slots %d", opens, len(f.snapshot()), tr.Len())
+	}
+}
+
+// Bulk renewal keeps a live session past its TTL; without it the reaper ends
+// it; a session the store lost is opened again with a new epoch.
+func TestTrackerRenewal(t *testing.T) {
+	tr, cs, f, clk := newTestTracker(t)
+	tr.Start()
+	defer tr.Stop()
+	cl := client("d")
+	tr.Connect(cl, hooks.Identity{User: "dave"})
+	tr.Established(cl)
+	waitIdle(t, tr)
+	ctx := context.Background()
+	for range 5 { // 5 × 30 s: far past the 1 min TTL, renewed every 30 s
+		clk.advance(30 * time.Second)
+		if err := tr.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := cs.Reap(ctx); n != 0 {
+			t.Fatalf("reaped a renewed session")
+		}
+	}
+	first := f.snapshot()[0].Sessions[0].Epoch
+	clk.advance(61 * time.Second) // the node stalled past the TTL
+	if n, _ := cs.Reap(ctx); n != 1 {
+		t.Fatalf("unrenewed session not reaped")
+	}
+	if err := tr.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitIdle(t, tr)
+	last := f.snapshot()[len(f.snapshot())-1]
+	if last.Status != presence.Online || last.Sessions[0].Epoch <= first || tr.Stats.Lost.Load() != 1 {
+		t.Fatalf("after the store lost the session: %+v (lost %d)", last, tr.Stats.Lost.Load())
+	}
+}
