@@ -186,7 +186,9 @@ func newObserver(t *testing.T, addr, filter string) *observer {
 	t.Helper()
 	o := &observer{t: t, seen: map[string][]presence.Presence{}, raw: map[string][]string{}}
 	o.c = dial5(t, addr, fmt.Sprintf("observer-%d", time.Now().UnixNano()), "")
-	go o.collect()
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go o.collect(done)
 	o.subscribe(filter)
 	return o
 }
@@ -199,8 +201,14 @@ func (o *observer) subscribe(filter string) {
 	}
 }
 
-func (o *observer) collect() {
-	for m := range o.c.msgs {
+func (o *observer) collect(done <-chan struct{}) {
+	for {
+		var m *paho.Publish
+		select {
+		case <-done:
+			return
+		case m = <-o.c.msgs:
+		}
 		o.mu.Lock()
 		o.raw[m.Topic] = append(o.raw[m.Topic], string(m.Payload))
 		if user, ok := strings.CutPrefix(m.Topic, "presence/users/"); ok {
