@@ -1,12 +1,28 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test check build run
+.PHONY: test deps check build run
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector.
-test: check
+test: deps check
 	$(GO) test -race -count=1 ./...
+
+# deps: the programs the tests run. The Redis store's tests start their own
+# redis-server processes (integration/redistest), so Debian's redis-server and
+# redis-tools are installed when missing (as root), and the service the package
+# starts is stopped and disabled again: nothing may be left on port 6379.
+deps:
+	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
+		echo "deps: installing redis-server and redis-tools"; \
+		apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends redis-server redis-tools || exit 1; \
+		service redis-server stop >/dev/null 2>&1 || true; \
+		systemctl disable --now redis-server 2>/dev/null || true; \
+		pids="$$(ps -eo pid=,args= | awk '$$2 ~ /(^|\/)redis-server$$/ && $$3 ~ /:6379$$/ {print $$1}')"; \
+		if [ -n "$$pids" ]; then echo "deps: killing leftover redis-server on 6379: $$pids"; kill -9 $$pids || true; fi; \
+	fi
+	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

@@ -74,6 +74,7 @@ type Config struct {
 	Admin    AdminConfig    `yaml:"admin"`
 	Identity IdentityConfig `yaml:"identity"`
 	Presence PresenceConfig `yaml:"presence"`
+	Redis    RedisConfig    `yaml:"redis"`
 }
 
 // LogConfig configures the process logger.
@@ -108,10 +109,42 @@ type IdentityConfig struct {
 type PresenceConfig struct {
 	TopicPrefix          string   `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
 	AuthoritativeDevices []string `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
-	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 5m; >= 10s
+	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
 	RenewInterval        Duration `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
 	ReapInterval         Duration `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
 }
+
+// RedisConfig configures the shared Redis store. No address means the
+// in-memory store (a single node).
+type RedisConfig struct {
+	Addrs         []string `yaml:"addrs"`          // host:port of Redis (cluster: any seed nodes); empty: the in-memory store
+	Cluster       bool     `yaml:"cluster"`        // Redis Cluster
+	Username      string   `yaml:"username"`       // ACL user
+	Password      Secret   `yaml:"password"`       // never logged
+	DB            int      `yaml:"db"`             // database number (not with cluster)
+	KeyPrefix     string   `yaml:"key_prefix"`     // default "presenced:"
+	DialTimeout   Duration `yaml:"dial_timeout"`   // default 2s
+	ReadTimeout   Duration `yaml:"read_timeout"`   // default 1s
+	WriteTimeout  Duration `yaml:"write_timeout"`  // default 1s
+	PoolSize      int      `yaml:"pool_size"`      // connections per Redis node; default 32
+	NodeTTL       Duration `yaml:"node_ttl"`       // a node record lives this long unless refreshed; default 10s
+	SweepInterval Duration `yaml:"sweep_interval"` // how often nodes look for dead nodes' sessions; default 2s
+	Retention     Duration `yaml:"retention"`      // how long an offline user is kept; default 720h (30 days)
+}
+
+// Secret is a string that prints as "***" (in logs, errors and dumps).
+type Secret string
+
+// String implements fmt.Stringer.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+
+// MarshalText keeps the secret out of JSON and YAML output.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Values with a meaning of their own.
 const (
@@ -138,10 +171,17 @@ const (
 	defaultSeparator           = "/"
 	defaultTopicPrefix         = "presence"
 	defaultAuthoritativeDevice = "desktop"
-	defaultSessionTTL          = Duration(5 * time.Minute)
+	defaultSessionTTL          = Duration(3 * time.Hour)
 	defaultRenewDivisor        = 3
 	defaultReapInterval        = Duration(time.Second)
 	fallbackNodeID             = "presenced"
+	defaultKeyPrefix           = "presenced:"
+	defaultDialTimeout         = Duration(2 * time.Second)
+	defaultRedisIOTimeout      = Duration(time.Second)
+	defaultPoolSize            = 32
+	defaultNodeTTL             = Duration(10 * time.Second)
+	defaultSweepInterval       = Duration(2 * time.Second)
+	defaultRetention           = Duration(30 * 24 * time.Hour)
 )
 
 // Defaults returns the config with every default applied.
@@ -180,6 +220,15 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Presence.SessionTTL, defaultSessionTTL)
 	setDuration(&c.Presence.RenewInterval, c.Presence.SessionTTL/defaultRenewDivisor) // after SessionTTL
 	setDuration(&c.Presence.ReapInterval, defaultReapInterval)
+
+	setString(&c.Redis.KeyPrefix, defaultKeyPrefix)
+	setDuration(&c.Redis.DialTimeout, defaultDialTimeout)
+	setDuration(&c.Redis.ReadTimeout, defaultRedisIOTimeout)
+	setDuration(&c.Redis.WriteTimeout, defaultRedisIOTimeout)
+	setInt(&c.Redis.PoolSize, defaultPoolSize)
+	setDuration(&c.Redis.NodeTTL, defaultNodeTTL)
+	setDuration(&c.Redis.SweepInterval, defaultSweepInterval)
+	setDuration(&c.Redis.Retention, defaultRetention)
 }
 
 func hostnameOr(fallback string) string {
@@ -298,6 +347,35 @@ func (c Config) validate() []*keyError {
 			c.Presence.SessionTTL, c.Presence.RenewInterval)
 	}
 	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
+
+	for _, a := range c.Redis.Addrs {
+		if p := validAddr(a); p != "" || a == Off {
+			v.add("redis.addrs", "must be host:port addresses (got %q)", a)
+		}
+	}
+	if c.Redis.Cluster && len(c.Redis.Addrs) == 0 {
+		v.add("redis.cluster", "needs redis.addrs")
+	}
+	if !c.Redis.Cluster && len(c.Redis.Addrs) > 1 {
+		v.add("redis.addrs", "more than one address needs redis.cluster: true (got %d)", len(c.Redis.Addrs))
+	}
+	if c.Redis.DB < 0 || c.Redis.DB > 15 || (c.Redis.Cluster && c.Redis.DB != 0) {
+		v.add("redis.db", "must be 0 to 15, and 0 with a cluster (got %d)", c.Redis.DB)
+	}
+	if strings.ContainsAny(c.Redis.KeyPrefix, "{}") || len(c.Redis.KeyPrefix) > 64 {
+		v.add("redis.key_prefix", "must be at most 64 bytes without { or } (got %q)", c.Redis.KeyPrefix)
+	}
+	v.check("redis.dial_timeout", durationBetween(c.Redis.DialTimeout, Duration(10*time.Millisecond), Duration(time.Minute)))
+	v.check("redis.read_timeout", durationBetween(c.Redis.ReadTimeout, Duration(10*time.Millisecond), Duration(time.Minute)))
+	v.check("redis.write_timeout", durationBetween(c.Redis.WriteTimeout, Duration(10*time.Millisecond), Duration(time.Minute)))
+	v.check("redis.pool_size", intBetween(c.Redis.PoolSize, 1, 10000))
+	v.check("redis.node_ttl", durationBetween(c.Redis.NodeTTL, Duration(time.Second), Duration(time.Hour)))
+	if c.Redis.SweepInterval <= 0 || c.Redis.SweepInterval > c.Redis.NodeTTL {
+		v.add("redis.sweep_interval", "must be more than 0 and at most redis.node_ttl (%s) (got %s)", c.Redis.NodeTTL, c.Redis.SweepInterval)
+	}
+	if c.Redis.Retention < Duration(time.Minute) {
+		v.add("redis.retention", "must be at least 1m (got %s)", c.Redis.Retention)
+	}
 
 	return v.errs
 }

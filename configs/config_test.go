@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,9 +65,15 @@ func TestDefaults(t *testing.T) {
 		Presence: PresenceConfig{
 			TopicPrefix:          "presence",
 			AuthoritativeDevices: []string{"desktop"},
-			SessionTTL:           Duration(5 * time.Minute),
-			RenewInterval:        Duration(100 * time.Second),
+			SessionTTL:           Duration(3 * time.Hour),
+			RenewInterval:        Duration(time.Hour),
 			ReapInterval:         Duration(time.Second),
+		},
+		Redis: RedisConfig{
+			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),
+			ReadTimeout: Duration(time.Second), WriteTimeout: Duration(time.Second),
+			PoolSize: 32, NodeTTL: Duration(10 * time.Second), SweepInterval: Duration(2 * time.Second),
+			Retention: Duration(720 * time.Hour),
 		},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -163,8 +170,8 @@ func TestValidateRejects(t *testing.T) {
 		{"device with wildcard", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a+"} }, "presence.authoritative_devices", `got "a+"`},
 		{"repeated device", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a", "a"} }, "presence.authoritative_devices", `repeats "a"`},
 		{"session ttl short", func(c *Config) { c.Presence.SessionTTL = sec(9); c.Presence.RenewInterval = sec(1) }, "presence.session_ttl", "at least 10s (got 9s)"},
-		{"renew interval half the ttl", func(c *Config) { c.Presence.RenewInterval = c.Presence.SessionTTL / 2 }, "presence.renew_interval", "less than half of presence.session_ttl (5m0s)"},
-		{"renew interval above ttl", func(c *Config) { c.Presence.RenewInterval = sec(600) }, "presence.renew_interval", "got 10m0s"},
+		{"renew interval half the ttl", func(c *Config) { c.Presence.RenewInterval = c.Presence.SessionTTL / 2 }, "presence.renew_interval", "less than half of presence.session_ttl (3h0m0s)"},
+		{"renew interval above ttl", func(c *Config) { c.Presence.RenewInterval = sec(4 * 3600) }, "presence.renew_interval", "got 4h0m0s"},
 		{"renew interval zero", func(c *Config) { c.Presence.RenewInterval = 0 }, "presence.renew_interval", "more than 0"},
 		{"renew interval negative", func(c *Config) { c.Presence.RenewInterval = sec(-1) }, "presence.renew_interval", "got -1s"},
 		{"reap interval short", func(c *Config) { c.Presence.ReapInterval = Duration(99 * time.Millisecond) }, "presence.reap_interval", "between 100ms and 1m (got 99ms)"},
@@ -780,4 +787,35 @@ func findKey(m *yaml.Node, path []string) *yaml.Node {
 		return findKey(m.Content[i+1], path[1:])
 	}
 	return nil
+}
+
+func TestRedisConfig(t *testing.T) {
+	t.Parallel()
+	cfg, err := Load([]string{"--redis-addr", "127.0.0.1:6379"}, []string{"PRESENCED_REDIS_PASSWORD=hunter2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Redis.Addrs) != 1 || cfg.Redis.Addrs[0] != "127.0.0.1:6379" || cfg.Redis.Password != "hunter2" {
+		t.Fatalf("redis config: %+v", cfg.Redis)
+	}
+	if s := fmt.Sprintf("%v %+v %s", cfg, cfg.Redis, cfg.Redis.Password); strings.Contains(s, "hunter2") {
+		t.Fatalf("password printed: %s", s)
+	}
+	for _, tc := range []struct {
+		edit func(*Config)
+		key  string
+	}{
+		{func(c *Config) { c.Redis.Addrs = []string{"a:1", "b:2"} }, "redis.addrs"},
+		{func(c *Config) { c.Redis.Addrs = []string{"nohost"} }, "redis.addrs"},
+		{func(c *Config) { c.Redis.Cluster = true }, "redis.cluster"},
+		{func(c *Config) { c.Redis.KeyPrefix = "a{b}" }, "redis.key_prefix"},
+		{func(c *Config) { c.Redis.SweepInterval = Duration(time.Minute) }, "redis.sweep_interval"},
+		{func(c *Config) { c.Redis.Addrs, c.Redis.Cluster, c.Redis.DB = []string{"a:1"}, true, 3 }, "redis.db"},
+	} {
+		c := Defaults()
+		tc.edit(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.key+": ") {
+			t.Errorf("%s: %v", tc.key, err)
+		}
+	}
 }

@@ -73,3 +73,17 @@ func TestIdentify(t *testing.T) {
 		})
 	}
 }
+
+func TestCanMatchUsers(t *testing.T) {
+	h := New(Options{Prefix: "presence"})
+	for filter, want := range map[string]bool{
+		"presence/users/alice": true, "presence/users/+": true, "presence/#": true, "#": true,
+		"+/users/+": true, "+/+/+": true, "presence/+/alice": true, "presence/users/#": true,
+		"presence/set": false, "presence/groups/+": false, "other/users/x": false,
+		"presence/users/a/b": false, "$share/g/presence/users/+": false, "+/+": false,
+	} {
+		if got := h.canMatchUsers(filter); got != want {
+			t.Errorf("canMatchUsers(%q) = %v, want %v", filter, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package hooks
 
 import (
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,12 @@ type Options struct {
 	ServerKeepAlive time.Duration // given to clients that connect with keep-alive 0
 	Clients         *mqtt.Clients // the server's clients, to clear a taken-over will
 	Tracker         Tracker
-	Log             zerolog.Logger
+	// Retained, when set, is held for reading from a SUBSCRIBE that can
+	// match presence/users/... until mochi has queued its retained messages,
+	// and held for writing by the publisher around each retained publish.
+	// See OnSubscribe.
+	Retained *sync.RWMutex
+	Log      zerolog.Logger
 }
 
 // Counters are the hook's counts, read with atomic loads.
@@ -67,6 +73,7 @@ type Presence struct {
 	set      string // prefix/set
 	readOnly []string
 	gate     gate
+	holding  sync.Map // *mqtt.Client -> struct{}: holds o.Retained for reading
 	Counters Counters
 }
 
@@ -88,7 +95,7 @@ func (h *Presence) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck,
 		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnDisconnect,
-		mqtt.OnPublish, mqtt.OnWill:
+		mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnPacketProcessed:
 		return true
 	}
 	return false
@@ -163,6 +170,59 @@ func (h *Presence) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	h.Counters.WritesDenied.Add(1)
 	h.o.Log.Debug().Str("client", cl.ID).Str("topic", topic).Msg("publish refused: presence topics are read-only")
 	return false
+}
+
+// OnSubscribe makes a subscription to presence atomic with the publisher.
+// mochi adds the subscription to its index and only later reads and queues
+// the retained messages; a presence change published in between reaches the
+// subscriber twice, or live first and then as an older retained message,
+// which would show a version going backwards. So a SUBSCRIBE whose filters
+// can match presence/users/... holds Retained for reading until mochi has
+// processed it (OnPacketProcessed), and the publisher holds it for writing.
+func (h *Presence) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if h.o.Retained == nil || cl.Net.Inline {
+		return pk
+	}
+	for _, f := range pk.Filters {
+		if h.canMatchUsers(f.Filter) {
+			h.o.Retained.RLock()
+			h.holding.Store(cl, struct{}{})
+			break
+		}
+	}
+	return pk
+}
+
+// OnPacketProcessed releases what OnSubscribe took. It is called for every
+// packet, so it returns at once for everything but a held SUBSCRIBE.
+func (h *Presence) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, _ error) {
+	if pk.FixedHeader.Type != packets.Subscribe {
+		return
+	}
+	if _, ok := h.holding.LoadAndDelete(cl); ok {
+		h.o.Retained.RUnlock()
+	}
+}
+
+// canMatchUsers reports whether a filter can match prefix/users/{user}.
+func (h *Presence) canMatchUsers(filter string) bool {
+	if strings.HasPrefix(filter, "$share/") {
+		return false // shared subscriptions get no retained messages
+	}
+	want := strings.Split(h.o.Prefix+"/users/x", "/")
+	got := strings.Split(filter, "/")
+	for i, level := range got {
+		if level == "#" {
+			return true
+		}
+		if i >= len(want) {
+			return false
+		}
+		if level != "+" && level != want[i] && i != len(want)-1 {
+			return false
+		}
+	}
+	return len(got) == len(want)
 }
 
 // OnSessionEstablish runs before CONNACK and before mochi takes over an

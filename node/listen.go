@@ -58,14 +58,15 @@ func (p *pending) closeAll() {
 // and the closing of connections that have not sent CONNECT yet.
 type tcpListener struct {
 	id, address string
+	closer      listeners.CloseFn // closes mochi's clients of this listener
 	ln          net.Listener
 	log         *slog.Logger
 	conns       pending
 	wg          sync.WaitGroup
 }
 
-func newTCPListener(id, address string) *tcpListener {
-	return &tcpListener{id: id, address: address}
+func newTCPListener(id, address string, closer listeners.CloseFn) *tcpListener {
+	return &tcpListener{id: id, address: address, closer: closer}
 }
 
 func (l *tcpListener) ID() string       { return l.id }
@@ -113,10 +114,13 @@ func (l *tcpListener) Serve(establish listeners.EstablishFn) {
 }
 
 // Close stops accepting, disconnects mochi's clients of this listener, and
-// closes the connections still waiting for their CONNECT.
-func (l *tcpListener) Close(closeClients listeners.CloseFn) {
+// closes the connections still waiting for their CONNECT. It uses the
+// node's closer, not the one mochi passes: mochi's (closeListenerClients)
+// calls Clients.GetByListener, which takes the clients' read lock twice and
+// deadlocks when a client is deleted between the two (a writer waiting).
+func (l *tcpListener) Close(listeners.CloseFn) {
 	_ = l.ln.Close()
-	closeClients(l.id)
+	l.closer(l.id)
 	l.conns.closeAll()
 	l.wg.Wait()
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
@@ -30,6 +31,8 @@ type Node struct {
 	Hook      *hooks.Presence
 	Tracker   *Tracker
 	Publisher *Publisher
+
+	retained sync.RWMutex // see hooks.Options.Retained
 
 	tcp     *tcpListener
 	ws      *wsListener
@@ -90,6 +93,7 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 		ServerKeepAlive: cfg.MQTT.ServerKeepAlive.D(),
 		Clients:         n.Server.Clients,
 		Tracker:         n.Tracker,
+		Retained:        &n.retained,
 		Log:             log.With().Str("component", "hook").Logger(),
 	})
 	if err := n.Server.AddHook(n.Hook, nil); err != nil {
@@ -100,6 +104,8 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 
 // retain publishes a retained QoS 1 message from the broker itself.
 func (n *Node) retain(topic string, payload []byte) error {
+	n.retained.Lock()
+	defer n.retained.Unlock()
 	return n.Server.Publish(topic, payload, true, 1)
 }
 
@@ -111,13 +117,13 @@ func (n *Node) Start(ctx context.Context) error {
 		return fmt.Errorf("initial load: %w", err)
 	}
 	if n.cfg.MQTT.Addr != configs.Off {
-		n.tcp = newTCPListener("tcp", n.cfg.MQTT.Addr)
+		n.tcp = newTCPListener("tcp", n.cfg.MQTT.Addr, n.closeListenerClients)
 		if err := n.Server.AddListener(n.tcp); err != nil {
 			return fmt.Errorf("mqtt.addr %s: %w", n.cfg.MQTT.Addr, err)
 		}
 	}
 	if n.cfg.MQTT.WSAddr != configs.Off {
-		n.ws = newWSListener("ws", n.cfg.MQTT.WSAddr)
+		n.ws = newWSListener("ws", n.cfg.MQTT.WSAddr, n.closeListenerClients)
 		if err := n.Server.AddListener(n.ws); err != nil {
 			n.Server.Listeners.CloseAll(func(string) {})
 			return fmt.Errorf("mqtt.ws_addr %s: %w", n.cfg.MQTT.WSAddr, err)
@@ -155,6 +161,16 @@ func (n *Node) Start(ctx context.Context) error {
 	n.log.Info().Str("node", n.cfg.NodeID).Str("mqtt", n.MQTTAddr()).Str("ws", n.WSAddr()).
 		Str("admin", n.AdminAddr()).Msg("presenced started")
 	return nil
+}
+
+// closeListenerClients disconnects every client of a listener as the server
+// shuts down (mochi's own version can deadlock; see tcpListener.Close).
+func (n *Node) closeListenerClients(id string) {
+	for _, cl := range n.Server.Clients.GetAll() {
+		if cl.Net.Listener == id && !cl.Closed() {
+			_ = n.Server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
 }
 
 // loop runs fn every interval until Stop.

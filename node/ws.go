@@ -26,11 +26,12 @@ type wsListener struct {
 	closeOnce   sync.Once
 	log         *slog.Logger
 	conns       pending
+	closer      listeners.CloseFn // see tcpListener.Close
 }
 
-func newWSListener(id, address string) *wsListener {
+func newWSListener(id, address string, closer listeners.CloseFn) *wsListener {
 	return &wsListener{
-		id: id, address: address,
+		id: id, address: address, closer: closer,
 		upgrader: websocket.Upgrader{
 			Subprotocols: []string{"mqtt"},
 			CheckOrigin:  func(*http.Request) bool { return true },
@@ -84,7 +85,7 @@ func (l *wsListener) handle(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (l *wsListener) Close(closeClients listeners.CloseFn) {
+func (l *wsListener) Close(listeners.CloseFn) {
 	l.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -92,7 +93,7 @@ func (l *wsListener) Close(closeClients listeners.CloseFn) {
 		// closeClients below ends those.
 		_ = l.srv.Shutdown(ctx)
 	})
-	closeClients(l.id)
+	l.closer(l.id)
 	l.conns.closeAll()
 }
 
