@@ -4,9 +4,11 @@ GO ?= go
 .PHONY: test deps check build run
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
-# the race detector.
+# the race detector. The single-node integration suite runs a second time
+# against the Redis store (a redis-server per test, started by the tests).
 test: deps check
 	$(GO) test -race -count=1 ./...
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 ./integration/
 
 # deps: the programs the tests run. The Redis store's tests start their own
 # redis-server processes (integration/redistest), so Debian's redis-server and

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/node"
 	"github.com/presenced/presenced/presence"
 )
@@ -38,6 +40,12 @@ func startNode(t *testing.T, edit func(*configs.Config)) *testNode {
 	cfg.MQTT.Addr = "127.0.0.1:0"
 	cfg.MQTT.WSAddr = "127.0.0.1:0"
 	cfg.Admin.Addr = "127.0.0.1:0"
+	if os.Getenv("INTEGRATION_STORE") == "redis" {
+		srv := redistest.Start(t)
+		cfg.Redis.Addrs = []string{srv.Addr()}
+		cfg.Redis.NodeTTL = configs.Duration(3 * time.Second)
+		cfg.Redis.SweepInterval = configs.Duration(500 * time.Millisecond)
+	}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -11,6 +11,7 @@ import (
 // adminHandler serves the admin port:
 //
 //	GET /healthz                        200 "ok"
+//	GET /readyz                         200 "ready", or 503 "degraded" while Redis is unreachable
 //	GET /api/v1/users/{user}            the retained presence JSON, or 404
 //	GET /api/v1/users/{user}/sessions   live and recently ended sessions, with end reasons
 //	GET /api/v1/stats                   counters
@@ -19,6 +20,15 @@ func (n *Node) adminHandler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !n.Ready() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("degraded: redis unreachable; connections are served and presence changes held\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.HandleFunc("GET /api/v1/users/{user}", func(w http.ResponseWriter, r *http.Request) {
 		payload, ok := n.Publisher.Get(r.PathValue("user"))

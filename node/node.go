@@ -12,6 +12,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
@@ -33,6 +34,8 @@ type Node struct {
 	Publisher *Publisher
 
 	retained sync.RWMutex // see hooks.Options.Retained
+	redis    *store.Redis // nil with the in-memory store
+	redisC   redis.UniversalClient
 
 	tcp     *tcpListener
 	ws      *wsListener
@@ -62,6 +65,21 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 	n := &Node{cfg: cfg, log: log, now: time.Now, stop: make(chan struct{})}
 	for _, o := range opts {
 		o(n)
+	}
+	if n.store == nil && len(cfg.Redis.Addrs) > 0 {
+		n.redisC = newRedisClient(cfg.Redis)
+		n.redis = store.NewRedis(store.RedisOptions{
+			Client:        n.redisC,
+			Prefix:        cfg.Redis.KeyPrefix,
+			Node:          cfg.NodeID,
+			Authoritative: cfg.Presence.AuthoritativeDevices,
+			NodeTTL:       cfg.Redis.NodeTTL.D(),
+			Retention:     cfg.Redis.Retention.D(),
+			Log:           log.With().Str("component", "redis").Logger(),
+			OnReset:       func() { n.Tracker.Reassert() },
+			Known:         func() map[string]uint64 { return n.Publisher.Versions() },
+		})
+		n.store = n.redis
 	}
 	if n.store == nil {
 		n.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), n.now)
@@ -113,6 +131,11 @@ func (n *Node) retain(topic string, payload []byte) error {
 // When it returns without error the node accepts connections.
 func (n *Node) Start(ctx context.Context) error {
 	n.store.Watch(n.Publisher.Offer)
+	if n.redis != nil {
+		if err := n.redis.Start(ctx); err != nil {
+			return fmt.Errorf("redis.addrs %v: %w", n.cfg.Redis.Addrs, err)
+		}
+	}
 	if err := n.store.Load(ctx, n.Publisher.Offer); err != nil {
 		return fmt.Errorf("initial load: %w", err)
 	}
@@ -154,7 +177,11 @@ func (n *Node) Start(ctx context.Context) error {
 		}()
 	}
 	n.loop("renew", n.cfg.Presence.RenewInterval.D(), n.Tracker.Renew)
-	n.loop("reap", n.cfg.Presence.ReapInterval.D(), func(ctx context.Context) error {
+	reapEvery := n.cfg.Presence.ReapInterval.D()
+	if n.redis != nil {
+		reapEvery = n.cfg.Redis.SweepInterval.D()
+	}
+	n.loop("reap", reapEvery, func(ctx context.Context) error {
 		_, err := n.store.Reap(ctx)
 		return err
 	})
@@ -212,10 +239,20 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.wg.Wait()
 		n.Tracker.Stop()
 		n.Publisher.Stop()
+		if n.redis != nil {
+			n.redis.Stop()
+			_ = n.redisClient().Close()
+		}
 		n.log.Info().Msg("presenced stopped")
 	})
 	return err
 }
+
+// Ready reports whether the store answers (false: degraded, still serving).
+func (n *Node) Ready() bool { return n.redis == nil || n.redis.Ready() }
+
+// Redis returns the Redis store, or nil with the in-memory store.
+func (n *Node) Redis() *store.Redis { return n.redis }
 
 // MQTTAddr returns the bound MQTT TCP address ("" when off).
 func (n *Node) MQTTAddr() string {

@@ -156,3 +156,14 @@ func (p *Publisher) Users() int {
 	defer p.mu.Unlock()
 	return len(p.views)
 }
+
+// Versions returns the version of every user's retained presence.
+func (p *Publisher) Versions() map[string]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[string]uint64, len(p.views))
+	for u, v := range p.views {
+		m[u] = v.version
+	}
+	return m
+}

@@ -480,3 +480,22 @@ func (t *Tracker) Renew(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Reassert has every session this node holds opened again (with new
+// epochs): the store lost them (Redis restarted empty, or this node was cut
+// off and swept). Ends still pending for dead connections are dropped with
+// them: there is nothing left to end.
+func (t *Tracker) Reassert() {
+	t.mu.Lock()
+	all := make([]*slot, 0, len(t.slots))
+	for _, s := range t.slots {
+		all = append(all, s)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		s.have.open = false
+		s.mu.Unlock()
+		t.enqueue(s)
+	}
+}

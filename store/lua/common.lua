@@ -1,0 +1,180 @@
+-- common.lua: shared by every presence script; store/redis.go prepends it to
+-- each operation's file. It is the Lua twin of the presence package: the
+-- record layout, the hybrid-logical-clock stamps, the aggregation rule and
+-- the commit step (version bump, retention, change published). Every time is
+-- the Redis server's (TIME), in milliseconds, so no node's clock matters.
+--
+-- A user's record is ONE hash, KEYS[1] = <prefix>{<user>}:
+--   name   user name            e      last epoch handed out
+--   v      version              st/tx  aggregate status and text
+--   since  ms of the last status change   ls  last seen (ms, "" online)
+--   lw     last words           as/at  account status and text
+--   sig    signature of the aggregate (change detection)
+--   ended  JSON list of the last 8 ended sessions, newest first
+--   s:<id> JSON of the live session <id>:
+--          {id, e (epoch, string), n (node), i (incarnation), d (device),
+--           st, tx, c (connected ms), hb (last heartbeat ms), x (expires ms)}
+-- Epochs and versions are kept as decimal strings: they are close to 2^51
+-- and cjson would print them with 14 digits.
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function fmt(n) return string.format('%.0f', n) end
+
+-- presence.NextStamp: max(last + 1, now in ms x 1000)
+local function stamp(last, now)
+  local wall = now * 1000
+  if wall > last + 1 then return wall end
+  return last + 1
+end
+
+local AVAIL = {online = 0, idle = 1, away = 2, busy = 3, dnd = 4}
+local function avail(s) return AVAIL[s] or 5 end
+
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  local rec, sess = {}, {}
+  for i = 1, #flat, 2 do
+    local f, v = flat[i], flat[i + 1]
+    if string.sub(f, 1, 2) == 's:' then
+      sess[string.sub(f, 3)] = cjson.decode(v)
+    else
+      rec[f] = v
+    end
+  end
+  return rec, sess
+end
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+local function save_session(key, s)
+  redis.call('HSET', key, 's:' .. s.id, cjson.encode(s))
+end
+
+-- retire ends live session id for reason at now and records it.
+local function retire(key, rec, sess, id, reason, now)
+  local s = sess[id]
+  sess[id] = nil
+  redis.call('HDEL', key, 's:' .. id)
+  s.r = reason
+  s.ea = now
+  local ended = {}
+  if rec.ended and rec.ended ~= '' then ended = cjson.decode(rec.ended) end
+  table.insert(ended, 1, s)
+  while #ended > 8 do table.remove(ended) end
+  rec.ended = cjson.encode(ended)
+  if next(sess) == nil then rec.ls = fmt(now) end
+  return s
+end
+
+-- better: a is more available than b (ties: connected later, greater id).
+local function better(a, b)
+  local x, y = avail(a.st), avail(b.st)
+  if x ~= y then return x < y end
+  if a.c ~= b.c then return a.c > b.c end
+  return a.id > b.id
+end
+
+-- aggregate is presence.Aggregate.
+local function aggregate(rec, sess, auth)
+  local p = {}
+  local views = {}
+  for _, s in pairs(sess) do table.insert(views, s) end
+  if #views == 0 then
+    p.st = 'offline'
+    p.ls = rec.ls or ''
+    p.tx = rec.at or ''
+    if rec.lw and rec.lw ~= '' then p.tx = rec.lw end
+    p.views = views
+    return p
+  end
+  table.sort(views, function(a, b)
+    if a.c ~= b.c then return a.c < b.c end
+    return a.id < b.id
+  end)
+  local lead, ruler
+  for _, s in ipairs(views) do
+    if lead == nil or better(s, lead) then lead = s end
+    if (s.st == 'busy' or s.st == 'dnd') and s.d ~= '' and auth[s.d] then
+      if ruler == nil or avail(s.st) > avail(ruler.st) or
+        (s.st == ruler.st and (s.c > ruler.c or (s.c == ruler.c and s.id < ruler.id))) then
+        ruler = s
+      end
+    end
+  end
+  local decider = lead
+  local as = rec.as or ''
+  if as == 'away' or as == 'busy' or as == 'dnd' then
+    p.st = as
+  elseif ruler then
+    decider = ruler
+    p.st = ruler.st
+  else
+    p.st = lead.st
+  end
+  p.tx = decider.tx or ''
+  if rec.at and rec.at ~= '' then p.tx = rec.at end
+  p.ls = ''
+  p.views = views
+  return p
+end
+
+local function signature(p)
+  local parts = {p.st, p.tx, p.ls}
+  for _, s in ipairs(p.views) do
+    table.insert(parts, table.concat({s.id, s.e, s.n, s.d, s.st, fmt(s.c)}, '\1'))
+  end
+  return table.concat(parts, '\0')
+end
+
+-- commit derives the aggregate; when it changed it takes the next version,
+-- is stored, given the retention (offline) or none (online), and published
+-- on the change feed in the same script. The scalar fields are written in
+-- every case (the caller changed some).
+local function commit(key, rec, sess, now, auth_csv, channel, retention)
+  local auth = {}
+  for d in string.gmatch(auth_csv, '[^,]+') do auth[d] = true end
+  local p = aggregate(rec, sess, auth)
+  local sig = signature(p)
+  local changed = (rec.v == nil or rec.v == '' or rec.sig ~= sig)
+  if changed then
+    rec.v = fmt(stamp(tonumber(rec.v or '0') or 0, now))
+    local since = tonumber(rec.since or '0') or 0
+    if p.st ~= rec.st or since == 0 then
+      since = now
+      if p.st == 'offline' and p.ls ~= '' then since = tonumber(p.ls) end
+    end
+    rec.since = fmt(since)
+    rec.st = p.st
+    rec.tx = p.tx
+    rec.sig = sig
+  end
+  local flat = {}
+  for f, v in pairs(rec) do
+    table.insert(flat, f)
+    table.insert(flat, v)
+  end
+  redis.call('HSET', key, unpack(flat))
+  if p.st == 'offline' then
+    redis.call('PEXPIRE', key, retention)
+  elseif changed then
+    redis.call('PERSIST', key)
+  end
+  if changed then
+    local ss = {}
+    for i, s in ipairs(p.views) do
+      ss[i] = {id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}
+    end
+    redis.call('PUBLISH', channel, cjson.encode({
+      u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss,
+    }))
+  end
+  return changed
+end

@@ -1,0 +1,18 @@
+-- end.lua: end a live session, only when the epoch is its current one.
+-- KEYS[1] user record
+-- ARGV[1] session id  ARGV[2] epoch  ARGV[3] reason
+-- ARGV[4] "1" when ARGV[5] holds last words (the will's text)  ARGV[5] text
+-- ARGV[6] authoritative devices  ARGV[7] channel  ARGV[8] retention (ms)
+-- Returns 1 when ended, 0 when stale (changes nothing).
+local key = KEYS[1]
+local rec, sess = load(key)
+local s = sess[ARGV[1]]
+if s == nil or s.e ~= ARGV[2] then return 0 end
+local now = now_ms()
+retire(key, rec, sess, ARGV[1], ARGV[3], now)
+if next(sess) == nil then
+  rec.lw = ''
+  if ARGV[4] == '1' and ARGV[3] ~= 'clean' then rec.lw = ARGV[5] end
+end
+commit(key, rec, sess, now, ARGV[6], ARGV[7], ARGV[8])
+return 1

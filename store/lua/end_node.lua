@@ -1,0 +1,19 @@
+-- end_node.lua: end the user's live sessions held by one incarnation of a
+-- node that is gone. Idempotent: nodes racing to do it give one result.
+-- KEYS[1] user record
+-- ARGV[1] node  ARGV[2] incarnation  ARGV[3] reason
+-- ARGV[4] authoritative devices  ARGV[5] channel  ARGV[6] retention (ms)
+-- Returns the number of sessions ended.
+local key = KEYS[1]
+local rec, sess = load(key)
+local now = now_ms()
+local gone = {}
+for id, s in pairs(sess) do
+  if s.n == ARGV[1] and s.i == ARGV[2] then table.insert(gone, id) end
+end
+if #gone == 0 then return 0 end
+table.sort(gone)
+for _, id in ipairs(gone) do retire(key, rec, sess, id, ARGV[3], now) end
+if next(sess) == nil then rec.lw = '' end
+commit(key, rec, sess, now, ARGV[4], ARGV[5], ARGV[6])
+return #gone

@@ -1,0 +1,26 @@
+-- open.lua: start a session with the user's next epoch. A live session with
+-- the same id is ended as a takeover in the same step.
+-- KEYS[1] user record
+-- ARGV[1] user  ARGV[2] session id  ARGV[3] node  ARGV[4] incarnation
+-- ARGV[5] device  ARGV[6] status ("" = online)  ARGV[7] text
+-- ARGV[8] session ttl (ms)  ARGV[9] authoritative devices (comma-separated)
+-- ARGV[10] change feed channel  ARGV[11] retention (ms)
+-- Returns {epoch, connected_at ms, expires_at ms} as strings.
+local key = KEYS[1]
+local rec, sess = load(key)
+local now = now_ms()
+local id = ARGV[2]
+if sess[id] then retire(key, rec, sess, id, 'takeover', now) end
+local e = stamp(tonumber(rec.e or '0') or 0, now)
+rec.e = fmt(e)
+rec.name = ARGV[1]
+rec.lw = ''
+local st = ARGV[6]
+if st == '' then st = 'online' end
+local ttl = tonumber(ARGV[8])
+local s = {id = id, e = fmt(e), n = ARGV[3], i = ARGV[4], d = ARGV[5], st = st, tx = ARGV[7],
+  c = now, hb = now, x = now + ttl}
+sess[id] = s
+save_session(key, s)
+commit(key, rec, sess, now, ARGV[9], ARGV[10], ARGV[11])
+return {fmt(e), fmt(now), fmt(now + ttl)}

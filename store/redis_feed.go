@@ -1,0 +1,186 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// wireChange is a change as common.lua publishes it: numbers that may pass
+// 2^53 / 14 digits are strings; an empty session list is {} (cjson).
+type wireChange struct {
+	U     string          `json:"u"`
+	V     string          `json:"v"`
+	St    string          `json:"st"`
+	Tx    string          `json:"tx"`
+	Since string          `json:"since"`
+	Ls    string          `json:"ls"`
+	Ss    json.RawMessage `json:"ss"`
+}
+
+type wireView struct {
+	ID string `json:"id"`
+	E  string `json:"e"`
+	N  string `json:"n"`
+	D  string `json:"d"`
+	St string `json:"st"`
+	C  string `json:"c"`
+}
+
+// wireSession is a live or ended session as stored in the user's hash.
+type wireSession struct {
+	ID string  `json:"id"`
+	E  string  `json:"e"`
+	N  string  `json:"n"`
+	I  string  `json:"i"`
+	D  string  `json:"d"`
+	St string  `json:"st"`
+	Tx string  `json:"tx"`
+	C  float64 `json:"c"`
+	Hb float64 `json:"hb"`
+	X  float64 `json:"x"`
+	R  string  `json:"r"`
+	Ea float64 `json:"ea"`
+}
+
+func msTime(v float64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(v)).UTC()
+}
+
+func msString(s string) (time.Time, error) {
+	if s == "" || s == "0" {
+		return time.Time{}, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(n).UTC(), nil
+}
+
+// decodeChange turns a feed message into the aggregate observers get.
+func decodeChange(b []byte) (presence.Presence, error) {
+	var w wireChange
+	if err := json.Unmarshal(b, &w); err != nil {
+		return presence.Presence{}, fmt.Errorf("feed message: %w", err)
+	}
+	return w.presence()
+}
+
+func (w wireChange) presence() (presence.Presence, error) {
+	v, err := strconv.ParseUint(w.V, 10, 64)
+	if err != nil {
+		return presence.Presence{}, fmt.Errorf("feed version %q: %w", w.V, err)
+	}
+	p := presence.Presence{User: w.U, Status: presence.Status(w.St), Text: w.Tx, Version: v, Sessions: []presence.SessionView{}}
+	if p.Since, err = msString(w.Since); err != nil {
+		return presence.Presence{}, err
+	}
+	if p.LastSeen, err = msString(w.Ls); err != nil {
+		return presence.Presence{}, err
+	}
+	var views []wireView
+	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
+		if err := json.Unmarshal(w.Ss, &views); err != nil {
+			return presence.Presence{}, fmt.Errorf("feed sessions: %w", err)
+		}
+	}
+	for _, sv := range views {
+		e, err := strconv.ParseUint(sv.E, 10, 64)
+		if err != nil {
+			return presence.Presence{}, fmt.Errorf("feed epoch %q: %w", sv.E, err)
+		}
+		c, err := msString(sv.C)
+		if err != nil {
+			return presence.Presence{}, err
+		}
+		p.Sessions = append(p.Sessions, presence.SessionView{ID: sv.ID, Epoch: e, Node: sv.N, Device: sv.D, Status: presence.Status(sv.St), ConnectedAt: c})
+	}
+	return p, nil
+}
+
+func (w wireSession) session(user string) (presence.Session, error) {
+	e, err := strconv.ParseUint(w.E, 10, 64)
+	if err != nil {
+		return presence.Session{}, fmt.Errorf("session epoch %q: %w", w.E, err)
+	}
+	s := presence.Session{
+		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
+		State: presence.Active, ConnectedAt: msTime(w.C), LastHeartbeat: msTime(w.Hb), ExpiresAt: msTime(w.X),
+	}
+	if w.R != "" {
+		s.EndReason = presence.EndReason(w.R)
+		s.State = s.EndReason.State()
+		s.EndedAt = msTime(w.Ea)
+	}
+	return s, nil
+}
+
+// decodeUser turns a user's hash (HGETALL) into the record and its current
+// aggregate. ok is false for a hash without a committed aggregate.
+func decodeUser(user string, h map[string]string) (presence.User, presence.Presence, bool, error) {
+	u := presence.User{Name: user, Account: presence.Account{Status: presence.Status(h["as"]), Text: h["at"]}, LastWords: h["lw"]}
+	if h["v"] == "" {
+		return u, presence.Presence{}, false, nil
+	}
+	var views []wireView
+	for f, v := range h {
+		if len(f) < 2 || f[:2] != "s:" {
+			continue
+		}
+		var ws wireSession
+		if err := json.Unmarshal([]byte(v), &ws); err != nil {
+			return u, presence.Presence{}, false, fmt.Errorf("session %s of %s: %w", f, user, err)
+		}
+		s, err := ws.session(user)
+		if err != nil {
+			return u, presence.Presence{}, false, err
+		}
+		u.Sessions = append(u.Sessions, s)
+		views = append(views, wireView{ID: ws.ID, E: ws.E, N: ws.N, D: ws.D, St: ws.St, C: strconv.FormatInt(int64(ws.C), 10)})
+	}
+	sort.Slice(u.Sessions, func(i, j int) bool { return u.Sessions[i].ID < u.Sessions[j].ID })
+	sort.Slice(views, func(i, j int) bool {
+		if views[i].C != views[j].C {
+			a, _ := strconv.ParseInt(views[i].C, 10, 64)
+			b, _ := strconv.ParseInt(views[j].C, 10, 64)
+			return a < b
+		}
+		return views[i].ID < views[j].ID
+	})
+	if raw := h["ended"]; raw != "" && raw != "{}" {
+		var ended []wireSession
+		if err := json.Unmarshal([]byte(raw), &ended); err != nil {
+			return u, presence.Presence{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
+		}
+		for _, ws := range ended {
+			s, err := ws.session(user)
+			if err != nil {
+				return u, presence.Presence{}, false, err
+			}
+			u.Ended = append(u.Ended, s)
+		}
+	}
+	ss, _ := json.Marshal(views)
+	if len(views) == 0 {
+		ss = []byte("[]")
+	}
+	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss}
+	if presence.Status(h["st"]) == presence.Offline {
+		w.Ls = h["ls"]
+	}
+	p, err := w.presence()
+	if err != nil {
+		return u, presence.Presence{}, false, err
+	}
+	u.LastSeen = p.LastSeen
+	u.Current = p
+	return u, p, true, nil
+}

@@ -1,0 +1,86 @@
+package store
+
+import (
+	"strings"
+	"time"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// Key layout (P is redis.key_prefix, "presenced:" by default):
+//
+//	P{<user>}          hash: the user's record and live sessions (lua/common.lua)
+//	P:feed             pub/sub channel of committed changes
+//	P:nodes            set of "<node>|<incarnation>" that may hold sessions
+//	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
+//	P:nu:<node>|<inc>  set of users an incarnation opened sessions for
+//
+// Every script touches only the user's hash, whose hash tag is the user name:
+// one slot per user on a Redis Cluster. The node keys are single-key
+// commands outside the scripts.
+type keys struct{ prefix string }
+
+func (k keys) user(user string) string        { return k.prefix + "{" + user + "}" }
+func (k keys) feed() string                   { return k.prefix + "feed" }
+func (k keys) registry() string               { return k.prefix + "nodes" }
+func (k keys) node(node string) string        { return k.prefix + "node:" + node }
+func (k keys) nodeUsers(member string) string { return k.prefix + "nu:" + member }
+
+// userPattern matches every user record in a SCAN.
+func (k keys) userPattern() string { return globEscape(k.prefix) + "{*" }
+
+// userOf returns the user of a user record key.
+func (k keys) userOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.prefix+"{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	return rest[:len(rest)-1], true
+}
+
+func member(node, inc string) string { return node + "|" + inc }
+
+func splitMember(m string) (node, inc string, ok bool) {
+	i := strings.LastIndexByte(m, '|')
+	if i < 0 {
+		return "", "", false
+	}
+	return m[:i], m[i+1:], true
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+func flag(set bool) string {
+	if set {
+		return "1"
+	}
+	return "0"
+}
+
+func deref[T ~string](p *T) string {
+	if p == nil {
+		return ""
+	}
+	return string(*p)
+}
+
+// updateArgs builds ARGV[3..8] of update.lua.
+func updateArgs(u presence.Update) []any {
+	return []any{
+		flag(u.Status != nil), deref(u.Status),
+		flag(u.Text != nil), deref(u.Text),
+		flag(u.Device != nil), deref(u.Device),
+	}
+}
