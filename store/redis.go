@@ -189,6 +189,9 @@ func (r *Redis) emit(p presence.Presence) {
 // to the change feed; it returns once the subscription is confirmed, so a
 // Load after it misses nothing. It fails when Redis does not answer.
 func (r *Redis) Start(ctx context.Context) error {
+	if err := r.loadScripts(ctx); err != nil {
+		return err
+	}
 	if err := r.register(ctx); err != nil {
 		return err
 	}
@@ -219,6 +222,29 @@ func (r *Redis) Stop() {
 		}
 		r.wg.Wait()
 	})
+}
+
+var allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRefresh, scriptReap, scriptEndNode, scriptTombstone}
+
+// loadScripts loads every script on every master, so that pipelined EVALSHA
+// (Renew) does not meet NOSCRIPT. Run still falls back to EVAL after a Redis
+// restart.
+func (r *Redis) loadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c redis.Scripter) error {
+		for _, s := range allScripts {
+			if err := s.Load(ctx, c).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return load(ctx, c) })
+	} else {
+		err = load(ctx, r.c)
+	}
+	return r.fail("script load", err)
 }
 
 func (r *Redis) register(ctx context.Context) error {
