@@ -214,7 +214,11 @@ func (n *Node) loop(name string, every time.Duration, fn func(context.Context) e
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), every)
 				if err := fn(ctx); err != nil {
-					n.log.Warn().Err(err).Str("loop", name).Msg("periodic task failed")
+					ev := n.log.Warn()
+					if errors.Is(err, store.ErrUnavailable) {
+						ev = n.log.Debug() // the store logs an outage once
+					}
+					ev.Err(err).Str("loop", name).Msg("periodic task failed")
 				}
 				cancel()
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/store"
 )
 
 // Tracker holds, for every connection of this node that has a user, what the
@@ -317,8 +318,17 @@ func (t *Tracker) failed(op string, s *slot, err error) (retry bool) {
 		return false
 	}
 	t.Stats.Errors.Add(1)
-	t.log.Warn().Str("op", op).Str("session", s.id).Err(err).Msg("store write failed; will retry")
+	t.logFailure(err).Str("op", op).Str("session", s.id).Err(err).Msg("store write failed; will retry")
 	return true
+}
+
+// logFailure picks the level of a store failure: an outage is logged once by
+// the store itself, so each write that meets it is only a debug line.
+func (t *Tracker) logFailure(err error) *zerolog.Event {
+	if errors.Is(err, store.ErrUnavailable) {
+		return t.log.Debug()
+	}
+	return t.log.Warn()
 }
 
 // sync writes the difference between a slot's want and have.
@@ -431,7 +441,7 @@ func (a *acct) sync(t *Tracker) bool {
 		return false
 	}
 	t.Stats.Errors.Add(1)
-	t.log.Warn().Str("user", a.user).Err(err).Msg("store write failed; will retry")
+	t.logFailure(err).Str("user", a.user).Err(err).Msg("store write failed; will retry")
 	a.mu.Lock() // put the update back under any newer one
 	a.pending = presence.AccountUpdate{Status: pick(a.pending.Status, upd.Status), Text: pick(a.pending.Text, upd.Text)}
 	a.mu.Unlock()
