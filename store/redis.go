@@ -104,7 +104,7 @@ type Redis struct {
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	ps       *redis.PubSub
-	subReady chan struct{}
+	kick     chan struct{} // an immediate heartbeat, after an outage
 
 	Stats RedisStats
 }
@@ -129,7 +129,7 @@ func NewRedis(o RedisOptions) *Redis {
 		inc:        newIncarnation(),
 		registered: make(map[string]struct{}),
 		stop:       make(chan struct{}),
-		subReady:   make(chan struct{}),
+		kick:       make(chan struct{}, 1),
 	}
 }
 
@@ -166,6 +166,10 @@ func (r *Redis) fail(op string, err error) error {
 func (r *Redis) up() {
 	if r.down.CompareAndSwap(true, false) {
 		r.log.Info().Msg("redis answers again")
+		select { // check the node record now: Redis may have come back empty
+		case r.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -281,6 +285,7 @@ func (r *Redis) beat() {
 		case <-r.stop:
 			return
 		case <-t.C:
+		case <-r.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.nodeTTL/3)
 		lost, err := r.heartbeat(ctx)
@@ -378,14 +383,30 @@ func (r *Redis) listen() {
 			r.emit(p)
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				r.up()
-				r.Stats.Reloads.Add(1)
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				if err := r.Load(ctx, r.emit); err != nil {
-					r.log.Warn().Err(err).Msg("reload after re-subscribing failed")
-				}
-				cancel()
+				r.reload()
 			}
+		}
+	}
+}
+
+// reload loads every user again after a re-subscription, retrying until it
+// succeeds (the command pool may still be backing off when the subscription
+// connection is back). Redis counts as up again only then.
+func (r *Redis) reload() {
+	r.Stats.Reloads.Add(1)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := r.Load(ctx, r.emit)
+		cancel()
+		if err == nil {
+			return
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-r.stop:
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -400,6 +421,12 @@ func (r *Redis) ensureRegistered(ctx context.Context, user string) error {
 	r.mu.Unlock()
 	if ok {
 		return nil
+	}
+	// The incarnation too: Redis may have restarted empty since this node
+	// last registered, and an incarnation missing from the registry would
+	// never be swept.
+	if err := r.c.SAdd(ctx, r.k.registry(), m).Err(); err != nil {
+		return r.fail("register", err)
 	}
 	if err := r.c.SAdd(ctx, r.k.nodeUsers(m), user).Err(); err != nil {
 		return r.fail("register user", err)
