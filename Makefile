@@ -1,7 +1,7 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test deps check build run
+.PHONY: test deps check build run bench
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
@@ -10,10 +10,13 @@ test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 ./integration/
 
-# deps: the programs the tests run. The Redis store's tests start their own
-# redis-server processes (integration/redistest), so Debian's redis-server and
-# redis-tools are installed when missing (as root), and the service the package
-# starts is stopped and disabled again: nothing may be left on port 6379.
+# deps: the programs the tests and the benchmark run. The Redis store's tests
+# start their own redis-server processes (integration/redistest), so Debian's
+# redis-server and redis-tools are installed when missing (as root), and the
+# service the package starts is stopped and disabled again: nothing may be left
+# on port 6379. The benchmark compares against Debian's mosquitto, installed
+# the same way; its package starts a daemon on port 1883, which would collide
+# with `go run ./cmd/presenced`, so that service is stopped and disabled too.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "deps: installing redis-server and redis-tools"; \
@@ -24,7 +27,17 @@ deps:
 		pids="$$(ps -eo pid=,args= | awk '$$2 ~ /(^|\/)redis-server$$/ && $$3 ~ /:6379$$/ {print $$1}')"; \
 		if [ -n "$$pids" ]; then echo "deps: killing leftover redis-server on 6379: $$pids"; kill -9 $$pids || true; fi; \
 	fi
+	@if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then \
+		echo "deps: installing mosquitto"; \
+		apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends mosquitto || exit 1; \
+		service mosquitto stop >/dev/null 2>&1 || true; \
+		systemctl disable --now mosquitto 2>/dev/null || true; \
+		pids="$$(ss -Hltnp 'sport = :1883' 2>/dev/null | grep -o '"mosquitto",pid=[0-9]*' | sed 's/.*pid=//' | sort -u)"; \
+		if [ -n "$$pids" ]; then echo "deps: killing leftover mosquitto on 1883: $$pids"; kill -9 $$pids || true; fi; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
+	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
@@ -35,3 +48,13 @@ build:
 
 run:
 	$(GO) run ./cmd/presenced
+
+# bench: the benchmark of bench/README.md. Builds presenced and the load
+# generator, runs the standard set (every scenario against presenced with the
+# memory and the Redis store, bare mochi and mosquitto) and writes
+# bench/results/latest.json, latest.md, latency.svg and a timestamped copy of
+# the JSON. It must finish in under 5 minutes on 2 cores. It is not part of
+# `make test`.
+bench: deps
+	$(GO) build -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
+	bin/presence-bench --out-dir bench/results --presenced bin/presenced

@@ -107,6 +107,7 @@ type IdentityConfig struct {
 
 // PresenceConfig configures presence tracking.
 type PresenceConfig struct {
+	Mode                 string   `yaml:"mode"`                  // on|off; off runs the bare mochi broker (a benchmark baseline); default on
 	TopicPrefix          string   `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
 	AuthoritativeDevices []string `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
 	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
@@ -213,6 +214,7 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Identity.UserFrom, defaultUserFrom)
 	setString(&c.Identity.Separator, defaultSeparator)
 
+	setString(&c.Presence.Mode, "on")
 	setString(&c.Presence.TopicPrefix, defaultTopicPrefix)
 	if c.Presence.AuthoritativeDevices == nil { // an explicit empty list stays empty
 		c.Presence.AuthoritativeDevices = []string{defaultAuthoritativeDevice}
@@ -337,6 +339,7 @@ func (c Config) validate() []*keyError {
 	v.check("identity.user_from", oneOf(c.Identity.UserFrom, UserFromUsername, UserFromClientID))
 	v.check("identity.separator", validSeparator(c.Identity.Separator))
 
+	v.check("presence.mode", oneOf(c.Presence.Mode, "on", "off"))
 	v.check("presence.topic_prefix", validTopicName(c.Presence.TopicPrefix))
 	v.check("presence.authoritative_devices", validDevices(c.Presence.AuthoritativeDevices))
 	if c.Presence.SessionTTL < minSessionTTL {

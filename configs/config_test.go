@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		Admin:    AdminConfig{Addr: "127.0.0.1:8080"},
 		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},
 		Presence: PresenceConfig{
+			Mode:                 "on",
 			TopicPrefix:          "presence",
 			AuthoritativeDevices: []string{"desktop"},
 			SessionTTL:           Duration(3 * time.Hour),

@@ -30,6 +30,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"mqtt-addr", "mqtt.addr", `MQTT TCP listen address, or "off" (default ":1883")`},
 	{"ws-addr", "mqtt.ws_addr", `MQTT WebSocket listen address, or "off" (default ":1882")`},
 	{"admin-addr", "admin.addr", `admin HTTP listen address, or "off" (default "127.0.0.1:8080")`},
+	{"presence", "presence.mode", `presence on, or off for the bare mochi broker (a benchmark baseline) (default on)`},
 	{"redis-addr", "redis.addrs", `Redis address(es), comma-separated; empty: the in-memory store`},
 }
 

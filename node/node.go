@@ -11,6 +11,7 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -66,7 +67,7 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 	for _, o := range opts {
 		o(n)
 	}
-	if n.store == nil && len(cfg.Redis.Addrs) > 0 {
+	if n.store == nil && len(cfg.Redis.Addrs) > 0 && cfg.Presence.Mode != "off" {
 		n.redisC = newRedisClient(cfg.Redis)
 		n.redis = store.NewRedis(store.RedisOptions{
 			Client:        n.redisC,
@@ -114,6 +115,15 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 		Retained:        &n.retained,
 		Log:             log.With().Str("component", "hook").Logger(),
 	})
+	if cfg.Presence.Mode == "off" {
+		// The benchmark baseline: the same broker, listeners and limits,
+		// without presence. mochi refuses every connection without an
+		// authentication hook, so it gets the allow-all one.
+		if err := n.Server.AddHook(new(auth.AllowHook), nil); err != nil {
+			return nil, fmt.Errorf("add allow hook: %w", err)
+		}
+		return n, nil
+	}
 	if err := n.Server.AddHook(n.Hook, nil); err != nil {
 		return nil, fmt.Errorf("add presence hook: %w", err)
 	}

@@ -1,0 +1,93 @@
+// Package result holds the benchmark's output format: what cmd/presence-bench
+// measures and writes as JSON, and what bench/report turns into the Markdown
+// table and the latency plot.
+package result
+
+import "time"
+
+// Systems compared in one run.
+const (
+	SystemMemory    = "presenced-memory"   // presenced, in-memory store
+	SystemRedis     = "presenced-redis"    // presenced, Redis store
+	SystemMochi     = "mochi-bare"         // presenced with presence off: the bare mochi broker
+	SystemMosquitto = "mosquitto-lastwill" // Debian's mosquitto 2.x with the classic retained online + last-will offline pattern
+)
+
+// Scenarios.
+const (
+	ScenarioSteady = "steady"
+	ScenarioChurn  = "churn"
+	ScenarioStorm  = "storm"
+	ScenarioSilent = "silent"
+	ScenarioFanout = "fanout"
+	ScenarioFlap   = "flap"
+)
+
+// File is one benchmark run: every system and scenario measured side by side.
+type File struct {
+	Started  time.Time `json:"started"`
+	Duration float64   `json:"duration_s"`
+	Command  string    `json:"command"` // how to reproduce
+	Machine  Machine   `json:"machine"`
+	Runs     []Run     `json:"runs"`
+}
+
+// Machine describes where it ran.
+type Machine struct {
+	CPUs      int     `json:"cpus"`
+	CPUModel  string  `json:"cpu_model"`
+	MemoryGiB float64 `json:"memory_gib"`
+	Kernel    string  `json:"kernel"`
+	Go        string  `json:"go"`
+	Mosquitto string  `json:"mosquitto,omitempty"` // version
+	Redis     string  `json:"redis,omitempty"`     // version
+}
+
+// Run is one scenario against one system.
+type Run struct {
+	System   string             `json:"system"`
+	Scenario string             `json:"scenario"`
+	Params   map[string]any     `json:"params"` // sizes: devices, keepalive_s, rate, observers, ...
+	Metrics  Metrics            `json:"metrics"`
+	Correct  Correctness        `json:"correctness"`
+	Samples  []float64          `json:"latency_samples_ms,omitempty"` // for the plot; at most 2000, evenly thinned
+	Error    string             `json:"error,omitempty"`              // the run failed: why
+	Notes    []string           `json:"notes,omitempty"`
+	Extra    map[string]float64 `json:"extra,omitempty"`
+}
+
+// Metrics: every figure a scenario measures; zero-valued ones were not
+// measured by that scenario (omitted from JSON).
+type Metrics struct {
+	Sessions          int      `json:"sessions,omitempty"`
+	PingsPerSec       float64  `json:"pingreq_per_s,omitempty"`       // PINGREQ answered per second
+	CPUPerPingUs      float64  `json:"cpu_us_per_ping,omitempty"`     // broker CPU (user+sys) per PINGREQ
+	RSSPerSessionKiB  float64  `json:"rss_kib_per_session,omitempty"` // (RSS loaded − RSS empty) / sessions
+	RSSMiB            float64  `json:"rss_mib,omitempty"`             // broker resident memory with the load
+	ConnectsPerSec    float64  `json:"connects_per_s,omitempty"`
+	ConnackP99Ms      float64  `json:"connack_p99_ms,omitempty"`
+	ConvergeMs        float64  `json:"converge_ms,omitempty"`         // until every observer shows the right status
+	Latency           *Summary `json:"latency_ms,omitempty"`          // client action → observer receives the change
+	Detection         *Summary `json:"detection_s,omitempty"`         // silent death → observer sees offline
+	DetectionLimitS   float64  `json:"detection_limit_s,omitempty"`   // 1.5 × keep-alive + 1 s
+	MessagesPerChange float64  `json:"messages_per_change,omitempty"` // observer messages received per presence change
+	ChangesPerSec     float64  `json:"changes_per_s,omitempty"`       // achieved rate of presence changes
+	RedisCmdsPerPing  float64  `json:"redis_cmds_per_ping,omitempty"`
+	ObserverMsgs      int64    `json:"observer_messages,omitempty"`
+}
+
+// Summary of a distribution.
+type Summary struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Correctness counts what observers were shown wrongly.
+type Correctness struct {
+	Ghosts          int `json:"ghosts"`            // shown online after death past the detection window
+	WrongOffline    int `json:"wrong_offline"`     // shown offline while a device was live
+	StaleOverwrites int `json:"stale_overwrites"`  // an older connection's will or status shown after a newer one
+	BackwardVersion int `json:"backward_versions"` // a version lower than one already seen (presenced only)
+}
