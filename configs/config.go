@@ -89,9 +89,9 @@ type MQTTConfig struct {
 	Addr             string   `yaml:"addr"`               // TCP listener; default ":1883"; "off" disables
 	WSAddr           string   `yaml:"ws_addr"`            // WebSocket listener; default ":1882"; "off" disables
 	ServerKeepAlive  Duration `yaml:"server_keepalive"`   // keep-alive given to clients that connect with 0; default 60s; 1s..65535s, whole seconds
-	MaxWritesPending int      `yaml:"max_writes_pending"` // per-connection outbound queue (mochi MaximumClientWritesPending); default 1024; 16..65535
-	ReadBufferSize   int      `yaml:"read_buffer_size"`   // default 2048; 256..1048576
-	WriteBufferSize  int      `yaml:"write_buffer_size"`  // default 2048; 256..1048576
+	MaxWritesPending int      `yaml:"max_writes_pending"` // per-connection outbound queue (mochi MaximumClientWritesPending); default 256; 16..65535
+	ReadBufferSize   int      `yaml:"read_buffer_size"`   // default 1024; 256..1048576
+	WriteBufferSize  int      `yaml:"write_buffer_size"`  // default 1024; 256..1048576
 }
 
 // AdminConfig configures the HTTP admin listener.
@@ -164,9 +164,9 @@ const (
 	defaultMQTTAddr            = ":1883"
 	defaultMQTTWSAddr          = ":1882"
 	defaultServerKeepAlive     = Duration(60 * time.Second)
-	defaultMaxWritesPending    = 1024
-	defaultReadBufferSize      = 2048
-	defaultWriteBufferSize     = 2048
+	defaultMaxWritesPending    = 256
+	defaultReadBufferSize      = 1024
+	defaultWriteBufferSize     = 1024
 	defaultAdminAddr           = "127.0.0.1:8080"
 	defaultUserFrom            = UserFromUsername
 	defaultSeparator           = "/"

@@ -58,7 +58,7 @@ func TestDefaults(t *testing.T) {
 		MQTT: MQTTConfig{
 			Addr: ":1883", WSAddr: ":1882",
 			ServerKeepAlive:  Duration(60 * time.Second),
-			MaxWritesPending: 1024, ReadBufferSize: 2048, WriteBufferSize: 2048,
+			MaxWritesPending: 256, ReadBufferSize: 1024, WriteBufferSize: 1024,
 		},
 		Admin:    AdminConfig{Addr: "127.0.0.1:8080"},
 		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},
@@ -337,7 +337,7 @@ func TestLoadYAML(t *testing.T) {
 			}},
 		{"zero means default", "mqtt:\n  server_keepalive: 0s\n  max_writes_pending: 0\n  addr: \"\"\n",
 			func(t *testing.T, c Config) {
-				if c.MQTT.ServerKeepAlive.D() != time.Minute || c.MQTT.MaxWritesPending != 1024 || c.MQTT.Addr != ":1883" {
+				if c.MQTT.ServerKeepAlive.D() != time.Minute || c.MQTT.MaxWritesPending != 256 || c.MQTT.Addr != ":1883" {
 					t.Errorf("got %+v", c.MQTT)
 				}
 			}},
