@@ -1,0 +1,177 @@
+package hooks_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/presence"
+)
+
+// nopTracker takes every event and does nothing: the benchmarks measure the
+// hook and mochi, not the store.
+type nopTracker struct{}
+
+func (nopTracker) Connect(*mqtt.Client, hooks.Identity)          {}
+func (nopTracker) Established(*mqtt.Client)                      {}
+func (nopTracker) Set(*mqtt.Client, string, presence.SetRequest) {}
+func (nopTracker) LastWords(*mqtt.Client, string)                {}
+func (nopTracker) Disconnect(*mqtt.Client, presence.EndReason)   {}
+
+var _ hooks.Tracker = nopTracker{}
+
+// newServer builds a mochi server the way node.New does: inline client,
+// retained messages never purged, and either the presence hook or (presence
+// off, the bare broker) the allow-all authentication hook.
+func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence) {
+	tb.Helper()
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumMessageExpiryInterval = 0
+	srv := mqtt.New(&mqtt.Options{
+		Capabilities: caps,
+		InlineClient: true,
+		Logger:       slog.New(slog.DiscardHandler),
+	})
+	if !withPresence {
+		if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+			tb.Fatal(err)
+		}
+		return srv, nil
+	}
+	h := hooks.New(hooks.Options{
+		Prefix:          "presence",
+		ServerKeepAlive: 60 * time.Second,
+		Clients:         srv.Clients,
+		Tracker:         nopTracker{},
+		Retained:        new(sync.RWMutex),
+		Log:             zerolog.Nop(),
+	})
+	if err := srv.AddHook(h, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return srv, h
+}
+
+// connect establishes one MQTT 3.1.1 client with a user (so that, with
+// presence on, it has a session) over a net.Pipe and returns the client's
+// end of the pipe, after CONNACK.
+func connect(tb testing.TB, srv *mqtt.Server) net.Conn {
+	tb.Helper()
+	client, server := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- srv.EstablishConnection("t", server) }()
+	tb.Cleanup(func() {
+		_ = client.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			tb.Error("the connection did not end")
+		}
+		_ = srv.Close()
+	})
+
+	var buf bytes.Buffer
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: 4,
+		Connect: packets.ConnectParams{
+			ProtocolName:     []byte("MQTT"),
+			Clean:            true,
+			Keepalive:        60,
+			ClientIdentifier: "alice-phone",
+			UsernameFlag:     true,
+			Username:         []byte("alice"),
+		},
+	}
+	if err := pk.ConnectEncode(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	_ = client.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Write(buf.Bytes()); err != nil {
+		tb.Fatalf("write CONNECT: %v", err)
+	}
+	connack := make([]byte, 4)
+	if _, err := io.ReadFull(client, connack); err != nil {
+		tb.Fatalf("read CONNACK: %v", err)
+	}
+	if connack[0] != 0x20 || connack[3] != 0 {
+		tb.Fatalf("CONNACK % x: refused", connack)
+	}
+	_ = client.SetDeadline(time.Time{})
+	return client
+}
+
+// BenchmarkHookPINGREQ measures what the broker does per PINGREQ of an
+// established client — read it, run the hooks that apply, answer PINGRESP —
+// with the presence hook and without it (the bare mochi broker). The
+// difference is the cost of presence on the heartbeat path.
+func BenchmarkHookPINGREQ(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		presence bool
+	}{{"presence", true}, {"bare", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			srv, _ := newServer(b, c.presence)
+			conn := connect(b, srv)
+			if n := atomic.LoadInt64(&srv.Info.ClientsConnected); n != 1 {
+				b.Fatalf("%d clients connected", n)
+			}
+			ping := []byte{packets.Pingreq << 4, 0}
+			resp := make([]byte, 2)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := conn.Write(ping); err != nil {
+					b.Fatalf("write PINGREQ: %v", err)
+				}
+				if _, err := io.ReadFull(conn, resp); err != nil {
+					b.Fatalf("read PINGRESP: %v", err)
+				}
+				if resp[0] != packets.Pingresp<<4 || resp[1] != 0 {
+					b.Fatalf("got % x, want PINGRESP", resp)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOnPublishSet measures the hook's handling of a valid presence/set
+// from a connection with a user: identify, parse, hand to the tracker.
+func BenchmarkOnPublishSet(b *testing.B) {
+	srv, h := newServer(b, true)
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	cl := srv.NewClient(server, "t", "alice-phone", false)
+	cl.Properties.Username = []byte("alice")
+	cl.Properties.ProtocolVersion = 4
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   "presence/set",
+		PacketID:    7,
+		Payload:     []byte(`{"status":"busy","text":"in a meeting until 3","device":"desk","scope":"session"}`),
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(pk.Payload)))
+	n := 0
+	for b.Loop() {
+		if _, err := h.OnPublish(cl, pk); !errors.Is(err, packets.CodeSuccessIgnore) {
+			b.Fatalf("OnPublish: %v", err)
+		}
+		n++
+	}
+	if got := h.Counters.SetAccepted.Load(); got != int64(n) {
+		b.Fatalf("%d sets accepted, want %d", got, n)
+	}
+}
