@@ -53,7 +53,11 @@ type Options struct {
 	// and held for writing by the publisher around each retained publish.
 	// See OnSubscribe.
 	Retained *sync.RWMutex
-	Log      zerolog.Logger
+	// Dropped, when set, is told the user of a presence message mochi
+	// dropped for a subscriber whose outbound queue was full, so that the
+	// current state is sent again (see OnPublishDropped).
+	Dropped func(user string)
+	Log     zerolog.Logger
 }
 
 // Counters are the hook's counts, read with atomic loads.
@@ -64,6 +68,7 @@ type Counters struct {
 	WillsDiscarded  atomic.Int64 // wills under the prefix rewritten away
 	WillsSuppressed atomic.Int64 // wills of taken-over connections cleared
 	BadIdentity     atomic.Int64 // connections refused for a bad user or device
+	Dropped         atomic.Int64 // messages mochi dropped for a full subscriber queue
 }
 
 // Presence is the mochi hook.
@@ -96,7 +101,8 @@ func (h *Presence) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck,
 		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnDisconnect,
-		mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnPacketProcessed:
+		mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnPacketProcessed,
+		mqtt.OnPublishDropped:
 		return true
 	}
 	return false
@@ -202,6 +208,21 @@ func (h *Presence) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, _ error
 	}
 	if _, ok := h.holding.LoadAndDelete(cl); ok {
 		h.o.Retained.RUnlock()
+	}
+}
+
+// OnPublishDropped is called by mochi when a message could not be queued
+// for a subscriber (its outbound queue, mqtt.max_writes_pending, was full):
+// mochi drops it for good. A dropped presence message would leave that
+// observer with an old state, so the user is handed to Dropped, which sends
+// the current state again once the queue has had time to drain.
+func (h *Presence) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
+	h.Counters.Dropped.Add(1)
+	if h.o.Dropped == nil {
+		return
+	}
+	if user, ok := strings.CutPrefix(pk.TopicName, h.o.Prefix+"/users/"); ok && user != "" {
+		h.o.Dropped(user)
 	}
 }
 

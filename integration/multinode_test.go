@@ -818,3 +818,38 @@ func TestMultiNodeOpenBeforeResetIsSwept(t *testing.T) {
 	}
 	obsB.check()
 }
+
+// A node killed and restarted with the same id, whose device reconnects at
+// once: the new session takes the old incarnation's over, and an observer on
+// another node never sees the user offline; the old incarnation is still
+// swept (a device that did not come back goes offline).
+func TestNodeRestartReconnectStaysOnline(t *testing.T) {
+	bin := mnBinary(t)
+	srv := redistest.Start(t)
+	addrs := []string{srv.Addr()}
+	a := mnStart(t, bin, "A", addrs)
+	b := mnStart(t, bin, "B", addrs)
+	obsB := newObserver(t, b.mqtt, "presence/users/+")
+	dial5(t, a.mqtt, "erin-phone", "erin")
+	dial5(t, a.mqtt, "fred-phone", "fred")
+	for _, u := range []string{"erin", "fred"} {
+		mnUntil(t, waitTimeout, "B shows "+u+" online", func() (bool, string) {
+			return mnShows(obsB, u, presence.Online, u+"-phone")
+		})
+	}
+	a.kill(t)
+	a2 := mnStart(t, bin, "A", addrs)
+	// The scenario: erin's device comes back 1.2 s after the restart, after
+	// two or more sweeps of B (every 500 ms) have seen the old incarnation
+	// replaced; fred's does not come back.
+	time.Sleep(1200 * time.Millisecond)
+	dial5(t, a2.mqtt, "erin-phone", "erin")
+	mnUntil(t, 4*mnLossBound, "B shows fred offline", func() (bool, string) {
+		return mnShows(obsB, "fred", presence.Offline)
+	})
+	mnUntil(t, waitTimeout, "B shows erin online on the new A", func() (bool, string) {
+		return mnShows(obsB, "erin", presence.Online, "erin-phone")
+	})
+	mnNeverOffline(t, obsB, "B", "erin")
+	obsB.check()
+}

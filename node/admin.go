@@ -105,6 +105,8 @@ type Stats struct {
 	WillsDiscarded  int64  `json:"wills_discarded"`
 	WillsSuppressed int64  `json:"wills_suppressed"`
 	BadIdentity     int64  `json:"bad_identity"`
+	DroppedForQueue int64  `json:"dropped_full_queue"`
+	Resent          int64  `json:"resent"`
 }
 
 // Stats returns the node's counters.
@@ -134,5 +136,7 @@ func (n *Node) Stats() Stats {
 		WillsDiscarded:  h.WillsDiscarded.Load(),
 		WillsSuppressed: h.WillsSuppressed.Load(),
 		BadIdentity:     h.BadIdentity.Load(),
+		DroppedForQueue: h.Dropped.Load(),
+		Resent:          p.Resent.Load(),
 	}
 }

@@ -113,6 +113,7 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 		Clients:         n.Server.Clients,
 		Tracker:         n.Tracker,
 		Retained:        &n.retained,
+		Dropped:         n.Publisher.Resend,
 		Log:             log.With().Str("component", "hook").Logger(),
 	})
 	if cfg.Presence.Mode == "off" {

@@ -3,6 +3,7 @@ package node
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -25,6 +26,7 @@ type Publisher struct {
 	order   []string
 	views   map[string]view // what is retained now, per user
 	signal  chan struct{}
+	resend  map[string]struct{} // users whose message a subscriber missed
 
 	stop chan struct{}
 	done chan struct{}
@@ -39,6 +41,47 @@ type PublisherStats struct {
 	Coalesced atomic.Int64 // aggregates replaced by a newer one before publishing
 	Old       atomic.Int64 // aggregates dropped for a version not above the published one
 	Errors    atomic.Int64
+	Resent    atomic.Int64 // current states sent again after a subscriber's queue overflowed
+}
+
+// Resend asks for user's current state to be published again: a subscriber
+// missed it (mochi dropped it for a full queue). The same version is sent,
+// paced, so that the queue can drain; observers ignore the repeat.
+func (p *Publisher) Resend(user string) {
+	p.mu.Lock()
+	p.resend[user] = struct{}{}
+	p.mu.Unlock()
+}
+
+// resendBatch and resendEvery pace the resends: a slow subscriber's queue
+// holds mqtt.max_writes_pending messages.
+const (
+	resendBatch = 128
+	resendEvery = 20 * time.Millisecond
+)
+
+func (p *Publisher) resendSome() {
+	p.mu.Lock()
+	users := make([]string, 0, resendBatch)
+	payloads := make([][]byte, 0, resendBatch)
+	for u := range p.resend {
+		if len(users) == resendBatch {
+			break
+		}
+		delete(p.resend, u)
+		if v, ok := p.views[u]; ok {
+			users = append(users, u)
+			payloads = append(payloads, v.payload)
+		}
+	}
+	p.mu.Unlock()
+	for i, u := range users {
+		if err := p.publish(p.Topic(u), payloads[i]); err != nil {
+			p.Stats.Errors.Add(1)
+			continue
+		}
+		p.Stats.Resent.Add(1)
+	}
 }
 
 type view struct {
@@ -52,6 +95,7 @@ func NewPublisher(prefix string, publish func(topic string, payload []byte) erro
 		publish: publish, prefix: prefix, log: log,
 		pending: make(map[string]presence.Presence),
 		views:   make(map[string]view),
+		resend:  make(map[string]struct{}),
 		signal:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -99,10 +143,14 @@ func (p *Publisher) Stop() {
 
 func (p *Publisher) run() {
 	defer close(p.done)
+	tick := time.NewTicker(resendEvery)
+	defer tick.Stop()
 	for {
 		select {
 		case <-p.signal:
 			p.flush()
+		case <-tick.C:
+			p.resendSome()
 		case <-p.stop:
 			p.flush()
 			return

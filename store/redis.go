@@ -94,8 +94,9 @@ type Redis struct {
 	known     func() map[string]uint64
 
 	mu         sync.Mutex
-	inc        string              // this node's incarnation
-	registered map[string]struct{} // users in this incarnation's set
+	inc        string               // this node's incarnation
+	registered map[string]struct{}  // users in this incarnation's set
+	replaced   map[string]time.Time // incarnations seen replaced by a restart, and since when
 	feed       func(presence.Presence)
 	started    bool
 
@@ -128,6 +129,7 @@ func NewRedis(o RedisOptions) *Redis {
 		log: o.Log, onReset: o.OnReset, known: o.Known,
 		inc:        newIncarnation(),
 		registered: make(map[string]struct{}),
+		replaced:   make(map[string]time.Time),
 		stop:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
 	}
@@ -602,6 +604,15 @@ func (r *Redis) Reap(ctx context.Context) (int, error) {
 		if live == inc {
 			continue
 		}
+		if live != "" && !r.replacedLongAgo(m) {
+			// The node restarted: its new incarnation owns the record. Its
+			// devices are reconnecting, and each new session takes the old
+			// one over in the same step; sweeping now would show them
+			// offline in between. Wait two thirds of node_ttl: with the
+			// sweeps on either side, the old sessions still end within
+			// node_ttl + sweep_interval of the restart, as for a crash.
+			continue
+		}
 		n, err := r.sweep(ctx, node, inc)
 		ended += n
 		if err != nil {
@@ -612,6 +623,20 @@ func (r *Redis) Reap(ctx context.Context) (int, error) {
 	}
 	r.up()
 	return ended, nil
+}
+
+// replacedLongAgo reports whether incarnation m has been seen replaced by a
+// newer one of its node for at least 2/3 of node_ttl (a local timer: no
+// clock is compared with another node's).
+func (r *Redis) replacedLongAgo(m string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	first, ok := r.replaced[m]
+	if !ok {
+		r.replaced[m] = time.Now()
+		return false
+	}
+	return time.Since(first) >= r.nodeTTL*2/3
 }
 
 // sweep ends every session of one dead incarnation, then forgets it.
@@ -637,6 +662,9 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 	if err := r.c.SRem(ctx, r.k.registry(), m).Err(); err != nil {
 		return ended, r.fail("sweep", err)
 	}
+	r.mu.Lock()
+	delete(r.replaced, m)
+	r.mu.Unlock()
 	return ended, nil
 }
 
