@@ -1,0 +1,883 @@
+package main
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/presenced/presenced/bench/result"
+)
+
+const (
+	pingWarmUp     = time.Second
+	connectTimeout = 30 * time.Second
+	observerBuf    = 64 << 10
+)
+
+func online(_ string, ob Obs) bool  { return ob.Online }
+func offline(_ string, ob Obs) bool { return !ob.Online }
+
+// loadDevices connects n devices user<prefix><i> / client id
+// <prefix><i>-d and returns them (nil where a connect failed).
+func (e *runEnv) loadDevices(prefix string, n, keepalive int) ([]*device, []string, int, error) {
+	devs := make([]*device, n)
+	users := make([]string, n)
+	for i := range users {
+		users[i] = prefix + strconv.Itoa(i)
+	}
+	failed, err := connectMany(n, e.cfg.ConnectWorkers, func(i int) error {
+		d, err := e.connectDevice(users[i], users[i]+"-d", keepalive, connectTimeout)
+		if err != nil {
+			return err
+		}
+		devs[i] = d
+		return nil
+	})
+	if failed > 0 {
+		e.note("%d of %d devices failed to connect: %v", failed, n, err)
+	}
+	if failed == n {
+		return nil, nil, 0, fmt.Errorf("no device connected: %w", err)
+	}
+	return devs, users, n - failed, nil
+}
+
+// usersOf lists the users of the devices that connected.
+func usersOf(devs []*device) []string {
+	var us []string
+	for _, d := range devs {
+		if d != nil {
+			us = append(us, d.user)
+		}
+	}
+	return us
+}
+
+// steady: N idle devices; memory per session; PINGREQ throughput and CPU
+// per PINGREQ; on presenced-redis, Redis commands per PINGREQ.
+func (e *runEnv) steady() error {
+	cfg := e.cfg.Steady
+	n := cfg.Devices
+	if e.sys.name == result.SystemRedis {
+		n = cfg.RedisDevices
+	}
+	n = e.capDevices(n, 2, "steady devices")
+	r := e.run
+	r.Params["devices"] = n
+	r.Params["keepalive_s"] = cfg.Keepalive
+	r.Params["ping_devices"] = min(cfg.PingDevices, n)
+	r.Params["ping_window_s"] = cfg.PingWindow.Seconds()
+
+	time.Sleep(300 * time.Millisecond)
+	rss0, err := e.sys.rssKiB()
+	if err != nil {
+		return err
+	}
+	var obs *observer
+	if e.sys.hasPresence() {
+		if obs, err = e.newObserver("obs-steady", topicPrefix+"+", observerBuf); err != nil {
+			return err
+		}
+		r.Params["observers"] = 1
+	}
+	t0 := mono()
+	devs, _, ok, err := e.loadDevices("s", n, cfg.Keepalive)
+	if err != nil {
+		return err
+	}
+	loaded := mono() - t0
+	r.Extra["connect_s"] = round3(loaded.Seconds())
+	users := usersOf(devs)
+	if obs != nil {
+		if n, done := e.waitProgress(mono()+30*time.Second, 5*time.Second, ok, func() int { return obs.count(users, online) }); !done {
+			r.Extra["not_converged"] = float64(ok - n)
+			e.note("the observer never showed all devices online: %d of %d after the count stopped growing (observer: %s)", n, ok, obs.state())
+		} else {
+			r.Extra["all_online_s"] = round3((mono() - t0).Seconds())
+		}
+	}
+	time.Sleep(cfg.Settle)
+	rss1, err := e.sys.rssKiB()
+	if err != nil {
+		return err
+	}
+	r.Metrics.Sessions = ok
+	r.Metrics.RSSMiB = round1(float64(rss1) / 1024)
+	r.Metrics.RSSPerSessionKiB = round3(float64(rss1-rss0) / float64(ok))
+	r.Extra["rss_empty_mib"] = round1(float64(rss0) / 1024)
+
+	// PINGREQ throughput: ping–pong loops on a subset of the devices.
+	var pingers []*device
+	for _, d := range devs {
+		if d != nil && len(pingers) < cfg.PingDevices {
+			pingers = append(pingers, d)
+		}
+	}
+	// The loops run for a warm-up second before the measured window.
+	var count atomic.Int64
+	warm := mono() + pingWarmUp
+	loop := &pingLoop{from: warm, until: warm + cfg.PingWindow, count: &count}
+	for _, d := range pingers {
+		if err := d.c.StartPingLoop(loop); err != nil {
+			return fmt.Errorf("ping: %w", err)
+		}
+	}
+	e.sleepUntil(loop.from)
+	cpu0, err := e.sys.cpu()
+	if err != nil {
+		return err
+	}
+	start := mono()
+	e.sleepUntil(loop.until)
+	cpu1, err := e.sys.cpu()
+	if err != nil {
+		return err
+	}
+	window := mono() - start
+	pings := count.Load()
+	if pings == 0 {
+		return fmt.Errorf("no PINGRESP in %v", cfg.PingWindow)
+	}
+	r.Metrics.PingsPerSec = round1(float64(pings) / window.Seconds())
+	r.Metrics.CPUPerPingUs = round3(float64(cpu1-cpu0) / float64(time.Microsecond) / float64(pings))
+	r.Extra["pings"] = float64(pings)
+	time.Sleep(200 * time.Millisecond) // the loops stop at their next PINGRESP
+
+	if e.sys.name == result.SystemRedis {
+		if err := e.redisPerPing(devs, cfg.Keepalive, cfg.RedisWindow); err != nil {
+			return err
+		}
+	}
+	if obs != nil {
+		e.evaluateObservers(mono(), obs)
+	}
+	return nil
+}
+
+// redisPerPing counts Redis commands over a window in which every device
+// pings at its keep-alive rate (each at a random phase).
+func (e *runEnv) redisPerPing(devs []*device, keepalive int, window time.Duration) error {
+	type ping struct {
+		at time.Duration
+		d  *device
+	}
+	rng := rand.New(rand.NewSource(1))
+	ka := time.Duration(keepalive) * time.Second
+	var plan []ping
+	for _, d := range devs {
+		if d == nil {
+			continue
+		}
+		if at := time.Duration(rng.Int63n(int64(ka))); at < window {
+			plan = append(plan, ping{at, d})
+		}
+	}
+	sort.Slice(plan, func(i, j int) bool { return plan[i].at < plan[j].at })
+	c0, err := e.sys.redis.commands()
+	if err != nil {
+		return fmt.Errorf("redis INFO: %w", err)
+	}
+	start := mono()
+	sent := 0
+	for _, p := range plan {
+		e.sleepUntil(start + p.at)
+		if p.d.c.Ping() == nil {
+			sent++
+		}
+	}
+	e.sleepUntil(start + window)
+	c1, err := e.sys.redis.commands()
+	if err != nil {
+		return fmt.Errorf("redis INFO: %w", err)
+	}
+	cmds := c1 - c0 - 1 // minus the first INFO itself
+	r := e.run
+	r.Params["redis_window_s"] = window.Seconds()
+	r.Extra["redis_window_pings"] = float64(sent)
+	r.Extra["redis_window_cmds"] = float64(cmds)
+	if sent > 0 {
+		r.Metrics.RedisCmdsPerPing = round3(float64(cmds) / float64(sent))
+		if r.Metrics.RedisCmdsPerPing == 0 {
+			r.Metrics.RedisCmdsPerPing = float64(cmds) / float64(sent)
+		}
+	}
+	e.note("Redis commands per PINGREQ: %d commands over %v while %d devices pinged at the keep-alive-%d s rate (%d PINGREQs); the hourly bulk renewal is not in the window", cmds, window, len(devs), keepalive, sent)
+	return nil
+}
+
+// action is one thing a device did, for latency matching.
+type action struct {
+	kind   byte // 'c' connect, 's' status, 'd' disconnect
+	at     time.Duration
+	tag    string
+	id     string
+	serial uint64
+}
+
+// matches tells whether ob reflects a.
+func (e *runEnv) matches(a action, ob Obs) bool {
+	gen := func() bool {
+		if !e.sys.lastWill() {
+			return true
+		}
+		for _, g := range ob.Gens {
+			if g.ID == a.id && g.Gen == a.serial {
+				return true
+			}
+		}
+		return false
+	}
+	switch a.kind {
+	case 'c':
+		return ob.Online && gen()
+	case 's':
+		return ob.Text == a.tag
+	default:
+		return !ob.Online && gen()
+	}
+}
+
+// latencies matches a user's actions, in order, to the first later state
+// that reflects each (a state may reflect several: presenced coalesces).
+func (e *runEnv) latencies(acts []action, obs []Obs) (lat []float64, missed int) {
+	j := 0
+	for _, a := range acts {
+		found := false
+		for k := j; k < len(obs); k++ {
+			if obs[k].At >= a.at && e.matches(a, obs[k]) {
+				lat = append(lat, ms(obs[k].At-a.at))
+				j = k
+				found = true
+				break
+			}
+		}
+		if !found {
+			missed++
+		}
+	}
+	return lat, missed
+}
+
+// churn: users cycle connect → status with a unique tag → clean disconnect
+// at a fixed total rate of presence changes.
+func (e *runEnv) churn() error {
+	cfg := e.cfg.Churn
+	r := e.run
+	users := cfg.Users
+	period := time.Duration(float64(users*3) / cfg.Rate * float64(time.Second))
+	step := period / 3
+	r.Params["users"] = users
+	r.Params["rate_per_s"] = cfg.Rate
+	r.Params["duration_s"] = cfg.Duration.Seconds()
+	r.Params["cycle_s"] = period.Seconds()
+	r.Params["observers"] = 1
+	obs, err := e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
+	if err != nil {
+		return err
+	}
+	acts := make([][]action, users)
+	names := make([]string, users)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := mono() + 100*time.Millisecond
+	var wg sync.WaitGroup
+	for i := range users {
+		names[i] = "c" + strconv.Itoa(i)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			user := names[i]
+			id := user + "-d"
+			for t0 := start + time.Duration(i)*period/time.Duration(users); t0 < start+cfg.Duration; t0 += period {
+				e.sleepUntil(t0)
+				d, err := e.connectDevice(user, id, cfg.Keepalive, 10*time.Second)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				acts[i] = append(acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
+				e.sleepUntil(t0 + step)
+				tag := nextTag()
+				at, err := d.setStatus("away", tag)
+				if err == nil {
+					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
+				}
+				e.sleepUntil(t0 + 2*step)
+				at, err = d.disconnect()
+				if err == nil {
+					acts[i] = append(acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		e.note("%d connects failed: %v", f, firstErr.Load())
+	}
+	var first, last time.Duration = -1, 0
+	n := 0
+	for _, l := range acts {
+		for _, a := range l {
+			n++
+			if first < 0 || a.at < first {
+				first = a.at
+			}
+			last = max(last, a.at)
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("no presence change made")
+	}
+	// Every user ends offline: wait for the observer to show it, past the
+	// clean-disconnect window so that ghosts can be judged.
+	e.waitUntil(last+cleanWindow+2*time.Second, func() bool { return obs.count(names, offline) == users })
+	e.sleepUntil(last + cleanWindow + 100*time.Millisecond)
+	end := mono()
+	tl := obs.timeline()
+	var lat []float64
+	missed := 0
+	for i, u := range names {
+		shown := obs.shownFor(tl[u])
+		l, m := e.latencies(acts[i], shown)
+		lat = append(lat, l...)
+		missed += m
+	}
+	// The achieved rate, once every user is cycling (after the first
+	// cycle) and before cycles stop being started.
+	from, to := start+period, start+cfg.Duration
+	if to-from < time.Second {
+		from, to = first, last+period/time.Duration(3*users)
+	}
+	inWindow := 0
+	for _, l := range acts {
+		for _, a := range l {
+			if a.at >= from && a.at < to {
+				inWindow++
+			}
+		}
+	}
+	r.Metrics.ChangesPerSec = round1(float64(inWindow) / (to - from).Seconds())
+	r.Metrics.Latency = summarize(lat)
+	r.Samples = thin(lat, 2000)
+	r.Extra["changes"] = float64(n)
+	if missed > 0 {
+		r.Extra["changes_not_seen"] = float64(missed)
+		e.note("%d of %d changes never reached the observer", missed, n)
+	}
+	e.evaluateObservers(end, obs)
+	return nil
+}
+
+// shownFor is what a contract-following observer keeps of obs.
+func (o *observer) shownFor(obs []Obs) []Obs { return accepted(obs) }
+
+// storm: M devices connect at once; then the broker is killed, restarted on
+// the same port, and every device reconnects at once.
+func (e *runEnv) storm() error {
+	cfg := e.cfg.Storm
+	r := e.run
+	m := e.capDevices(cfg.Devices, 2, "storm devices")
+	r.Params["devices"] = m
+	r.Params["keepalive_s"] = cfg.Keepalive
+	var obs *observer
+	var err error
+	if e.sys.hasPresence() {
+		if obs, err = e.newObserver("obs-storm", topicPrefix+"+", observerBuf); err != nil {
+			return err
+		}
+		r.Params["observers"] = 1
+	}
+	users := make([]string, m)
+	for i := range users {
+		users[i] = "m" + strconv.Itoa(i)
+	}
+	devs, release, connected, err := e.stormConnect(users)
+	if err != nil {
+		return err
+	}
+	var lat []float64
+	var lastAck time.Duration
+	for _, d := range devs {
+		if d != nil {
+			lat = append(lat, ms(d.c.ConnackAt-d.c.DialStart))
+			lastAck = max(lastAck, d.c.ConnackAt)
+		}
+	}
+	sort.Float64s(lat)
+	r.Metrics.Sessions = connected
+	r.Metrics.ConnectsPerSec = round1(float64(connected) / (lastAck - release).Seconds())
+	r.Metrics.ConnackP99Ms = round3(quantile(lat, 0.99))
+	r.Extra["connack_p50_ms"] = round3(quantile(lat, 0.5))
+	r.Extra["connack_max_ms"] = round3(lat[len(lat)-1])
+	if obs == nil {
+		return nil
+	}
+	// Devices ping at their keep-alive rate from now on.
+	stopPings := e.keepAlive(devs, time.Duration(cfg.Keepalive)*time.Second/2)
+	defer func() { stopPings() }()
+	up := usersOf(devs)
+	if n, ok := e.waitProgress(mono()+60*time.Second, 5*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
+		r.Extra["not_converged"] = float64(len(up) - n)
+		e.note("the observer never showed all devices online: %d of %d after the count stopped growing (observer: %s)", n, len(up), obs.state())
+	} else if at, ok := convergeAt(obs.timeline(), up, release, online); ok {
+		r.Metrics.ConvergeMs = round1(ms(at - release))
+	}
+
+	// The generation each device showed before the kill: after the restart a
+	// device counts only when a newer connection of it is shown.
+	before := make(map[string]uint64)
+	for _, l := range obs.timeline() {
+		for _, ob := range l {
+			for _, g := range ob.Gens {
+				if g.Gen > before[g.ID] {
+					before[g.ID] = g.Gen
+				}
+			}
+		}
+	}
+	stopPings()
+	kill := mono()
+	e.sys.kill()
+	for _, d := range devs {
+		if d != nil {
+			d.drop(kill)
+		}
+	}
+	obs.close()
+	if err := e.sys.start(); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	r.Extra["restart_ms"] = round1(ms(mono() - kill))
+	e.watchDrops()
+	if err := obs.connect(e.sys.addr(), "obs-storm", topicPrefix+"+", 10*time.Second, observerBuf); err != nil {
+		return fmt.Errorf("observer after restart: %w", err)
+	}
+	fresh := func(user string, ob Obs) bool {
+		if !ob.Online {
+			return false
+		}
+		for _, g := range ob.Gens {
+			if g.ID == user+"-d" && g.Gen > before[g.ID] {
+				return true
+			}
+		}
+		return false
+	}
+	devs2, release2, connected2, err := e.stormConnect(up)
+	if err != nil {
+		return fmt.Errorf("reconnect: %w", err)
+	}
+	stopPings = e.keepAlive(devs2, time.Duration(cfg.Keepalive)*time.Second/2)
+	up2 := usersOf(devs2)
+	if connected2 < len(up) {
+		e.note("%d of %d devices reconnected", connected2, len(up))
+	}
+	if n, ok := e.waitProgress(mono()+60*time.Second, 5*time.Second, len(up2), func() int { return obs.count(up2, fresh) }); !ok {
+		r.Extra["reconnect_not_converged"] = float64(len(up2) - n)
+		e.note("after the restart the observer never showed all devices online again: %d of %d after the count stopped growing (observer: %s)", n, len(up2), obs.state())
+	} else if at, ok := convergeAt(obs.timeline(), up2, release2, fresh); ok {
+		r.Extra["reconnect_converge_ms"] = round1(ms(at - release2))
+	}
+	// Hold a little longer so that late wrong states are seen.
+	time.Sleep(500 * time.Millisecond)
+	e.evaluateObservers(mono(), obs)
+	return nil
+}
+
+// stormConnect connects a device for each user, all released at once.
+func (e *runEnv) stormConnect(users []string) ([]*device, time.Duration, int, error) {
+	cfg := e.cfg.Storm
+	devs := make([]*device, len(users))
+	gate := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for i, u := range users {
+		ready.Add(1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ready.Done()
+			<-gate
+			d, err := e.connectDevice(u, u+"-d", cfg.Keepalive, connectTimeout)
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			devs[i] = d
+		}()
+	}
+	ready.Wait()
+	release := mono()
+	close(gate)
+	wg.Wait()
+	f := int(failed.Load())
+	if f > 0 {
+		e.note("%d of %d connects failed: %v", f, len(users), firstErr.Load())
+	}
+	if f == len(users) {
+		return nil, 0, 0, fmt.Errorf("no device connected: %v", firstErr.Load())
+	}
+	return devs, release, len(users) - f, nil
+}
+
+// silent: S devices at a short keep-alive send one last PINGREQ at once and
+// then nothing, their sockets left open; the observer must show each
+// offline within 1.5 × keep-alive + 1 s of its last packet.
+func (e *runEnv) silent() error {
+	cfg := e.cfg.Silent
+	r := e.run
+	ka := time.Duration(cfg.Keepalive) * time.Second
+	limit := detectWindow(ka)
+	r.Params["devices"] = cfg.Devices
+	r.Params["keepalive_s"] = cfg.Keepalive
+	r.Params["observers"] = 1
+	r.Metrics.DetectionLimitS = limit.Seconds()
+	obs, err := e.newObserver("obs-silent", topicPrefix+"+", observerBuf)
+	if err != nil {
+		return err
+	}
+	devs, _, _, err := e.loadDevices("q", cfg.Devices, cfg.Keepalive)
+	if err != nil {
+		return err
+	}
+	users := usersOf(devs)
+	// Keep the devices alive (a PINGREQ every half keep-alive) until they
+	// all go silent together.
+	stopPings := make(chan struct{})
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		t := time.NewTicker(ka / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopPings:
+				return
+			case <-t.C:
+				for _, d := range devs {
+					if d != nil {
+						_ = d.c.Ping()
+					}
+				}
+			}
+		}
+	}()
+	// Live for at least one keep-alive, so that the brokers' keep-alive
+	// tracking is in its steady state when the devices go silent.
+	liveFrom := mono()
+	ok := e.waitUntil(mono()+30*time.Second, func() bool { return obs.count(users, online) == len(users) })
+	e.sleepUntil(liveFrom + ka)
+	close(stopPings)
+	<-pinged
+	if !ok {
+		return fmt.Errorf("the observer showed %d of %d devices online after 30 s", obs.count(users, online), len(users))
+	}
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	lastSent := make([]time.Duration, len(devs))
+	for i, d := range devs {
+		if d == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			_ = d.c.Ping()
+			lastSent[i] = d.c.LastSent()
+			e.tr.down(d.iv, lastSent[i], limit)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	var lastAll time.Duration
+	for _, t := range lastSent {
+		lastAll = max(lastAll, t)
+	}
+	// Wait past the limit for late detections too (they are ghosts, but
+	// their delay still goes into the distribution).
+	e.waitUntil(lastAll+2*limit+time.Second, func() bool { return obs.count(users, offline) == len(users) })
+	e.sleepUntil(lastAll + limit + 50*time.Millisecond) // so that every ghost can be judged
+	end := mono()
+	tl := obs.timeline()
+	var det []float64
+	undetected := 0
+	for i, d := range devs {
+		if d == nil {
+			continue
+		}
+		found := false
+		for _, ob := range accepted(tl[d.user]) {
+			if !ob.Online && ob.At >= lastSent[i] {
+				det = append(det, (ob.At - lastSent[i]).Seconds())
+				found = true
+				break
+			}
+		}
+		if !found {
+			undetected++
+		}
+	}
+	r.Metrics.Detection = summarize(det)
+	r.Metrics.Sessions = len(users)
+	if undetected > 0 {
+		r.Extra["undetected"] = float64(undetected)
+		e.note("%d of %d silent devices never shown offline", undetected, len(users))
+	}
+	e.evaluateObservers(end, obs)
+	return nil
+}
+
+// fanout: U users with F observers each (on presence/users/{user}) and one
+// on presence/users/+; each user changes status C times at one change per
+// interval.
+func (e *runEnv) fanout() error {
+	cfg := e.cfg.Fanout
+	r := e.run
+	nObs := e.capDevices(cfg.Users*cfg.Observers, cfg.Users+1, "fanout observers") / cfg.Users
+	r.Params["users"] = cfg.Users
+	r.Params["observers_per_user"] = nObs
+	r.Params["observers"] = cfg.Users*nObs + 1
+	r.Params["changes_per_user"] = cfg.Changes
+	r.Params["interval_s"] = cfg.Interval.Seconds()
+	devs, users, _, err := e.loadDevices("f", cfg.Users, 30)
+	if err != nil {
+		return err
+	}
+	wild, err := e.newObserver("obs-fanout-all", topicPrefix+"+", observerBuf)
+	if err != nil {
+		return err
+	}
+	per := make([][]*observer, cfg.Users)
+	for i := range per {
+		per[i] = make([]*observer, nObs)
+	}
+	failed, err := connectMany(cfg.Users*nObs, e.cfg.ConnectWorkers, func(k int) error {
+		u, j := k/nObs, k%nObs
+		o, err := e.newObserver("obs-"+users[u]+"-"+strconv.Itoa(j), topicPrefix+users[u], 1024)
+		if err != nil {
+			return err
+		}
+		per[u][j] = o
+		return nil
+	})
+	if failed > 0 {
+		return fmt.Errorf("%d observers failed to connect: %w", failed, err)
+	}
+	all := []*observer{wild}
+	for _, l := range per {
+		all = append(all, l...)
+	}
+	// Every observer shows its user online (the retained snapshot) before
+	// the changes begin.
+	ready := func() bool {
+		for u, l := range per {
+			if devs[u] == nil {
+				continue
+			}
+			for _, o := range l {
+				if o.count(users[u:u+1], online) != 1 {
+					return false
+				}
+			}
+		}
+		return wild.count(usersOf(devs), online) == len(usersOf(devs))
+	}
+	if !e.waitUntil(mono()+30*time.Second, ready) {
+		return fmt.Errorf("observers did not all show their user online within 30 s")
+	}
+	var before int64
+	for _, o := range all {
+		before += o.msgs.Load()
+	}
+	statuses := []string{"away", "busy", "dnd", "online"}
+	acts := make([][]action, cfg.Users)
+	start := mono() + 100*time.Millisecond
+	var wg sync.WaitGroup
+	for i, d := range devs {
+		if d == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range cfg.Changes {
+				e.sleepUntil(start + time.Duration(i)*cfg.Interval/time.Duration(cfg.Users) + time.Duration(j)*cfg.Interval)
+				tag := nextTag()
+				at, err := d.setStatus(statuses[j%len(statuses)], tag)
+				if err == nil {
+					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	changes := 0
+	var first, last time.Duration = -1, 0
+	for _, l := range acts {
+		changes += len(l)
+		for _, a := range l {
+			if first < 0 || a.at < first {
+				first = a.at
+			}
+			last = max(last, a.at)
+		}
+	}
+	if changes == 0 {
+		return fmt.Errorf("no status change made")
+	}
+	lastTag := func(u int) string {
+		if len(acts[u]) == 0 {
+			return ""
+		}
+		return acts[u][len(acts[u])-1].tag
+	}
+	delivered := func() bool {
+		for u, l := range per {
+			tag := lastTag(u)
+			if tag == "" {
+				continue
+			}
+			has := func(_ string, ob Obs) bool { return ob.Text == tag }
+			for _, o := range l {
+				if o.count(users[u:u+1], has) != 1 {
+					return false
+				}
+			}
+			if wild.count(users[u:u+1], has) != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	if !e.waitUntil(last+5*time.Second, delivered) {
+		e.note("not every observer received the last change within 5 s")
+	}
+	time.Sleep(100 * time.Millisecond) // late duplicates would count
+	var after int64
+	for _, o := range all {
+		after += o.msgs.Load()
+	}
+	var lat []float64
+	missed := 0
+	for _, o := range all {
+		tl := o.timeline()
+		for u := range users {
+			if len(tl[users[u]]) == 0 {
+				continue
+			}
+			l, m := e.latencies(acts[u], o.shownFor(tl[users[u]]))
+			lat = append(lat, l...)
+			missed += m
+		}
+	}
+	r.Metrics.Sessions = len(usersOf(devs))
+	r.Metrics.Latency = summarize(lat)
+	r.Samples = thin(lat, 2000)
+	r.Metrics.MessagesPerChange = round3(float64(after-before) / float64(changes))
+	r.Metrics.ChangesPerSec = round1(float64(changes) / (last - first + cfg.Interval/time.Duration(cfg.Users)).Seconds())
+	r.Extra["changes"] = float64(changes)
+	if missed > 0 {
+		r.Extra["deliveries_missed"] = float64(missed)
+		e.note("%d deliveries (observer × change) never arrived", missed)
+	}
+	e.evaluateObservers(mono(), all...)
+	return nil
+}
+
+// flap: devices reconnect with the same client id every interval; the new
+// connection opens before the old one is closed (a takeover), then the old
+// socket is closed without DISCONNECT.
+func (e *runEnv) flap() error {
+	cfg := e.cfg.Flap
+	r := e.run
+	const ka = 30
+	r.Params["devices"] = cfg.Devices
+	r.Params["interval_s"] = cfg.Interval.Seconds()
+	r.Params["duration_s"] = cfg.Duration.Seconds()
+	r.Params["keepalive_s"] = ka
+	r.Params["observers"] = 1
+	obs, err := e.newObserver("obs-flap", topicPrefix+"+", observerBuf)
+	if err != nil {
+		return err
+	}
+	devs, _, _, err := e.loadDevices("flap", cfg.Devices, ka)
+	if err != nil {
+		return err
+	}
+	users := usersOf(devs)
+	if !e.waitUntil(mono()+30*time.Second, func() bool { return obs.count(users, online) == len(users) }) {
+		return fmt.Errorf("the observer showed %d of %d devices online after 30 s", obs.count(users, online), len(users))
+	}
+	// Every device has been up for the grace before the first takeover, so
+	// that an offline shown at any takeover counts.
+	var lastUp time.Duration
+	for _, d := range devs {
+		if d != nil {
+			lastUp = max(lastUp, d.c.ConnackAt)
+		}
+	}
+	start := max(mono()+100*time.Millisecond, lastUp+graceUp)
+	var wg sync.WaitGroup
+	var reconnects, failed atomic.Int64
+	var firstErr atomic.Value
+	var lastMu sync.Mutex
+	var last time.Duration
+	for i, d := range devs {
+		if d == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			old := d
+			for t := start + time.Duration(i)*cfg.Interval/time.Duration(cfg.Devices); t < start+cfg.Duration; t += cfg.Interval {
+				e.sleepUntil(t)
+				nd, err := e.connectDevice(d.user, d.id, ka, 10*time.Second)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				reconnects.Add(1)
+				// The old connection ended when the new one was accepted.
+				e.tr.down(old.iv, nd.c.ConnackAt, detectWindow(ka*time.Second))
+				old.c.Close()
+				old = nd
+				lastMu.Lock()
+				last = max(last, nd.c.ConnackAt)
+				lastMu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		e.note("%d reconnects failed: %v", f, firstErr.Load())
+	}
+	e.sleepUntil(last + 1500*time.Millisecond)
+	end := mono()
+	seen, off := 0, 0
+	for _, l := range obs.timeline() {
+		for _, ob := range l {
+			if ob.At >= start {
+				seen++
+				if !ob.Online {
+					off++
+				}
+			}
+		}
+	}
+	r.Metrics.Sessions = len(users)
+	r.Extra["reconnects"] = float64(reconnects.Load())
+	r.Extra["observer_states_seen"] = float64(seen)
+	r.Extra["offline_shown"] = float64(off)
+	e.evaluateObservers(end, obs)
+	return nil
+}

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/presenced/presenced/bench/result"
+)
+
+// paths of the programs the bench starts.
+type paths struct {
+	Presenced, Mosquitto, Redis string
+}
+
+// system is one broker under test, started fresh for a run as a child
+// process on free loopback ports.
+type system struct {
+	name  string
+	paths paths
+	dir   string // temp dir for config files
+
+	mqttPort, adminPort int
+	proc                *exec.Cmd
+	waitCh              <-chan error
+	stderr              *tailBuffer
+	redis               *redisServer // presenced-redis only
+}
+
+func (s *system) hasPresence() bool { return s.name != result.SystemMochi }
+func (s *system) isPresenced() bool {
+	return s.name == result.SystemMemory || s.name == result.SystemRedis || s.name == result.SystemMochi
+}
+func (s *system) lastWill() bool { return s.name == result.SystemMosquitto }
+func (s *system) addr() string   { return "127.0.0.1:" + strconv.Itoa(s.mqttPort) }
+func (s *system) pid() int       { return s.proc.Process.Pid }
+
+func (s *system) parser() parser {
+	if s.lastWill() {
+		return parseLastWill
+	}
+	return parsePresenced
+}
+
+// startSystem starts name fresh.
+func startSystem(name string, p paths, dir string) (*system, error) {
+	s := &system{name: name, paths: p, dir: dir}
+	var err error
+	if s.mqttPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if s.adminPort, err = freePort(); err != nil {
+		return nil, err
+	}
+	if name == result.SystemRedis {
+		if s.redis, err = startRedis(p.Redis); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.start(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start starts the broker process on the system's ports and waits for its
+// MQTT port.
+func (s *system) start() error {
+	var cmd *exec.Cmd
+	switch s.name {
+	case result.SystemMemory, result.SystemRedis, result.SystemMochi:
+		args := []string{
+			"--mqtt-addr", s.addr(), "--ws-addr", "off",
+			"--admin-addr", "127.0.0.1:" + strconv.Itoa(s.adminPort),
+			"--node-id", "bench", "--log-level", "warn",
+		}
+		if s.name == result.SystemRedis {
+			args = append(args, "--redis-addr", s.redis.addr())
+		}
+		if s.name == result.SystemMochi {
+			args = append(args, "--presence", "off")
+		}
+		cmd = exec.Command(s.paths.Presenced, args...)
+	case result.SystemMosquitto:
+		conf := filepath.Join(s.dir, "mosquitto.conf")
+		text := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 10000\nlog_dest none\n", s.mqttPort)
+		if os.Geteuid() == 0 {
+			// Started as root, mosquitto would switch to its own user, and
+			// that clears the Pdeathsig that kills it with the bench.
+			text += "user root\n"
+		}
+		if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+			return err
+		}
+		cmd = exec.Command(s.paths.Mosquitto, "-c", conf)
+	default:
+		return fmt.Errorf("unknown system %q", s.name)
+	}
+	cmd.Env = childEnv()
+	s.stderr = &tailBuffer{max: 8 << 10}
+	cmd.Stdout = s.stderr
+	cmd.Stderr = s.stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.name, err)
+	}
+	s.proc = cmd
+	children.add(cmd.Process)
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait(); children.remove(cmd.Process) }()
+	if err := waitPort(s.addr(), 15*time.Second, exited); err != nil {
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("%s did not listen on %s: %w; output: %s", s.name, s.addr(), err, s.stderr.String())
+	}
+	s.proc = cmd
+	s.waitCh = exited
+	return nil
+}
+
+// kill SIGKILLs the broker and waits for it.
+func (s *system) kill() {
+	if s.proc == nil {
+		return
+	}
+	_ = s.proc.Process.Kill()
+	if s.waitCh != nil {
+		select {
+		case <-s.waitCh:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	s.proc = nil
+}
+
+// stop kills the broker and its redis-server.
+func (s *system) stop() {
+	s.kill()
+	if s.redis != nil {
+		s.redis.stop()
+	}
+}
+
+// rssKiB reads VmRSS of the broker.
+func (s *system) rssKiB() (int64, error) { return procRSSKiB(s.pid()) }
+
+// cpu reads the broker's user+system CPU time.
+func (s *system) cpu() (time.Duration, error) { return procCPU(s.pid()) }
+
+// childEnv is the bench's environment without PRESENCED_* variables, so that
+// nothing but the flags configures the broker.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PRESENCED_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitPort waits until addr accepts a connection, the deadline passes or
+// the process exits.
+func waitPort(addr string, timeout time.Duration, exited <-chan error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case werr := <-exited:
+			return fmt.Errorf("process exited: %v", werr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// procRSSKiB reads VmRSS from /proc/<pid>/status.
+func procRSSKiB(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				return strconv.ParseInt(f[0], 10, 64)
+			}
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+// clockTicks is USER_HZ, 100 on Linux.
+const clockTicks = 100
+
+// procCPU reads utime+stime from /proc/<pid>/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, errors.New("bad stat")
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After the comm field: state is field 3, utime 14, stime 15.
+	if len(f) < 13 {
+		return 0, errors.New("short stat")
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, errors.New("bad stat times")
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// redisServer is a redis-server the bench starts for presenced-redis.
+type redisServer struct {
+	port   int
+	cmd    *exec.Cmd
+	waitCh chan error
+}
+
+func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+func startRedis(path string) (*redisServer, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	cmd.Env = childEnv()
+	out := &tailBuffer{max: 4 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Dir = os.TempDir()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	r := &redisServer{port: port, cmd: cmd, waitCh: make(chan error, 1)}
+	children.add(cmd.Process)
+	go func() { r.waitCh <- cmd.Wait(); children.remove(cmd.Process) }()
+	if err := waitPort(r.addr(), 10*time.Second, r.waitCh); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("redis-server did not listen: %w; output: %s", err, out.String())
+	}
+	return r, nil
+}
+
+func (r *redisServer) stop() {
+	_ = r.cmd.Process.Kill()
+	select {
+	case <-r.waitCh:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// commands returns INFO's total_commands_processed.
+func (r *redisServer) commands() (int64, error) {
+	c, err := net.DialTimeout("tcp", r.addr(), 2*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$5\r\nstats\r\n")); err != nil {
+		return 0, err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if !strings.HasPrefix(line, "$") {
+		return 0, fmt.Errorf("INFO: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return 0, err
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(body), "\r\n") {
+		if v, ok := strings.CutPrefix(l, "total_commands_processed:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("INFO: no total_commands_processed")
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append([]byte(nil), t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
+
+// adminStats reads presenced's /api/v1/stats.
+func (s *system) adminStats() (map[string]any, error) {
+	cl := http.Client{Timeout: 3 * time.Second}
+	resp, err := cl.Get("http://127.0.0.1:" + strconv.Itoa(s.adminPort) + "/api/v1/stats")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var v map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// children are the processes the bench started and has not seen exit, to
+// kill when the bench is interrupted.
+var children = &procSet{m: make(map[*os.Process]bool)}
+
+type procSet struct {
+	mu sync.Mutex
+	m  map[*os.Process]bool
+}
+
+func (p *procSet) add(pr *os.Process) {
+	p.mu.Lock()
+	p.m[pr] = true
+	p.mu.Unlock()
+}
+
+func (p *procSet) remove(pr *os.Process) {
+	p.mu.Lock()
+	delete(p.m, pr)
+	p.mu.Unlock()
+}
+
+// killAll SIGKILLs every child still running.
+func (p *procSet) killAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for pr := range p.m {
+		_ = pr.Kill()
+	}
+}
