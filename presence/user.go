@@ -220,22 +220,7 @@ func (u User) SetAccount(upd AccountUpdate) (User, error) {
 
 // Reap ends every live session whose expiry has passed at now, as timeouts.
 func (u User) Reap(now time.Time) (User, []Session) {
-	var reaped []Session
-	for i := 0; i < len(u.Sessions); {
-		s := u.Sessions[i]
-		if !s.Due(now) {
-			i++
-			continue
-		}
-		if reaped == nil {
-			u = u.clone()
-		}
-		ended, _ := s.End(s.Epoch, EndTimeout, now)
-		u.retire(i, ended)
-		u.LastWords = ""
-		reaped = append(reaped, ended)
-	}
-	return u, reaped
+	return u.endWhere(func(s Session) bool { return s.Due(now) }, EndTimeout, now)
 }
 
 // EndNode ends every live session of node as reason (node loss).
@@ -243,10 +228,16 @@ func (u User) EndNode(node string, reason EndReason, now time.Time) (User, []Ses
 	if !reason.Valid() {
 		return u, nil
 	}
+	return u.endWhere(func(s Session) bool { return s.Node == node }, reason, now)
+}
+
+// endWhere ends, for reason, every live session that match selects. The
+// receiver is cloned only when something ends.
+func (u User) endWhere(match func(Session) bool, reason EndReason, now time.Time) (User, []Session) {
 	var ended []Session
 	for i := 0; i < len(u.Sessions); {
 		s := u.Sessions[i]
-		if s.Node != node {
+		if !match(s) {
 			i++
 			continue
 		}
