@@ -29,37 +29,6 @@ const (
 	rcBadUserNameOrPass    = 0x86
 )
 
-// ctConnect is dial5 over a given connection, returning the CONNACK and the
-// error instead of failing the test, so that a refused CONNECT can be checked.
-func ctConnect(t *testing.T, conn net.Conn, clientID, user string, opts ...connectOpt) (*client5, *paho.Connack, error) {
-	t.Helper()
-	t.Cleanup(func() { _ = conn.Close() })
-	c := &client5{conn: conn, msgs: make(chan *paho.Publish, 1024)}
-	c.Client = paho.NewClient(paho.ClientConfig{
-		ClientID: clientID,
-		Conn:     conn,
-		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
-			select {
-			case c.msgs <- pr.Packet:
-			default:
-				t.Errorf("client %s: message buffer full", clientID)
-			}
-			return true, nil
-		}},
-	})
-	cp := &paho.Connect{ClientID: clientID, KeepAlive: 30, CleanStart: true}
-	if user != "" {
-		cp.Username, cp.UsernameFlag = user, true
-	}
-	for _, o := range opts {
-		o(cp)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	ack, err := c.Connect(ctx, cp)
-	return c, ack, err
-}
-
 // ctDialTCP opens a TCP connection to addr.
 func ctDialTCP(t *testing.T, addr string) net.Conn {
 	t.Helper()
@@ -460,7 +429,7 @@ func TestLastWords(t *testing.T) {
 // CONNACK (MQTT 5), and is held to it.
 func TestServerKeepAlive(t *testing.T) {
 	n := startNode(t, nil)
-	_, ack, err := ctConnect(t, ctDialTCP(t, n.MQTTAddr()), "kai-phone", "kai", withKeepAlive(0))
+	_, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), "kai-phone", "kai", withKeepAlive(0))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -469,7 +438,7 @@ func TestServerKeepAlive(t *testing.T) {
 	}
 
 	n3 := startNode(t, func(c *configs.Config) { c.MQTT.ServerKeepAlive = configs.Duration(3 * time.Second) })
-	_, ack, err = ctConnect(t, ctDialTCP(t, n3.MQTTAddr()), "kai-tablet", "kai", withKeepAlive(0))
+	_, ack, err = connect5(t, ctDialTCP(t, n3.MQTTAddr()), "kai-tablet", "kai", withKeepAlive(0))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -600,7 +569,7 @@ func TestWebSocketClient(t *testing.T) {
 	if ws.Subprotocol() != "mqtt" {
 		t.Errorf("subprotocol %q, want mqtt", ws.Subprotocol())
 	}
-	c, ack, err := ctConnect(t, &wsNetConn{c: ws}, "kim-browser", "kim", withDevice("browser"))
+	c, ack, err := connect5(t, &wsNetConn{c: ws}, "kim-browser", "kim", withDevice("browser"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("connect over websocket: %v (%+v)", err, ack)
 	}
@@ -654,7 +623,7 @@ func TestIdentityFromClientID(t *testing.T) {
 func TestBadUserNameRefused(t *testing.T) {
 	n := startNode(t, nil)
 	for i, user := range []string{"al/ice", "al+ice", "al#ice", "$alice"} {
-		_, ack, err := ctConnect(t, ctDialTCP(t, n.MQTTAddr()), fmt.Sprintf("bad-%d", i), user)
+		_, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), fmt.Sprintf("bad-%d", i), user)
 		if err == nil && (ack == nil || ack.ReasonCode < 0x80) {
 			t.Errorf("user %q: connected (%+v)", user, ack)
 			continue
@@ -813,7 +782,7 @@ func TestUntrackableClientIDRefused(t *testing.T) {
 	}
 	var accepted []string
 	for _, c := range cases {
-		_, ack, err := ctConnect(t, ctDialTCP(t, n.MQTTAddr()), c.id, c.user)
+		_, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), c.id, c.user)
 		if err == nil && ack != nil && ack.ReasonCode < 0x80 {
 			accepted = append(accepted, c.user)
 		}
@@ -852,7 +821,7 @@ func TestConcurrentTakeoverKeepsOneSession(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, ack, err := ctConnect(t, ctDialTCP(t, n.MQTTAddr()), "rex-phone", "rex", withDevice(fmt.Sprintf("r%d-%d", round, i)))
+				c, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), "rex-phone", "rex", withDevice(fmt.Sprintf("r%d-%d", round, i)))
 				if err == nil && ack.ReasonCode == 0 {
 					clients[i] = c
 				}

@@ -33,7 +33,7 @@ type testNode struct {
 }
 
 // startNode starts a node with defaults changed by edit, stopped at cleanup.
-func startNode(t *testing.T, edit func(*configs.Config)) *testNode {
+func startNode(t *testing.T, edit func(*configs.Config), opts ...node.Option) *testNode {
 	t.Helper()
 	cfg := configs.Defaults()
 	cfg.NodeID = "node-a"
@@ -57,7 +57,7 @@ func startNode(t *testing.T, edit func(*configs.Config)) *testNode {
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: testLogWriter{t}}).Level(zerolog.DebugLevel)
 	}
-	n, err := node.New(cfg, log, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := node.New(cfg, log, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}
@@ -125,6 +125,21 @@ func dial5(t *testing.T, addr, clientID, user string, opts ...connectOpt) *clien
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
+	c, ack, err := connect5(t, conn, clientID, user, opts...)
+	if err != nil {
+		t.Fatalf("connect %s: %v", clientID, err)
+	}
+	if ack.ReasonCode != 0 {
+		t.Fatalf("connect %s: reason %#x", clientID, ack.ReasonCode)
+	}
+	return c
+}
+
+// connect5 sends CONNECT over conn and returns the CONNACK and the error
+// instead of failing the test, so that a refused CONNECT can be checked.
+func connect5(t *testing.T, conn net.Conn, clientID, user string, opts ...connectOpt) (*client5, *paho.Connack, error) {
+	t.Helper()
+	t.Cleanup(func() { _ = conn.Close() })
 	c := &client5{conn: conn, msgs: make(chan *paho.Publish, 1024)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		ClientID: clientID,
@@ -148,14 +163,7 @@ func dial5(t *testing.T, addr, clientID, user string, opts ...connectOpt) *clien
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	ack, err := c.Connect(ctx, cp)
-	if err != nil {
-		t.Fatalf("connect %s: %v", clientID, err)
-	}
-	if ack.ReasonCode != 0 {
-		t.Fatalf("connect %s: reason %#x", clientID, ack.ReasonCode)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return c
+	return c, ack, err
 }
 
 // set publishes a presence/set payload with QoS 1 and returns the PUBACK reason code.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math/rand"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -120,7 +121,7 @@ func rawMQTT(t *testing.T, addr string, i int, keepalive uint16) net.Conn {
 		t.Fatalf("dial: %v", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	id := "hb-" + itoa(i)
+	id := "hb-" + strconv.Itoa(i)
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
 		ProtocolVersion: 4,
@@ -149,8 +150,4 @@ func rawMQTT(t *testing.T, addr string, i int, keepalive uint16) net.Conn {
 		}
 	}()
 	return conn
-}
-
-func itoa(i int) string {
-	return string(bytes.TrimLeft([]byte{byte('0' + i/10000%10), byte('0' + i/1000%10), byte('0' + i/100%10), byte('0' + i/10%10), byte('0' + i%10)}, "0")) + "x"
 }

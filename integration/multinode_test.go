@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/integration/redistest"
@@ -560,38 +558,12 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 		c.Redis.SweepInterval = configs.Duration(mnSweep)
 	}
 
-	// S: startNode's code, plus a clock 5 s ahead.
-	cfg := configs.Defaults()
-	cfg.NodeID = "node-s"
-	cfg.MQTT.Addr = "127.0.0.1:0"
-	cfg.MQTT.WSAddr = "off"
-	cfg.Admin.Addr = "127.0.0.1:0"
-	redisCfg(&cfg)
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	log := zerolog.Nop()
-	if testing.Verbose() {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: testLogWriter{t}}).Level(zerolog.InfoLevel)
-	}
+	// S: a node whose clock is 5 s ahead.
 	const skew = 5 * time.Second
-	sn, err := node.New(cfg, log, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		node.WithClock(func() time.Time { return time.Now().Add(skew) }))
-	if err != nil {
-		t.Fatalf("node.New: %v", err)
-	}
-	if err := sn.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := sn.Stop(ctx); err != nil {
-			t.Errorf("Stop: %v", err)
-		}
-	})
-	s := &testNode{Node: sn, cfg: cfg}
+	s := startNode(t, func(c *configs.Config) {
+		c.NodeID = "node-s"
+		redisCfg(c)
+	}, node.WithClock(func() time.Time { return time.Now().Add(skew) }))
 	n := startNode(t, func(c *configs.Config) {
 		c.NodeID = "node-n"
 		redisCfg(c)
@@ -615,7 +587,7 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 			t.Errorf("%s is %v, %v from Redis's TIME %v (tolerance %v)", what, got, d, ref, tol)
 		}
 	}
-	ttl := cfg.Presence.SessionTTL.D()
+	ttl := s.cfg.Presence.SessionTTL.D()
 	for _, c := range []struct {
 		user, id string
 		n        *testNode
@@ -641,7 +613,7 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 
 	// Node loss is measured by the node record's Redis TTL, not by a clock.
 	for _, id := range []string{"node-s", "node-n"} {
-		d, err := rc.PTTL(ctx, cfg.Redis.KeyPrefix+"node:"+id).Result()
+		d, err := rc.PTTL(ctx, s.cfg.Redis.KeyPrefix+"node:"+id).Result()
 		if err != nil {
 			t.Fatalf("PTTL: %v", err)
 		}

@@ -256,7 +256,7 @@ func (n *Node) Stop(ctx context.Context) error {
 		n.Publisher.Stop()
 		if n.redis != nil {
 			n.redis.Stop()
-			_ = n.redisClient().Close()
+			_ = n.redisC.Close()
 		}
 		n.log.Info().Msg("presenced stopped")
 	})
@@ -265,9 +265,6 @@ func (n *Node) Stop(ctx context.Context) error {
 
 // Ready reports whether the store answers (false: degraded, still serving).
 func (n *Node) Ready() bool { return n.redis == nil || n.redis.Ready() }
-
-// Redis returns the Redis store, or nil with the in-memory store.
-func (n *Node) Redis() *store.Redis { return n.redis }
 
 // MQTTAddr returns the bound MQTT TCP address ("" when off).
 func (n *Node) MQTTAddr() string {

@@ -22,5 +22,3 @@ func newRedisClient(c configs.RedisConfig) redis.UniversalClient {
 		MaxRetries:    1,
 	})
 }
-
-func (n *Node) redisClient() redis.UniversalClient { return n.redisC }

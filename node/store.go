@@ -40,7 +40,6 @@ type Store interface {
 	Renew(ctx context.Context, node string, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
 	// Reap expires the sessions whose expiry has passed.
 	Reap(ctx context.Context) (int, error)
-	Get(ctx context.Context, user string) (presence.Presence, bool, error)
 	User(ctx context.Context, user string) (presence.User, bool, error)
 	// Watch sets the change feed; Load hands every current aggregate to fn.
 	// The node gives both the same function: one code path.
