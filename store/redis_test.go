@@ -173,8 +173,27 @@ func TestRedisMatchesMemory(t *testing.T) {
 	statuses := []presence.Status{presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND}
 	type key struct{ user, id string }
 	mEpoch, rEpoch := map[key]uint64{}, map[key]uint64{}
+	// Both stores must see the steps in distinct milliseconds, in order: the
+	// memory store's clock advances 1 ms a step, and each step waits until
+	// Redis's TIME has moved to a new millisecond, so that ties on
+	// connected_at (broken by id) are the same on both sides.
+	rc := srv.Client(t)
+	redisMs := func() int64 {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return now.UnixMilli()
+	}
+	lastMs := int64(0) // Redis's millisecond after the previous step's writes
 	for i := 0; i < 300; i++ {
 		clk.advance(time.Millisecond)
+		deadline := time.Now().Add(5 * time.Second)
+		for redisMs() <= lastMs {
+			if time.Now().After(deadline) {
+				t.Fatal("Redis TIME did not move")
+			}
+		}
 		u, id := users[rng.Intn(2)], ids[rng.Intn(3)]
 		k := key{u, id}
 		switch op := rng.Intn(5); {
@@ -213,6 +232,7 @@ func TestRedisMatchesMemory(t *testing.T) {
 			}
 			mEpoch[k], rEpoch[k] = 0, 0
 		}
+		lastMs = redisMs()
 		for _, u := range users {
 			mp, ok1, _ := m.Get(ctx, u)
 			rp, ok2, _ := r.Get(ctx, u)
