@@ -1,0 +1,285 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/presence"
+)
+
+// rawClient is an MQTT 3.1.1 client on a raw socket, for clients that
+// misbehave on purpose: it writes packets and reads only when told to.
+type rawClient struct {
+	t    *testing.T
+	conn net.Conn
+	id   string
+}
+
+// dialRaw opens a TCP connection whose receive buffer is rcvbuf bytes (0: the
+// system default) and sends CONNECT (user "" connects without a username). It
+// reads the CONNACK and fails unless the connection is accepted.
+func dialRaw(t *testing.T, addr, clientID, user string, keepalive uint16, rcvbuf int) *rawClient {
+	t.Helper()
+	d := net.Dialer{Timeout: waitTimeout}
+	if rcvbuf > 0 {
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := &rawClient{t: t, conn: conn, id: clientID}
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: 4,
+		Connect: packets.ConnectParams{
+			ProtocolName: []byte("MQTT"), Clean: true, Keepalive: keepalive, ClientIdentifier: clientID,
+		},
+	}
+	if user != "" {
+		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(user)
+	}
+	var buf bytes.Buffer
+	if err := pk.ConnectEncode(&buf); err != nil {
+		t.Fatalf("encode connect: %v", err)
+	}
+	c.write(buf.Bytes())
+	_ = conn.SetReadDeadline(time.Now().Add(waitTimeout))
+	ack := make([]byte, 4)
+	if _, err := conn.Read(ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+		t.Fatalf("%s: connack %x: %v", clientID, ack, err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	return c
+}
+
+func (c *rawClient) write(b []byte) {
+	c.t.Helper()
+	_ = c.conn.SetWriteDeadline(time.Now().Add(waitTimeout))
+	if _, err := c.conn.Write(b); err != nil {
+		c.t.Fatalf("%s: write: %v", c.id, err)
+	}
+}
+
+// subscribe sends SUBSCRIBE for filter at qos without waiting for the SUBACK.
+func (c *rawClient) subscribe(id uint16, filter string, qos byte) {
+	c.t.Helper()
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Subscribe, Qos: 1},
+		ProtocolVersion: 4,
+		PacketID:        id,
+		Filters:         packets.Subscriptions{{Filter: filter, Qos: qos}},
+	}
+	var buf bytes.Buffer
+	if err := pk.SubscribeEncode(&buf); err != nil {
+		c.t.Fatalf("encode subscribe: %v", err)
+	}
+	c.write(buf.Bytes())
+}
+
+// publish sends a QoS 0 PUBLISH.
+func (c *rawClient) publish(topic string, payload []byte) {
+	c.t.Helper()
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Publish},
+		ProtocolVersion: 4,
+		TopicName:       topic,
+		Payload:         payload,
+	}
+	var buf bytes.Buffer
+	if err := pk.PublishEncode(&buf); err != nil {
+		c.t.Fatalf("encode publish: %v", err)
+	}
+	c.write(buf.Bytes())
+}
+
+// subscribed reports whether the broker has indexed a subscription of
+// clientID that matches topic.
+func subscribed(n *testNode, clientID, topic string) bool {
+	_, ok := n.Server.Topics.Subscribers(topic).Subscriptions[clientID]
+	return ok
+}
+
+// stalledClient connects an observer that never reads: it subscribes to
+// a topic of its own (and, when early is set, to presence/users/+ with QoS
+// 0), publishes 8 MiB to its own topic, which the broker sends back to it
+// through a 4 KiB receive buffer, and reads nothing more. From then on the
+// broker's write to it blocks, and mochi's queue for it fills.
+func stalledClient(t *testing.T, n *testNode, clientID string, early bool) *rawClient {
+	t.Helper()
+	a := dialRaw(t, n.MQTTAddr(), clientID, "", 60, 4096)
+	acks := 1
+	a.subscribe(1, "junk/"+clientID, 0)
+	if early {
+		a.subscribe(2, "presence/users/+", 0)
+		acks++
+	}
+	_ = a.conn.SetReadDeadline(time.Now().Add(waitTimeout))
+	head := make([]byte, 5*acks+1)
+	if _, err := io.ReadFull(a.conn, head[:5*acks]); err != nil {
+		t.Fatalf("%s: SUBACK: %v", clientID, err)
+	}
+	a.publish("junk/"+clientID, bytes.Repeat([]byte{'x'}, 8<<20))
+	// The broker has begun writing the 8 MiB back once the first byte of
+	// the PUBLISH arrives; the rest stays unread, so the write blocks.
+	if _, err := io.ReadFull(a.conn, head[5*acks:]); err != nil || head[5*acks]&0xF0 != 0x30 {
+		t.Fatalf("%s: want the PUBLISH back, got %x: %v", clientID, head, err)
+	}
+	return a
+}
+
+// 3a of issue 7: a subscriber that never reads its socket must not hold up
+// anyone else's presence. It stalls on its own 8 MiB and then subscribes to
+// presence/users/+ with QoS 1; a well-behaved observer still sees a new user
+// at once, and a new observer still gets its SUBACK and the snapshot.
+func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
+	n := startNode(t, nil)
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+	dial5(t, n.MQTTAddr(), "early-phone", "early")
+	obs.waitStatus("early", presence.Online)
+
+	a := stalledClient(t, n, "stuck-reader", false)
+	a.subscribe(3, "presence/users/+", 1)
+	check(t, waitTimeout, "presence subscription indexed", func() error {
+		if !subscribed(n, "stuck-reader", "presence/users/anyone") {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+
+	start := time.Now()
+	dial5(t, n.MQTTAddr(), "victim-phone", "victim")
+	check(t, 2*time.Second, "the observer sees victim online", func() error {
+		if p, ok := obs.last("victim"); !ok || p.Status != presence.Online {
+			return fmt.Errorf("last seen %+v (found %v)", p, ok)
+		}
+		return nil
+	})
+	t.Logf("victim shown online %v after connecting, with a stalled subscriber connected", time.Since(start).Round(time.Millisecond))
+
+	// A new observer: SUBACK and the snapshot of both users, promptly.
+	late := dial5(t, n.MQTTAddr(), "late-observer", "")
+	done := make(chan error, 1)
+	go func() { done <- late.subscribeErr("presence/users/+") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("late subscribe: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no SUBACK within 2 s while a stalled subscriber is connected")
+	}
+	got := map[string]bool{}
+	check(t, 2*time.Second, "snapshot of early and victim", func() error {
+		for {
+			select {
+			case m := <-late.msgs:
+				got[strings.TrimPrefix(m.Topic, "presence/users/")] = true
+				continue
+			default:
+			}
+			break
+		}
+		if !got["early"] || !got["victim"] {
+			return fmt.Errorf("snapshot so far: %v", got)
+		}
+		return nil
+	})
+	obs.check()
+}
+
+// 3b of issue 7: a message mochi drops for one subscriber (its queue is
+// full) is made good for that subscriber only. With 300 users online and
+// nothing changing, a subscriber that never reads must not make anyone else
+// receive anything.
+func TestDroppedMessagesDoNotStormOthers(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) { c.MQTT.MaxWritesPending = 16 })
+	const users = 300
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+	for i := range 3 {
+		stalledClient(t, n, fmt.Sprintf("stuck-%d", i), true)
+	}
+	for i := range users {
+		rawConnect(t, n.MQTTAddr(), fmt.Sprintf("u%03d-dev", i), fmt.Sprintf("u%03d", i), 60)
+	}
+	check(t, waitTimeout, "every user online at the observer", func() error {
+		online := 0
+		for i := range users {
+			if p, ok := obs.last(fmt.Sprintf("u%03d", i)); ok && p.Status == presence.Online {
+				online++
+			}
+		}
+		if online != users {
+			return fmt.Errorf("%d of %d online", online, users)
+		}
+		return nil
+	})
+	before := obs.count()
+	// Nothing changes from here on: the observer must receive nothing more.
+	// The window is the scenario itself (a resend storm shows within it).
+	time.Sleep(2 * time.Second)
+	if extra := obs.count() - before; extra != 0 {
+		t.Errorf("the observer received %d messages in 2 s while nothing changed (a resend storm)", extra)
+	}
+	if got := obs.count(); got != users {
+		t.Errorf("the observer received %d messages for %d users who each came online once", got, users)
+	}
+	obs.check()
+}
+
+// check polls cond until it returns nil, and fails the test with the last
+// error once within has passed. It returns how long the wait took.
+func check(t testing.TB, within time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		err := cond()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v: %v", what, within, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// count returns how many messages the observer has received.
+func (o *observer) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.raw {
+		n += len(r)
+	}
+	return n
+}
+
+// subscribeErr subscribes with QoS 1 and returns the error instead of failing.
+func (c *client5) subscribeErr(filter string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	_, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
+	return err
+}
