@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // envPrefix starts the name of every environment variable Load reads.
@@ -21,6 +22,23 @@ const envPrefix = "PRESENCED_"
 // envConfigFile names the config file, like --config. It is the one
 // PRESENCED_* variable that is not a config key.
 const envConfigFile = envPrefix + "CONFIG"
+
+// serviceLink matches the names of the variables Kubernetes puts into every
+// pod for every Service in its namespace ("service links"). For a Service
+// presenced-redis with port 6379 named "redis" they are
+// PRESENCED_REDIS_SERVICE_HOST, PRESENCED_REDIS_SERVICE_PORT,
+// PRESENCED_REDIS_SERVICE_PORT_REDIS, PRESENCED_REDIS_PORT,
+// PRESENCED_REDIS_PORT_6379_TCP and PRESENCED_REDIS_PORT_6379_TCP_PROTO,
+// _PORT and _ADDR. A Service named presenced gives PRESENCED_SERVICE_HOST,
+// PRESENCED_PORT and so on.
+var serviceLink = regexp.MustCompile(`^[A-Z0-9_]+_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT(_[0-9]+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$`)
+
+// isServiceLink reports whether the variable name has the shape of a
+// Kubernetes service link. No config key's variable has that shape (a test
+// checks it), so Load can ignore such a variable when it matches no key.
+func isServiceLink(name string) bool {
+	return serviceLink.MatchString(name)
+}
 
 // flagKeys maps each flag other than --config to the key it sets.
 var flagKeys = []struct{ flag, key, usage string }{
@@ -48,7 +66,29 @@ var flagKeys = []struct{ flag, key, usage string }{
 // An empty environment variable or flag value leaves the key as it was,
 // except PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES="", which means no
 // devices; lists in the environment are comma-separated.
+//
+// A PRESENCED_* variable that matches no setting is an error, unless its
+// name has the shape of a Kubernetes service link (PRESENCED_SERVICE_HOST,
+// PRESENCED_PORT, PRESENCED_REDIS_PORT_6379_TCP_ADDR and the like, see
+// serviceLink): those are ignored. LoadWithNotes says which.
 func Load(args []string, env []string, usage io.Writer) (Config, error) {
+	c, _, err := LoadWithNotes(args, env, usage)
+	return c, err
+}
+
+// Notes is what LoadWithNotes noticed that is not an error, for the caller
+// to log.
+type Notes struct {
+	// IgnoredEnv lists, sorted, the PRESENCED_* variables that matched no
+	// setting but were ignored because their names have the shape of
+	// Kubernetes service links (e.g. PRESENCED_SERVICE_HOST). Only names:
+	// the values are not kept.
+	IgnoredEnv []string
+}
+
+// LoadWithNotes is Load that also returns its Notes. On error the Notes are
+// empty.
+func LoadWithNotes(args []string, env []string, usage io.Writer) (Config, Notes, error) {
 	if usage == nil {
 		usage = io.Discard
 	}
@@ -56,7 +96,7 @@ func Load(args []string, env []string, usage io.Writer) (Config, error) {
 
 	flagValues, configFlag, err := parseFlags(args, usage)
 	if err != nil {
-		return Config{}, err
+		return Config{}, Notes{}, err
 	}
 	envValues := environ(env)
 
@@ -67,18 +107,18 @@ func Load(args []string, env []string, usage io.Writer) (Config, error) {
 	if file != "" {
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return Config{}, fmt.Errorf("configs: %w given by %s: %w", ErrFile, fileSource, err)
+			return Config{}, Notes{}, fmt.Errorf("configs: %w given by %s: %w", ErrFile, fileSource, err)
 		}
 		if err := l.decodeYAML(data, file); err != nil {
-			return Config{}, err
+			return Config{}, Notes{}, err
 		}
 	}
 	if err := l.applyEnv(envValues); err != nil {
-		return Config{}, err
+		return Config{}, Notes{}, err
 	}
 	for _, f := range flagValues {
 		if err := l.set(f.key, f.value, "flag --"+f.flag); err != nil {
-			return Config{}, err
+			return Config{}, Notes{}, err
 		}
 	}
 
@@ -88,9 +128,9 @@ func Load(args []string, env []string, usage io.Writer) (Config, error) {
 		e.source = l.sources[e.key]
 	}
 	if err := joinKeyErrors(errs); err != nil {
-		return Config{}, err
+		return Config{}, Notes{}, err
 	}
-	return l.cfg, nil
+	return l.cfg, Notes{IgnoredEnv: l.ignoredEnv}, nil
 }
 
 type flagValue struct{ flag, key, value string }
@@ -141,6 +181,9 @@ func writeUsage(fs *flag.FlagSet) {
 	for _, lf := range leaves() {
 		fmt.Fprintf(w, "  %-45s %s\n", lf.env, lf.path)
 	}
+	fmt.Fprintf(w, "Other PRESENCED_* variables are errors, except Kubernetes service links\n")
+	fmt.Fprintf(w, "(PRESENCED_SERVICE_HOST, PRESENCED_PORT_1883_TCP_ADDR, ...), which are ignored.\n")
+	fmt.Fprintf(w, "\npresenced --version prints the version and exits.\n")
 }
 
 // environ turns "KEY=VALUE" entries into a map; a later entry wins.
@@ -155,12 +198,14 @@ func environ(env []string) map[string]string {
 }
 
 type loader struct {
-	cfg     Config
-	sources map[string]string // key path -> where its value was set, for validation errors
+	cfg        Config
+	sources    map[string]string // key path -> where its value was set, for validation errors
+	ignoredEnv []string          // Kubernetes service links that applyEnv skipped, sorted
 }
 
 // applyEnv applies every PRESENCED_* variable, in name order. Unknown
-// variables are all reported.
+// variables are all reported, except Kubernetes service links, which are
+// recorded in l.ignoredEnv.
 func (l *loader) applyEnv(env map[string]string) error {
 	byEnv := make(map[string]leaf)
 	var names []string
@@ -180,6 +225,10 @@ func (l *loader) applyEnv(env map[string]string) error {
 	var errs []error
 	for _, k := range vars {
 		lf, ok := byEnv[k]
+		if !ok && isServiceLink(k) {
+			l.ignoredEnv = append(l.ignoredEnv, k)
+			continue
+		}
 		if !ok {
 			errs = append(errs, fmt.Errorf("configs: %w: environment variable %s matches no setting%s",
 				ErrUnknownKey, k, didYouMean(k, names)))

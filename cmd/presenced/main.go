@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -22,7 +23,12 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(args, env []string, stdout, stderr io.Writer) int {
-	cfg, err := configs.Load(args, env, stderr)
+	if wantsVersion(args) {
+		bi, ok := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(bi, ok))
+		return 0
+	}
+	cfg, notes, err := configs.LoadWithNotes(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -34,6 +40,9 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "presenced: %v\n", err)
 		return 2
+	}
+	if len(notes.IgnoredEnv) > 0 {
+		log.Info().Strs("vars", notes.IgnoredEnv).Msg("ignored Kubernetes service-link variables")
 	}
 	n, err := node.New(cfg, log, mochiLog.With("component", "mochi"))
 	if err != nil {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+func TestWantsVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--version"}, true},
+		{[]string{"-version"}, true},
+		{[]string{"--log-level", "debug", "--version"}, true},
+		{[]string{"--version", "--bogus"}, true},
+		{[]string{"--", "--version"}, false},
+		{[]string{"-v"}, false},
+		{[]string{"version"}, false},
+		{[]string{"--versions"}, false},
+		{[]string{"-h"}, false},
+	}
+	for _, tt := range tests {
+		if got := wantsVersion(tt.args); got != tt.want {
+			t.Errorf("wantsVersion(%q) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	t.Parallel()
+	settings := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i+1 < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	const rev = "0123abcd0123abcd0123abcd0123abcd0123abcd"
+	tests := []struct {
+		name string
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"tagged and clean", &debug.BuildInfo{
+			GoVersion: "go1.26.8",
+			Main:      debug.Module{Path: "github.com/presenced/presenced", Version: "v1.2.0"},
+			Settings:  settings("-compiler", "gc", "vcs", "git", "vcs.revision", rev, "vcs.time", "2026-11-30T10:00:00Z", "vcs.modified", "false"),
+		}, true, "presenced v1.2.0 revision " + rev + " 2026-11-30T10:00:00Z go1.26.8"},
+		{"devel and modified", &debug.BuildInfo{
+			GoVersion: "go1.26.8",
+			Main:      debug.Module{Version: "(devel)"},
+			Settings:  settings("vcs.revision", rev, "vcs.time", "2026-11-30T10:00:00Z", "vcs.modified", "true"),
+		}, true, "presenced (devel) revision " + rev + " 2026-11-30T10:00:00Z (modified) go1.26.8"},
+		{"revision without time", &debug.BuildInfo{
+			GoVersion: "go1.26.8",
+			Main:      debug.Module{Version: "(devel)"},
+			Settings:  settings("vcs.revision", rev),
+		}, true, "presenced (devel) revision " + rev + " go1.26.8"},
+		{"no VCS settings", &debug.BuildInfo{
+			GoVersion: "go1.26.8",
+			Main:      debug.Module{Version: "v1.2.0"},
+		}, true, "presenced v1.2.0 (no VCS revision) go1.26.8"},
+		{"empty build info", &debug.BuildInfo{}, true, "presenced (unknown version) (no VCS revision)"},
+		{"no build info", nil, false, "presenced: no build information (built without module support)"},
+		{"nil with ok", nil, true, "presenced: no build information (built without module support)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := versionLine(tt.bi, tt.ok)
+			if got != tt.want {
+				t.Errorf("versionLine =\n%q\nwant\n%q", got, tt.want)
+			}
+			if strings.Contains(got, "\n") {
+				t.Errorf("versionLine is more than one line: %q", got)
+			}
+		})
+	}
+}
+
+// run --version prints one line to stdout and exits 0 before reading any
+// configuration, so a bad environment does not stop it.
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	for _, arg := range []string{"--version", "-version"} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{arg}, []string{"PRESENCED_MQTT_ADR=x"}, &stdout, &stderr)
+		if code != 0 {
+			t.Errorf("%s: exit code %d, want 0 (stderr %q)", arg, code, stderr.String())
+		}
+		out := stdout.String()
+		if !strings.HasPrefix(out, "presenced") || strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+			t.Errorf("%s: stdout %q, want one line starting with presenced", arg, out)
+		}
+		if stderr.Len() != 0 {
+			t.Errorf("%s: stderr %q, want nothing", arg, stderr.String())
+		}
+	}
+}
