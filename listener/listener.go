@@ -1,0 +1,219 @@
+package listener
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultMaxBacklog     = 4 << 20
+	DefaultWriteTimeout   = 30 * time.Second
+)
+
+// Config configures a TCP or WebSocket listener. Only ID and Address are
+// required.
+type Config struct {
+	// ID names the listener for mochi: it is Client.Net.Listener of the
+	// clients that connect through it, and it must be unique in the server.
+	ID string
+
+	// Address is the address to listen on, as for net.Listen("tcp", ...).
+	// With port 0 the system picks one, which Address() then reports.
+	Address string
+
+	// ConnectTimeout bounds the time from accepting a connection to reading
+	// its CONNECT packet (for WebSocket, the HTTP upgrade included); after
+	// CONNECT, mochi's keep-alive takes over. Default 10 s.
+	ConnectTimeout time.Duration
+
+	// MaxBacklog is how many bytes may wait for a client that does not read
+	// as fast as it is sent to. The write that would bring its backlog over
+	// this closes the connection as a slow consumer. The bytes the kernel
+	// buffers for the socket come on top. It must be well above the largest
+	// packet the broker sends (see mochi's Capabilities.MaximumPacketSize),
+	// or a client that receives one such packet while its socket buffer is
+	// full is disconnected. Default 4 MiB.
+	MaxBacklog int
+
+	// WriteTimeout closes a connection as a slow consumer when its client
+	// takes none of the bytes waiting for it for this long. Default 30 s.
+	WriteTimeout time.Duration
+
+	// Server, when set, is the server the listener is added to; Close then
+	// disconnects the listener's clients itself, going through
+	// Server.Clients.GetAll. When nil, Close calls the CloseFn mochi passes
+	// it, which in mochi v2.7.9 (Server.closeListenerClients) calls
+	// Clients.GetByListener: that takes the clients' read lock twice, so it
+	// deadlocks if a client connects or disconnects in between. Set it.
+	Server *mqtt.Server
+
+	// CheckOrigin decides, for the WebSocket listener, whether a browser's
+	// upgrade request may come from its Origin (see gorilla/websocket's
+	// Upgrader.CheckOrigin). nil accepts every origin, as mochi's listener
+	// does. The TCP listener ignores it.
+	CheckOrigin func(r *http.Request) bool
+}
+
+// withDefaults returns c with the defaults filled in.
+func (c Config) withDefaults() Config {
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.MaxBacklog <= 0 {
+		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	return c
+}
+
+// Stats counts a listener's connections and the bytes waiting for them.
+type Stats struct {
+	Open          int64 `json:"open"`           // connections accepted and not yet closed
+	Backlogged    int64 `json:"backlogged"`     // connections with bytes waiting for their client now
+	BacklogBytes  int64 `json:"backlog_bytes"`  // bytes waiting for clients now, over all connections
+	SlowConsumers int64 `json:"slow_consumers"` // connections closed as slow consumers since the listener was made
+}
+
+// tracker is what a listener shares with its connections: their settings,
+// the list of the open ones, the counters, and the wait group that Close
+// waits on.
+//
+// The wait group counts every open connection (until its socket is closed)
+// and every goroutine the listener starts. A goroutine is added either by
+// enter, under mu and refused after shutdown, or while something already
+// counted is known to be alive; so no Add ever races with Close's Wait from
+// zero.
+type tracker struct {
+	maxBacklog   int
+	writeTimeout time.Duration
+
+	mu   sync.Mutex
+	head *Conn // open connections, linked through Conn.prev/next
+	shut bool  // Close has begun: no new connection or goroutine
+	wg   sync.WaitGroup
+
+	open, backlogged, pending, slowConsumers atomic.Int64
+}
+
+func newTracker(c Config) *tracker {
+	return &tracker{maxBacklog: c.MaxBacklog, writeTimeout: c.WriteTimeout}
+}
+
+// add wraps and registers a newly accepted socket. It fails once Close has
+// begun; the caller then closes the socket.
+func (t *tracker) add(nc net.Conn) (*Conn, bool) {
+	c := &Conn{nc: nc, t: t}
+	if sc, ok := nc.(syscall.Conn); ok && fastPath {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shut {
+		return nil, false
+	}
+	c.next = t.head
+	if t.head != nil {
+		t.head.prev = c
+	}
+	t.head = c
+	t.open.Add(1)
+	t.wg.Add(1)
+	return c, true
+}
+
+// remove unregisters a connection whose socket was closed.
+func (t *tracker) remove(c *Conn) {
+	t.mu.Lock()
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		t.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	}
+	c.prev, c.next = nil, nil
+	t.mu.Unlock()
+	t.open.Add(-1)
+	t.wg.Done()
+}
+
+// enter counts a goroutine that is about to run, unless Close has begun.
+// The goroutine calls t.wg.Done when it ends.
+func (t *tracker) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.shut {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// shutdown refuses new connections and goroutines from now on.
+func (t *tracker) shutdown() {
+	t.mu.Lock()
+	t.shut = true
+	t.mu.Unlock()
+}
+
+// closeAll closes every open connection (letting each drain, see
+// Conn.Close) and waits until they and every goroutine of the listener
+// have ended. It is called after shutdown.
+func (t *tracker) closeAll() {
+	t.mu.Lock()
+	var all []*Conn
+	for c := t.head; c != nil; c = c.next {
+		all = append(all, c)
+	}
+	t.mu.Unlock()
+	for _, c := range all {
+		_ = c.Close()
+	}
+	t.wg.Wait()
+}
+
+func (t *tracker) stats() Stats {
+	return Stats{
+		Open:          t.open.Load(),
+		Backlogged:    t.backlogged.Load(),
+		BacklogBytes:  t.pending.Load(),
+		SlowConsumers: t.slowConsumers.Load(),
+	}
+}
+
+// disconnectClients ends the MQTT sessions of the listener's clients as the
+// listener closes: each is written a DISCONNECT (reason "server shutting
+// down" for MQTT 5; mochi sends MQTT 3 clients a bare DISCONNECT too) and
+// its connection is closed, which lets that packet drain (see Conn.Close).
+func disconnectClients(c Config, closeClients listeners.CloseFn) {
+	if c.Server == nil {
+		if closeClients != nil {
+			closeClients(c.ID)
+		}
+		return
+	}
+	for _, cl := range c.Server.Clients.GetAll() {
+		if cl.Net.Listener == c.ID && !cl.Closed() {
+			_ = c.Server.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+}
+
+// discard is the logger of a listener that mochi has not initialised.
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,119 @@
+package listener
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mochi-mqtt/server/v2/listeners"
+)
+
+// TCP is an MQTT listener on plain TCP. It implements mochi's
+// listeners.Listener; add it with Server.AddListener.
+type TCP struct {
+	cfg       Config
+	t         *tracker
+	ln        net.Listener
+	log       *slog.Logger
+	closeOnce sync.Once
+}
+
+// NewTCP returns a TCP listener for c. It binds its address when the server
+// initialises it (Server.AddListener).
+func NewTCP(c Config) *TCP {
+	c = c.withDefaults()
+	return &TCP{cfg: c, t: newTracker(c), log: discard}
+}
+
+// ID returns the listener's ID.
+func (l *TCP) ID() string { return l.cfg.ID }
+
+// Protocol returns "tcp".
+func (l *TCP) Protocol() string { return "tcp" }
+
+// Address returns the address the listener is bound to, once it is, and the
+// configured address before.
+func (l *TCP) Address() string {
+	if l.ln != nil {
+		return l.ln.Addr().String()
+	}
+	return l.cfg.Address
+}
+
+// Stats returns the listener's counters.
+func (l *TCP) Stats() Stats { return l.t.stats() }
+
+// Init binds the listener's address. mochi calls it from AddListener, which
+// returns its error.
+func (l *TCP) Init(log *slog.Logger) error {
+	if log != nil {
+		l.log = log
+	}
+	ln, err := net.Listen("tcp", l.cfg.Address)
+	if err != nil {
+		return err
+	}
+	l.ln = ln
+	return nil
+}
+
+// Serve accepts connections until Close, and hands each to mochi (establish)
+// in a goroutine of its own.
+func (l *TCP) Serve(establish listeners.EstablishFn) {
+	if l.ln == nil || !l.t.enter() {
+		return
+	}
+	defer l.t.wg.Done()
+	var backoff time.Duration
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors, for example: mochi's listener stops for
+			// good here; wait a little and go on, as net/http does.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.log.Warn("accept failed", "error", err, "listener", l.cfg.ID, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		c, ok := l.t.add(nc)
+		if !ok {
+			_ = nc.Close()
+			return
+		}
+		// mochi sets no deadline until it has read CONNECT.
+		_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
+		l.t.wg.Add(1) // safe: c is counted until it is closed, below at the latest
+		go func() {
+			defer l.t.wg.Done()
+			err := establish(l.cfg.ID, c)
+			_ = c.Close() // mochi has closed it already, except on a panic in a hook
+			if err != nil {
+				l.log.Debug("client ended", "error", err, "listener", l.cfg.ID, "remote", c.RemoteAddr().String())
+			}
+		}()
+	}
+}
+
+// Close stops accepting, disconnects the listener's MQTT clients (see
+// Config.Server), closes the connections that have not sent CONNECT yet,
+// and returns when every connection is closed and every goroutine of the
+// listener has ended. That takes at most about a second (the time the last
+// bytes of a connection get to drain, see Conn.Close) plus the time mochi's
+// hooks take as the clients end. It ignores closeClients when Config.Server
+// is set.
+func (l *TCP) Close(closeClients listeners.CloseFn) {
+	l.closeOnce.Do(func() {
+		l.t.shutdown()
+		if l.ln != nil {
+			_ = l.ln.Close()
+		}
+		disconnectClients(l.cfg, closeClients)
+		l.t.closeAll()
+	})
+}
