@@ -5,10 +5,16 @@ GO ?= go
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
-# against the Redis store (a redis-server per test, started by the tests).
+# against the Redis store (a redis-server per test, started by the tests),
+# and a third time against the embedded form: presence attached to a mochi
+# server of the test's own, behind mochi's own listeners. The third run skips
+# the tests that run processes of their own (the binary, several nodes, the
+# example program) or measure Redis: they do not depend on the form.
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample
 test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 ./integration/
+	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests
 # start their own redis-server processes (integration/redistest), so Debian's

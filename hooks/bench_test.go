@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,17 +23,18 @@ import (
 // hook and mochi, not the store.
 type nopTracker struct{}
 
-func (nopTracker) Connect(*mqtt.Client, hooks.Identity)          {}
-func (nopTracker) Established(*mqtt.Client)                      {}
-func (nopTracker) Set(*mqtt.Client, string, presence.SetRequest) {}
-func (nopTracker) LastWords(*mqtt.Client, string)                {}
-func (nopTracker) Disconnect(*mqtt.Client, presence.EndReason)   {}
+func (nopTracker) Connect(presence.ConnID, string, string, string)          {}
+func (nopTracker) Established(presence.ConnID, string)                      {}
+func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
+func (nopTracker) LastWords(presence.ConnID, string, string)                {}
+func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)   {}
 
 var _ hooks.Tracker = nopTracker{}
 
 // newServer builds a mochi server the way node.New does: inline client,
-// retained messages never purged, and either the presence hook or (presence
-// off, the bare broker) the allow-all authentication hook.
+// retained messages never purged, and either presence's hooks with an
+// authentication hook that lets everyone in, or (presence off: the bare
+// broker) mochi's allow-all hook.
 func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence) {
 	tb.Helper()
 	caps := mqtt.NewDefaultServerCapabilities()
@@ -50,15 +50,24 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 		}
 		return srv, nil
 	}
+	if err := srv.AddHook(new(hooks.Authenticator), nil); err != nil {
+		tb.Fatal(err)
+	}
 	h := hooks.New(hooks.Options{
 		Prefix:          "presence",
 		ServerKeepAlive: 60 * time.Second,
-		Clients:         srv.Clients,
+		Server:          srv,
 		Tracker:         nopTracker{},
-		Retained:        new(sync.RWMutex),
 		Log:             zerolog.Nop(),
 	})
 	if err := srv.AddHook(h, nil); err != nil {
+		tb.Fatal(err)
+	}
+	d := hooks.NewDelivery(hooks.DeliveryOptions{Prefix: "presence", Server: srv, Log: zerolog.Nop()})
+	if err := srv.AddHook(d, nil); err != nil {
+		tb.Fatal(err)
+	}
+	if err := srv.AddHook(hooks.NewGuard(d, nil), nil); err != nil {
 		tb.Fatal(err)
 	}
 	return srv, h
@@ -156,6 +165,8 @@ func BenchmarkOnPublishSet(b *testing.B) {
 	cl := srv.NewClient(server, "t", "alice-phone", false)
 	cl.Properties.Username = []byte("alice")
 	cl.Properties.ProtocolVersion = 4
+	h.OnSessionEstablish(cl, packets.Packet{}) // the connection gets its session, as after CONNECT
+	h.OnSessionEstablished(cl, packets.Packet{})
 	pk := packets.Packet{
 		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
 		TopicName:   "presence/set",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/presenced/presenced/listener"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -27,6 +28,7 @@ func TestEndReason(t *testing.T) {
 		{"shutdown", io.EOF, packets.ErrServerShuttingDown, presence.EndShutdown},
 		{"broker closed it", errors.New("use of closed network connection"), packets.ErrNotAuthorized, presence.EndKicked},
 		{"protocol error", packets.ErrProtocolViolationSecondConnect, packets.ErrProtocolViolationSecondConnect, presence.EndKicked},
+		{"slow consumer", fmt.Errorf("read: %w", listener.ErrSlowConsumer), nil, presence.EndKicked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,14 +77,14 @@ func TestIdentify(t *testing.T) {
 }
 
 func TestCanMatchUsers(t *testing.T) {
-	h := New(Options{Prefix: "presence"})
+	d := NewDelivery(DeliveryOptions{Prefix: "presence"})
 	for filter, want := range map[string]bool{
 		"presence/users/alice": true, "presence/users/+": true, "presence/#": true, "#": true,
 		"+/users/+": true, "+/+/+": true, "presence/+/alice": true, "presence/users/#": true,
 		"presence/set": false, "presence/groups/+": false, "other/users/x": false,
 		"presence/users/a/b": false, "$share/g/presence/users/+": false, "+/+": false,
 	} {
-		if got := h.canMatchUsers(filter); got != want {
+		if got := d.canMatchUsers(filter); got != want {
 			t.Errorf("canMatchUsers(%q) = %v, want %v", filter, got, want)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/presenced/presenced/listener"
+
 	"github.com/presenced/presenced/presence"
 )
 
@@ -15,7 +17,8 @@ import (
 //   - the stop cause ErrSessionTakenOver: takeover; ErrServerShuttingDown: shutdown;
 //   - no read error (the client sent DISCONNECT): clean;
 //   - a read deadline (mochi's 1.5 × keep-alive): timeout;
-//   - any other stop cause that is an MQTT reason code (the broker closed it): kicked;
+//   - any other stop cause that is an MQTT reason code, or a connection that
+//     presenced's listener closed as a slow consumer (the broker closed it): kicked;
 //   - anything else (EOF, reset, a broken packet): network.
 func EndReason(readErr, stopCause error) presence.EndReason {
 	switch {
@@ -29,6 +32,8 @@ func EndReason(readErr, stopCause error) presence.EndReason {
 		return presence.EndClean
 	case errors.Is(readErr, os.ErrDeadlineExceeded):
 		return presence.EndTimeout
+	case errors.Is(readErr, listener.ErrSlowConsumer):
+		return presence.EndKicked
 	}
 	var code packets.Code
 	if errors.As(stopCause, &code) && code != packets.CodeDisconnect && code.Code >= packets.ErrUnspecifiedError.Code {

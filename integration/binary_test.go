@@ -51,10 +51,17 @@ func (b *binBuffer) String() string {
 // binBuild builds ./cmd/presenced into dir and returns the binary's path.
 func binBuild(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "presenced")
+	return goBuild(t, dir, "./cmd/presenced")
+}
+
+// goBuild builds the command pkg of this module into dir and returns the
+// binary's path.
+func goBuild(t *testing.T, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/presenced")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

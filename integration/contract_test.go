@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -59,14 +60,14 @@ func ctTopics(o *observer) []string {
 }
 
 // ctNext waits for a presence of user newer than after that satisfies cond.
-func ctNext(o *observer, user string, after uint64, what string, cond func(presence.Presence) bool) presence.Presence {
+func ctNext(o *observer, user string, after uint64, what string, cond func(presence.Aggregate) bool) presence.Aggregate {
 	o.t.Helper()
-	return o.waitFor(user, what, func(p presence.Presence) bool { return p.Version > after && cond(p) })
+	return o.waitFor(user, what, func(p presence.Aggregate) bool { return p.Version > after && cond(p) })
 }
 
 // ctSince returns the presences of user received after version v.
-func ctSince(o *observer, user string, v uint64) []presence.Presence {
-	var out []presence.Presence
+func ctSince(o *observer, user string, v uint64) []presence.Aggregate {
+	var out []presence.Aggregate
 	for _, p := range o.history(user) {
 		if p.Version > v {
 			out = append(out, p)
@@ -99,7 +100,7 @@ func ctClientOpen(n *testNode, id string) bool {
 }
 
 // ctSessionOf returns the session view with id, if any.
-func ctSessionOf(p presence.Presence, id string) (presence.SessionView, bool) {
+func ctSessionOf(p presence.Aggregate, id string) (presence.SessionView, bool) {
 	for _, s := range p.Sessions {
 		if s.ID == id {
 			return s, true
@@ -143,7 +144,7 @@ func TestPresenceNamespaceIsReadOnly(t *testing.T) {
 
 	// Marker: a real change published after every forged message.
 	ctSet(t, dev, `{"text":"marker"}`)
-	marker := ctNext(obs, "ann", on.Version, "marker", func(p presence.Presence) bool { return p.Text == "marker" })
+	marker := ctNext(obs, "ann", on.Version, "marker", func(p presence.Aggregate) bool { return p.Text == "marker" })
 
 	if h := ctSince(obs, "ann", on.Version); len(h) != 1 || h[0].Version != marker.Version {
 		t.Errorf("observer saw after the online presence: %+v, want only the marker", h)
@@ -169,7 +170,7 @@ func TestPresenceNamespaceIsReadOnly(t *testing.T) {
 
 	// A fresh observer still gets the broker's JSON, at the marker's version.
 	late := newObserver(t, n.MQTTAddr(), "presence/users/ann")
-	snap := late.waitFor("ann", "snapshot", func(p presence.Presence) bool { return true })
+	snap := late.waitFor("ann", "snapshot", func(p presence.Aggregate) bool { return true })
 	if snap.Version != marker.Version || snap.Status != presence.Online || snap.Text != "marker" {
 		t.Errorf("retained snapshot: %+v, want version %d", snap, marker.Version)
 	}
@@ -189,7 +190,7 @@ func TestSetStatus(t *testing.T) {
 	p := obs.waitStatus("fay", presence.Online)
 
 	ctSet(t, phone, `{"status":"away","text":"lunch"}`)
-	p = ctNext(obs, "fay", p.Version, "away/lunch", func(p presence.Presence) bool {
+	p = ctNext(obs, "fay", p.Version, "away/lunch", func(p presence.Aggregate) bool {
 		return p.Status == presence.Away && p.Text == "lunch"
 	})
 	if s, ok := ctSessionOf(p, "fay-phone"); !ok || s.Status != presence.Away {
@@ -198,16 +199,16 @@ func TestSetStatus(t *testing.T) {
 
 	// phone online + desktop (authoritative) busy -> busy.
 	ctSet(t, phone, `{"status":"online","text":""}`)
-	p = ctNext(obs, "fay", p.Version, "online again", func(p presence.Presence) bool {
+	p = ctNext(obs, "fay", p.Version, "online again", func(p presence.Aggregate) bool {
 		return p.Status == presence.Online && p.Text == ""
 	})
 	desktop := dial5(t, n.MQTTAddr(), "fay-desktop", "fay", withDevice("desktop"))
-	p = ctNext(obs, "fay", p.Version, "two sessions", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
+	p = ctNext(obs, "fay", p.Version, "two sessions", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
 	if p.Status != presence.Online {
 		t.Errorf("phone and desktop online: %+v", p)
 	}
 	ctSet(t, desktop, `{"status":"busy","text":"meeting"}`)
-	p = ctNext(obs, "fay", p.Version, "busy from the desktop", func(p presence.Presence) bool { return p.Status == presence.Busy })
+	p = ctNext(obs, "fay", p.Version, "busy from the desktop", func(p presence.Aggregate) bool { return p.Status == presence.Busy })
 	if p.Text != "meeting" {
 		t.Errorf("busy from the authoritative desktop: text %q, want meeting", p.Text)
 	}
@@ -217,11 +218,11 @@ func TestSetStatus(t *testing.T) {
 
 	// phone idle + laptop online -> online (the most available session).
 	desktop.disconnect()
-	p = ctNext(obs, "fay", p.Version, "desktop gone", func(p presence.Presence) bool { return len(p.Sessions) == 1 })
+	p = ctNext(obs, "fay", p.Version, "desktop gone", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
 	dial5(t, n.MQTTAddr(), "fay-laptop", "fay", withDevice("laptop"))
-	p = ctNext(obs, "fay", p.Version, "laptop online", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
+	p = ctNext(obs, "fay", p.Version, "laptop online", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
 	ctSet(t, phone, `{"status":"idle"}`)
-	p = ctNext(obs, "fay", p.Version, "phone idle", func(p presence.Presence) bool {
+	p = ctNext(obs, "fay", p.Version, "phone idle", func(p presence.Aggregate) bool {
 		s, ok := ctSessionOf(p, "fay-phone")
 		return ok && s.Status == presence.Idle
 	})
@@ -231,24 +232,24 @@ func TestSetStatus(t *testing.T) {
 
 	// Account scope overrides, and clears.
 	ctSet(t, phone, `{"scope":"account","status":"dnd","text":"focus"}`)
-	p = ctNext(obs, "fay", p.Version, "account dnd", func(p presence.Presence) bool { return p.Status == presence.DND })
+	p = ctNext(obs, "fay", p.Version, "account dnd", func(p presence.Aggregate) bool { return p.Status == presence.DND })
 	if p.Text != "focus" {
 		t.Errorf("account dnd: text %q, want focus", p.Text)
 	}
 	ctSet(t, phone, `{"scope":"account","status":"online"}`)
-	p = ctNext(obs, "fay", p.Version, "override cleared", func(p presence.Presence) bool { return p.Status != presence.DND })
+	p = ctNext(obs, "fay", p.Version, "override cleared", func(p presence.Aggregate) bool { return p.Status != presence.DND })
 	if p.Status != presence.Online || p.Text != "focus" {
 		t.Errorf("account status cleared: %s/%q, want online/focus (the account text stays)", p.Status, p.Text)
 	}
 	ctSet(t, phone, `{"scope":"account","text":""}`)
-	p = ctNext(obs, "fay", p.Version, "account text cleared", func(p presence.Presence) bool { return p.Text != "focus" })
+	p = ctNext(obs, "fay", p.Version, "account text cleared", func(p presence.Aggregate) bool { return p.Text != "focus" })
 	if p.Status != presence.Online || p.Text != "" {
 		t.Errorf("account text cleared: %s/%q, want online/\"\"", p.Status, p.Text)
 	}
 
 	// The device label can change.
 	ctSet(t, phone, `{"device":"tablet"}`)
-	p = ctNext(obs, "fay", p.Version, "device tablet", func(p presence.Presence) bool {
+	p = ctNext(obs, "fay", p.Version, "device tablet", func(p presence.Aggregate) bool {
 		s, ok := ctSessionOf(p, "fay-phone")
 		return ok && s.Device == "tablet"
 	})
@@ -263,11 +264,11 @@ func TestSetStatus(t *testing.T) {
 	}
 	late := newObserver(t, n.MQTTAddr(), "presence/set")
 	late.subscribe("presence/users/fay")
-	late.waitFor("fay", "snapshot", func(q presence.Presence) bool { return q.Version == p.Version })
+	late.waitFor("fay", "snapshot", func(q presence.Aggregate) bool { return q.Version == p.Version })
 	// Marker: a change the aggregate shows (the phone's text would not: the
 	// laptop, more available, decides the text).
 	ctSet(t, phone, `{"device":"marker"}`)
-	late.waitFor("fay", "marker", func(q presence.Presence) bool {
+	late.waitFor("fay", "marker", func(q presence.Aggregate) bool {
 		s, ok := ctSessionOf(q, "fay-phone")
 		return ok && s.Device == "marker"
 	})
@@ -288,7 +289,7 @@ func TestInvalidSetPayloads(t *testing.T) {
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
 	dev := dial5(t, n.MQTTAddr(), "gus-phone", "gus", withDevice("phone"))
 	ctSet(t, dev, `{"status":"away","text":"before"}`)
-	before := obs.waitFor("gus", "away/before", func(p presence.Presence) bool { return p.Text == "before" })
+	before := obs.waitFor("gus", "away/before", func(p presence.Aggregate) bool { return p.Text == "before" })
 
 	invalid := []struct{ name, payload string }{
 		{"not JSON", `status: busy`},
@@ -315,7 +316,7 @@ func TestInvalidSetPayloads(t *testing.T) {
 	}
 	// Marker: the next presence the observer gets is exactly this change.
 	ctSet(t, dev, `{"status":"busy","text":"after"}`)
-	after := ctNext(obs, "gus", before.Version, "busy/after", func(p presence.Presence) bool { return p.Text == "after" })
+	after := ctNext(obs, "gus", before.Version, "busy/after", func(p presence.Aggregate) bool { return p.Text == "after" })
 	got := ctSince(obs, "gus", before.Version)
 	if len(got) != 1 || got[0].Status != presence.Busy || got[0].Text != "after" || got[0].Version != after.Version {
 		t.Fatalf("after the invalid payloads the observer saw %+v, want only busy/after", got)
@@ -324,11 +325,11 @@ func TestInvalidSetPayloads(t *testing.T) {
 		t.Fatalf("the node closed the connection")
 	}
 	// The QoS 0 publishes were read before the marker, on the same connection.
-	if got := n.Hook.Counters.SetRejected.Load(); got != int64(2*len(invalid)) {
+	if got := n.Presence.Hook.Counters.SetRejected.Load(); got != int64(2*len(invalid)) {
 		t.Errorf("set_rejected %d, want %d", got, 2*len(invalid))
 	}
 	_, body := adminGet(t, n, "/api/v1/users/gus")
-	if p, err := presence.ParsePresence(body); err != nil || p.Version != after.Version {
+	if p, err := presence.ParseAggregate(body); err != nil || p.Version != after.Version {
 		t.Errorf("admin presence %s (%v), want version %d", body, err, after.Version)
 	}
 	obs.check()
@@ -354,7 +355,7 @@ func TestInvalidSetQoS2(t *testing.T) {
 	if rc := dev.publish(t, "presence/set", `{"status":"away","text":"marker"}`, 2, false); rc >= 0x80 {
 		t.Fatalf("QoS 2 valid presence/set: reason %#x", rc)
 	}
-	marker := ctNext(obs, "otto", on.Version, "marker", func(p presence.Presence) bool { return p.Text == "marker" })
+	marker := ctNext(obs, "otto", on.Version, "marker", func(p presence.Aggregate) bool { return p.Text == "marker" })
 	if got := ctSince(obs, "otto", on.Version); len(got) != 1 || got[0].Version != marker.Version || got[0].Status != presence.Away {
 		t.Errorf("observer saw %+v, want only away/marker", got)
 	}
@@ -372,18 +373,18 @@ func TestLastWords(t *testing.T) {
 	dev := dial5(t, n.MQTTAddr(), "hal-phone", "hal", withDevice("phone"), will)
 	on := obs.waitStatus("hal", presence.Online)
 	dev.drop()
-	off := ctNext(obs, "hal", on.Version, "offline", func(p presence.Presence) bool { return p.Status == presence.Offline })
+	off := ctNext(obs, "hal", on.Version, "offline", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	if off.Text != "battery died" || off.LastSeen.IsZero() || len(off.Sessions) != 0 {
 		t.Errorf("offline after the drop: %+v, want text \"battery died\" and a last_seen", off)
 	}
 
 	dev = dial5(t, n.MQTTAddr(), "hal-phone", "hal", withDevice("phone"), will)
-	on = ctNext(obs, "hal", off.Version, "online again", func(p presence.Presence) bool { return p.Status == presence.Online })
+	on = ctNext(obs, "hal", off.Version, "online again", func(p presence.Aggregate) bool { return p.Status == presence.Online })
 	if on.Text != "" {
 		t.Errorf("online again: text %q, want \"\"", on.Text)
 	}
 	dev.disconnect()
-	off = ctNext(obs, "hal", on.Version, "offline", func(p presence.Presence) bool { return p.Status == presence.Offline })
+	off = ctNext(obs, "hal", on.Version, "offline", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	if off.Text != "" || off.LastSeen.IsZero() {
 		t.Errorf("offline after a clean disconnect: %+v, want text \"\" (will not applied)", off)
 	}
@@ -398,7 +399,7 @@ func TestLastWords(t *testing.T) {
 	ivy.drop()
 	ivyOff := obs.waitStatus("ivy", presence.Offline)
 	late := newObserver(t, n.MQTTAddr(), "presence/users/ivy")
-	snap := late.waitFor("ivy", "snapshot", func(presence.Presence) bool { return true })
+	snap := late.waitFor("ivy", "snapshot", func(presence.Aggregate) bool { return true })
 	if snap.Version != ivyOff.Version || snap.Status != presence.Offline {
 		t.Errorf("retained snapshot of ivy: %+v, want the offline presence %d", snap, ivyOff.Version)
 	}
@@ -481,17 +482,17 @@ func TestAdminPort(t *testing.T) {
 	dev := dial5(t, n.MQTTAddr(), "jan-phone", "jan", withDevice("phone"))
 	on := obs.waitStatus("jan", presence.Online)
 	ctSet(t, dev, `{"status":"busy","text":"quote \" and ü and \u2028"}`)
-	p := ctNext(obs, "jan", on.Version, "busy", func(p presence.Presence) bool { return p.Status == presence.Busy })
+	p := ctNext(obs, "jan", on.Version, "busy", func(p presence.Aggregate) bool { return p.Status == presence.Busy })
 
 	var body []byte
-	eventually(t, waitTimeout, "admin version matches the observer's", func() bool {
+	testkit.Wait(t, waitTimeout, "admin version matches the observer's", func() error {
 		var code int
 		code, body = adminGet(t, n, "/api/v1/users/jan")
 		if code != http.StatusOK {
-			return false
+			return fmt.Errorf("GET: %d %s", code, body)
 		}
-		a, err := presence.ParsePresence(body)
-		return err == nil && a.Version == p.Version
+		a, err := presence.ParseAggregate(body)
+		return testkit.Why(err == nil && a.Version == p.Version, fmt.Sprintf("admin v%d (%v), observer v%d", a.Version, err, p.Version))
 	})
 	raw := ctRaw(obs, "presence/users/jan")
 	if last := raw[len(raw)-1]; last != string(body) {
@@ -499,7 +500,7 @@ func TestAdminPort(t *testing.T) {
 	}
 	// A fresh subscriber's retained copy is the same bytes too.
 	late := newObserver(t, n.MQTTAddr(), "presence/users/jan")
-	late.waitFor("jan", "snapshot", func(q presence.Presence) bool { return q.Version == p.Version })
+	late.waitFor("jan", "snapshot", func(q presence.Aggregate) bool { return q.Version == p.Version })
 	if r := ctRaw(late, "presence/users/jan"); len(r) != 1 || r[0] != string(body) {
 		t.Errorf("retained copy %q, admin %s", r, body)
 	}
@@ -556,6 +557,22 @@ func (w *wsNetConn) SetDeadline(t time.Time) error {
 	return errors.Join(w.c.SetReadDeadline(t), w.c.SetWriteDeadline(t))
 }
 
+// dialWS connects an MQTT 5 client over WebSocket (subprotocol mqtt).
+func dialWS(t *testing.T, addr, clientID, user string, opts ...connectOpt) *client5 {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: waitTimeout}
+	ws, resp, err := d.Dial("ws://"+addr+"/mqtt", nil)
+	if err != nil {
+		t.Fatalf("websocket dial %s: %v", addr, err)
+	}
+	_ = resp.Body.Close()
+	c, ack, err := connect5(t, &wsNetConn{c: ws}, clientID, user, opts...)
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("connect over websocket: %v (%+v)", err, ack)
+	}
+	return c
+}
+
 // MQTT over WebSocket is presence like MQTT over TCP.
 func TestWebSocketClient(t *testing.T) {
 	n := startNode(t, nil)
@@ -578,7 +595,7 @@ func TestWebSocketClient(t *testing.T) {
 		t.Errorf("online over websocket: %+v", on)
 	}
 	ctSet(t, c, `{"status":"away"}`)
-	ctNext(obs, "kim", on.Version, "away", func(p presence.Presence) bool { return p.Status == presence.Away })
+	ctNext(obs, "kim", on.Version, "away", func(p presence.Aggregate) bool { return p.Status == presence.Away })
 	c.disconnect()
 	obs.waitStatus("kim", presence.Offline)
 	_, ended := sessionsOf(t, n, "kim")
@@ -604,11 +621,11 @@ func TestIdentityFromClientID(t *testing.T) {
 	}
 	// Marker: bob's change comes after the watcher connected and published.
 	ctSet(t, bob, `{"text":"marker"}`)
-	ctNext(obs, "bob", on.Version, "marker", func(p presence.Presence) bool { return p.Text == "marker" })
+	ctNext(obs, "bob", on.Version, "marker", func(p presence.Aggregate) bool { return p.Text == "marker" })
 	if code, body := adminGet(t, n, "/api/v1/users/watcher"); code != http.StatusNotFound {
 		t.Errorf("GET /api/v1/users/watcher: %d %s", code, body)
 	}
-	if got := n.Tracker.Len(); got != 1 {
+	if got := n.Presence.Tracker.Len(); got != 1 {
 		t.Errorf("tracked connections: %d, want 1 (bob/phone only)", got)
 	}
 	for _, u := range ctTopics(obs) {
@@ -632,10 +649,10 @@ func TestBadUserNameRefused(t *testing.T) {
 			t.Errorf("user %q: CONNACK reason %#x, want %#x", user, ack.ReasonCode, rcBadUserNameOrPass)
 		}
 	}
-	if got := n.Hook.Counters.BadIdentity.Load(); got != 4 {
+	if got := n.Presence.Hook.Counters.BadIdentity.Load(); got != 4 {
 		t.Errorf("bad_identity %d, want 4", got)
 	}
-	if got := n.Tracker.Len(); got != 0 {
+	if got := n.Presence.Tracker.Len(); got != 0 {
 		t.Errorf("tracked connections: %d, want 0", got)
 	}
 }
@@ -722,24 +739,24 @@ func TestRandomChangesKeepVersionsOrdered(t *testing.T) {
 			}
 		}
 		var body []byte
-		eventually(t, waitTimeout, u+": settled with the live sessions", func() bool {
+		testkit.Wait(t, waitTimeout, u+": settled with the live sessions", func() error {
 			p, ok := obs.last(u)
 			if !ok || len(p.Sessions) != len(want) {
-				return false
+				return fmt.Errorf("observer has %+v, want sessions %+v", p.Sessions, want)
 			}
 			for _, s := range p.Sessions {
 				w, ok := ctSessionOfWant(want, s.ID)
 				if !ok || s.Device != w.Device || s.Status != w.Status {
-					return false
+					return fmt.Errorf("observer has %+v, want sessions %+v", p.Sessions, want)
 				}
 			}
 			var code int
 			code, body = adminGet(t, n, "/api/v1/users/"+u)
 			if code != http.StatusOK {
-				return false
+				return fmt.Errorf("GET: %d %s", code, body)
 			}
-			a, err := presence.ParsePresence(body)
-			return err == nil && a.Version == p.Version
+			a, err := presence.ParseAggregate(body)
+			return testkit.Why(err == nil && a.Version == p.Version, fmt.Sprintf("admin v%d (%v), observer v%d", a.Version, err, p.Version))
 		})
 		p, _ := obs.last(u)
 		if len(want) == 0 && p.Status != presence.Offline {
@@ -748,7 +765,7 @@ func TestRandomChangesKeepVersionsOrdered(t *testing.T) {
 		if len(want) > 0 && p.Status == presence.Offline {
 			t.Errorf("%s: live sessions but offline", u)
 		}
-		a, err := presence.ParsePresence(body)
+		a, err := presence.ParseAggregate(body)
 		if err != nil || !reflect.DeepEqual(a, p) {
 			t.Errorf("%s: admin %+v (%v), observer %+v", u, a, err, p)
 		}
@@ -790,19 +807,12 @@ func TestUntrackableClientIDRefused(t *testing.T) {
 	// Marker: a good user connected after them is online.
 	dial5(t, n.MQTTAddr(), "max-phone", "max")
 	obs.waitStatus("max", presence.Online)
-	deadline := time.Now().Add(2 * time.Second)
 	for _, user := range accepted {
-		for {
-			if p, ok := obs.last(user); ok && p.Status == presence.Online {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("user %s: CONNECT accepted but never online (tracked connections %d, stats %+v)",
-					user, n.Tracker.Len(), n.Stats())
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testkit.Wait(t, 2*time.Second, "user "+user+": CONNECT accepted, so online", func() error {
+			p, ok := obs.last(user)
+			return testkit.Why(ok && p.Status == presence.Online,
+				fmt.Sprintf("presence %+v (tracked connections %d, stats %+v)", p, n.Presence.Tracker.Len(), n.Stats()))
+		})
 	}
 	obs.check()
 }
@@ -845,17 +855,11 @@ func TestConcurrentTakeoverKeepsOneSession(t *testing.T) {
 		if len(live) != 1 {
 			t.Fatalf("round %d: %d connections with client id rex-phone still served: %v", round, len(live), live)
 		}
-		deadline := time.Now().Add(2 * time.Second)
-		for {
+		testkit.Wait(t, 2*time.Second, fmt.Sprintf("round %d: presence shows the one connection served, %s", round, live[0]), func() error {
 			p, _ := obs.last("rex")
-			if len(p.Sessions) == 1 && p.Sessions[0].Device == live[0] && p.Status == presence.Online {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the broker serves %s, presence shows %+v", round, live[0], p.Sessions)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return testkit.Why(len(p.Sessions) == 1 && p.Sessions[0].Device == live[0] && p.Status == presence.Online,
+				fmt.Sprintf("presence shows %+v", p.Sessions))
+		})
 	}
 	obs.check()
 }

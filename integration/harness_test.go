@@ -11,14 +11,22 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
+	presenced "github.com/presenced/presenced"
+	"github.com/presenced/presenced/admin"
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/node"
 	"github.com/presenced/presenced/presence"
 )
@@ -26,14 +34,32 @@ import (
 // waitTimeout bounds every poll in these tests.
 const waitTimeout = 10 * time.Second
 
-// testNode is a real broker on random loopback ports, in this process.
+// testNode is a real broker on random loopback ports, in this process: the
+// binary's composition (package node, presenced's listeners), or with
+// INTEGRATION_FORM=embedded a mochi server built the way an embedding program
+// builds it, with mochi's own listeners and allow-all authentication hook,
+// and presence attached (presenced.Attach).
 type testNode struct {
-	*node.Node
-	cfg configs.Config
+	Server   *mqtt.Server
+	Presence *presenced.Plugin
+	cfg      configs.Config
+	form     string // "binary" or "embedded"
+
+	mqttAddr, wsAddr, adminAddr string
 }
 
+func (n *testNode) MQTTAddr() string  { return n.mqttAddr }
+func (n *testNode) WSAddr() string    { return n.wsAddr }
+func (n *testNode) AdminAddr() string { return n.adminAddr }
+
+// Stats returns presence's counters.
+func (n *testNode) Stats() presenced.Stats { return n.Presence.Stats() }
+
+// embedded reports whether the suite runs against the embedded form.
+func embedded() bool { return os.Getenv("INTEGRATION_FORM") == "embedded" }
+
 // startNode starts a node with defaults changed by edit, stopped at cleanup.
-func startNode(t *testing.T, edit func(*configs.Config), opts ...node.Option) *testNode {
+func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Option) *testNode {
 	t.Helper()
 	cfg := configs.Defaults()
 	cfg.NodeID = "node-a"
@@ -57,6 +83,9 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...node.Option) *t
 	if testing.Verbose() {
 		log = zerolog.New(zerolog.ConsoleWriter{Out: testLogWriter{t}}).Level(zerolog.DebugLevel)
 	}
+	if embedded() {
+		return startEmbedded(t, cfg, log, opts...)
+	}
 	n, err := node.New(cfg, log, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
@@ -71,7 +100,108 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...node.Option) *t
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return &testNode{Node: n, cfg: cfg}
+	return &testNode{Server: n.Server, Presence: n.Presence, cfg: cfg, form: "binary",
+		mqttAddr: n.MQTTAddr(), wsAddr: n.WSAddr(), adminAddr: n.AdminAddr()}
+}
+
+// startEmbedded builds presence into a mochi server of the test's own, as
+// an embedding program does (see examples/embed): mochi's TCP and WebSocket
+// listeners, an authentication hook that lets everyone in, presence as the
+// access authority (presenced.WithACL), and the admin API on a listener of
+// its own.
+func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ...presenced.Option) *testNode {
+	t.Helper()
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumClientWritesPending = int32(cfg.MQTT.MaxWritesPending)
+	srv := mqtt.New(&mqtt.Options{
+		Capabilities: caps, // mochi's default retained expiry: presence refreshes its own
+		InlineClient: true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err := srv.AddHook(new(hooks.Authenticator), nil); err != nil {
+		t.Fatal(err)
+	}
+	opts = append([]presenced.Option{presenced.WithLogger(log), presenced.WithACL(nil)}, opts...)
+	p, err := presenced.Attach(srv, presenced.ConfigFrom(cfg), opts...)
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	n := &testNode{Server: srv, Presence: p, cfg: cfg, form: "embedded", mqttAddr: freeAddr(t), wsAddr: freeAddr(t)}
+	if err := srv.AddListener(listeners.NewTCP(listeners.Config{ID: "t1", Address: n.mqttAddr})); err != nil {
+		t.Fatalf("tcp listener: %v", err)
+	}
+	if err := srv.AddListener(listeners.NewWebsocket(listeners.Config{ID: "ws1", Address: n.wsAddr})); err != nil {
+		t.Fatalf("websocket listener: %v", err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.adminAddr = ln.Addr().String()
+	hs := &http.Server{Handler: admin.Handler(admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User,
+		Stats: func() any { return p.Stats() }}), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = hs.Serve(ln) }()
+	// mochi's WebSocket listener binds in Serve: wait until it answers.
+	testkit.Wait(t, waitTimeout, "mochi's listeners up", func() error {
+		for _, a := range []string{n.mqttAddr, n.wsAddr} {
+			c, err := net.DialTimeout("tcp", a, time.Second)
+			if err != nil {
+				return err
+			}
+			_ = c.Close()
+		}
+		return nil
+	})
+	t.Cleanup(func() {
+		_ = hs.Close()
+		<-served
+		// mochi's Server.Close closes each listener's clients through
+		// Clients.GetByListener, which takes the clients' read lock twice
+		// and can deadlock with a client leaving at that moment (presenced's
+		// listeners avoid it). End the connections first, as
+		// examples/embed does, so nothing leaves during Close.
+		closeClients(srv)
+		_ = srv.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Stop(sctx); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	})
+	return n
+}
+
+// closeClients disconnects every client and waits until mochi has let go of
+// them (at most a few seconds).
+func closeClients(srv *mqtt.Server) {
+	for _, cl := range srv.Clients.GetAll() {
+		if !cl.Net.Inline && !cl.Closed() {
+			_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for atomic.LoadInt64(&srv.Info.ClientsConnected) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// freeAddr returns a loopback address with a port free at the moment.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 type testLogWriter struct{ t *testing.T }
@@ -80,18 +210,6 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	defer func() { _ = recover() }() // a log line after the test ended
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // client5 is a paho MQTT 5 client over TCP.
@@ -111,6 +229,13 @@ func withDevice(d string) connectOpt {
 		}
 		c.Properties.User = append(c.Properties.User, paho.UserProperty{Key: "device", Value: d})
 	}
+}
+func withUser(u string) connectOpt {
+	return func(c *paho.Connect) { c.Username, c.UsernameFlag = u, true }
+}
+func withClientID(id string) connectOpt { return func(c *paho.Connect) { c.ClientID = id } }
+func withPassword(pw string) connectOpt {
+	return func(c *paho.Connect) { c.Password, c.PasswordFlag = []byte(pw), true }
 }
 func withWill(topic, payload string, retain bool) connectOpt {
 	return func(c *paho.Connect) {
@@ -187,21 +312,22 @@ func (c *client5) disconnect() { _ = c.Disconnect(&paho.Disconnect{ReasonCode: 0
 // drop closes the socket without DISCONNECT.
 func (c *client5) drop() { _ = c.conn.Close() }
 
-// observer subscribes to presence and checks every message it receives:
-// versions must strictly increase per user.
+// observer is an MQTT 5 client that subscribes to presence and checks every
+// message it receives: its aggregates go to a testkit.Changes (versions must
+// strictly increase per user), and every payload is kept per topic.
 type observer struct {
-	t      *testing.T
-	c      *client5
-	mu     sync.Mutex
-	seen   map[string][]presence.Presence
-	raw    map[string][]string // every payload per topic, for topics outside presence/users
-	errors []string
+	t       *testing.T
+	c       *client5
+	changes testkit.Changes
+	mu      sync.Mutex
+	raw     map[string][]string // every payload per topic
+	errors  []string            // payloads that are not a user's presence
 }
 
-func newObserver(t *testing.T, addr, filter string) *observer {
+func newObserver(t *testing.T, addr, filter string, opts ...connectOpt) *observer {
 	t.Helper()
-	o := &observer{t: t, seen: map[string][]presence.Presence{}, raw: map[string][]string{}}
-	o.c = dial5(t, addr, fmt.Sprintf("observer-%d", time.Now().UnixNano()), "")
+	o := &observer{t: t, raw: map[string][]string{}}
+	o.c = dial5(t, addr, fmt.Sprintf("observer-%d", time.Now().UnixNano()), "", opts...)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	go o.collect(done)
@@ -228,17 +354,14 @@ func (o *observer) collect(done <-chan struct{}) {
 		o.mu.Lock()
 		o.raw[m.Topic] = append(o.raw[m.Topic], string(m.Payload))
 		if user, ok := strings.CutPrefix(m.Topic, "presence/users/"); ok {
-			p, err := presence.ParsePresence(m.Payload)
+			p, err := presence.ParseAggregate(m.Payload)
 			switch {
 			case err != nil:
 				o.errors = append(o.errors, fmt.Sprintf("%s: bad payload %q: %v", m.Topic, m.Payload, err))
 			case p.User != user:
 				o.errors = append(o.errors, fmt.Sprintf("%s: payload names user %q", m.Topic, p.User))
 			default:
-				if prev := o.seen[user]; len(prev) > 0 && p.Version <= prev[len(prev)-1].Version {
-					o.errors = append(o.errors, fmt.Sprintf("%s: version %d after %d", m.Topic, p.Version, prev[len(prev)-1].Version))
-				}
-				o.seen[user] = append(o.seen[user], p)
+				o.changes.Add(p)
 			}
 		}
 		o.mu.Unlock()
@@ -246,43 +369,27 @@ func (o *observer) collect(done <-chan struct{}) {
 }
 
 // last returns the newest presence of user.
-func (o *observer) last(user string) (presence.Presence, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s := o.seen[user]
-	if len(s) == 0 {
-		return presence.Presence{}, false
-	}
-	return s[len(s)-1], true
-}
+func (o *observer) last(user string) (presence.Aggregate, bool) { return o.changes.Last(user) }
 
 // history returns every presence of user received so far.
-func (o *observer) history(user string) []presence.Presence {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]presence.Presence(nil), o.seen[user]...)
-}
+func (o *observer) history(user string) []presence.Aggregate { return o.changes.History(user) }
 
-// waitFor polls until the newest presence of user satisfies cond.
-func (o *observer) waitFor(user, what string, cond func(presence.Presence) bool) presence.Presence {
+// waitFor waits until the newest presence of user satisfies cond.
+func (o *observer) waitFor(user, what string, cond func(presence.Aggregate) bool) presence.Aggregate {
 	o.t.Helper()
-	var p presence.Presence
-	eventually(o.t, waitTimeout, user+": "+what, func() bool {
-		var ok bool
-		p, ok = o.last(user)
-		return ok && cond(p)
-	})
-	return p
+	return o.changes.WaitFor(o.t, waitTimeout, user, what, cond)
 }
 
-func (o *observer) waitStatus(user string, s presence.Status) presence.Presence {
+func (o *observer) waitStatus(user string, s presence.Status) presence.Aggregate {
 	o.t.Helper()
-	return o.waitFor(user, "status "+string(s), func(p presence.Presence) bool { return p.Status == s })
+	return o.waitFor(user, "status "+string(s), func(p presence.Aggregate) bool { return p.Status == s })
 }
 
-// check fails the test on any version that went backwards or bad payload.
+// check fails the test on any version that did not increase, and on any
+// payload that is not a user's presence.
 func (o *observer) check() {
 	o.t.Helper()
+	o.changes.Check(o.t)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, e := range o.errors {
@@ -305,8 +412,8 @@ func adminGet(t *testing.T, n *testNode, path string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-func statusOf(ss ...presence.Status) func(presence.Presence) bool {
-	return func(p presence.Presence) bool {
+func statusOf(ss ...presence.Status) func(presence.Aggregate) bool {
+	return func(p presence.Aggregate) bool {
 		for _, s := range ss {
 			if p.Status == s {
 				return true

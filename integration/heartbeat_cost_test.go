@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand"
 	"net"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // The Redis cost of liveness. Clients at keep-alive 30 s send one PINGREQ
@@ -40,19 +42,23 @@ func TestHeartbeatCostRedis(t *testing.T) {
 	for i := range clients {
 		conns = append(conns, rawMQTT(t, n.MQTTAddr(), i, uint16(keepalive/time.Second)))
 	}
-	eventually(t, 30*time.Second, "every session opened", func() bool { return n.Stats().Opened == clients })
-	eventually(t, 30*time.Second, "the tracker idle", func() bool { return n.Stats().TrackerDepth == 0 })
+	testkit.Wait(t, 30*time.Second, "every session opened", func() error {
+		return testkit.Why(n.Stats().Opened == clients, fmt.Sprintf("%d opened", n.Stats().Opened))
+	})
+	testkit.Wait(t, 30*time.Second, "the tracker idle", func() error {
+		return testkit.Why(n.Stats().TrackerDepth == 0, fmt.Sprintf("tracker queue depth %d", n.Stats().TrackerDepth))
+	})
 
 	// One bulk renewal of every session, as the node does every renew_interval.
 	before := srv.Info(t, "total_commands_processed")
-	if err := n.Tracker.Renew(context.Background()); err != nil {
+	if err := n.Presence.Tracker.Renew(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if first := srv.Info(t, "total_commands_processed") - before - 1; first > 4*clients+10 {
 		t.Fatalf("first bulk renewal cost %d commands for %d sessions", first, clients)
 	}
 	before = srv.Info(t, "total_commands_processed")
-	if err := n.Tracker.Renew(context.Background()); err != nil {
+	if err := n.Presence.Tracker.Renew(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	renewCost := srv.Info(t, "total_commands_processed") - before - 1 // minus the INFO itself

@@ -15,6 +15,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -160,17 +161,35 @@ func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
 	obs.waitStatus("early", presence.Online)
 
 	a := stalledClient(t, n, "stuck-reader", false)
-	a.subscribe(3, "presence/users/+", 1)
-	check(t, waitTimeout, "presence subscription indexed", func() error {
-		if !subscribed(n, "stuck-reader", "presence/users/anyone") {
-			return fmt.Errorf("not yet")
+	// With mochi's own listeners (the embedded form), a QoS 1 subscriber
+	// whose socket is stuck stalls every QoS 1 publisher to it, presence's
+	// included: mochi writes under the client's lock, and each QoS 1
+	// delivery takes that lock. That is mochi's, and presenced's listener
+	// is the cure (README). There the stalled client subscribes with QoS 0,
+	// which shows that presence itself holds nothing across its SUBACK.
+	qos := byte(1)
+	if n.form == "embedded" {
+		qos = 0
+	}
+	a.subscribe(3, "presence/users/+", qos)
+	// Either the broker holds the stalled client with its subscription, or
+	// (presenced's listener, whose backlog the 8 MiB overflows) it has
+	// already disconnected it as a slow consumer. Both are fine; holding
+	// up everyone else is not.
+	testkit.Wait(t, waitTimeout, "presence subscription indexed, or the client gone", func() error {
+		if subscribed(n, "stuck-reader", "presence/users/anyone") {
+			return nil
 		}
-		return nil
+		if cl, ok := n.Server.Clients.Get("stuck-reader"); !ok || cl.Closed() {
+			t.Logf("the broker disconnected the stalled client (slow consumer)")
+			return nil
+		}
+		return fmt.Errorf("not yet")
 	})
 
 	start := time.Now()
 	dial5(t, n.MQTTAddr(), "victim-phone", "victim")
-	check(t, 2*time.Second, "the observer sees victim online", func() error {
+	testkit.Wait(t, 2*time.Second, "the observer sees victim online", func() error {
 		if p, ok := obs.last("victim"); !ok || p.Status != presence.Online {
 			return fmt.Errorf("last seen %+v (found %v)", p, ok)
 		}
@@ -191,7 +210,7 @@ func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
 		t.Fatalf("no SUBACK within 2 s while a stalled subscriber is connected")
 	}
 	got := map[string]bool{}
-	check(t, 2*time.Second, "snapshot of early and victim", func() error {
+	testkit.Wait(t, 2*time.Second, "snapshot of early and victim", func() error {
 		for {
 			select {
 			case m := <-late.msgs:
@@ -223,7 +242,7 @@ func TestDroppedMessagesDoNotStormOthers(t *testing.T) {
 	for i := range users {
 		rawConnect(t, n.MQTTAddr(), fmt.Sprintf("u%03d-dev", i), fmt.Sprintf("u%03d", i), 60)
 	}
-	check(t, waitTimeout, "every user online at the observer", func() error {
+	testkit.Wait(t, waitTimeout, "every user online at the observer", func() error {
 		online := 0
 		for i := range users {
 			if p, ok := obs.last(fmt.Sprintf("u%03d", i)); ok && p.Status == presence.Online {
@@ -245,24 +264,15 @@ func TestDroppedMessagesDoNotStormOthers(t *testing.T) {
 	if got := obs.count(); got != users {
 		t.Errorf("the observer received %d messages for %d users who each came online once", got, users)
 	}
-	obs.check()
-}
-
-// check polls cond until it returns nil, and fails the test with the last
-// error once within has passed. It returns how long the wait took.
-func check(t testing.TB, within time.Duration, what string, cond func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		err := cond()
-		if err == nil {
-			return time.Since(start)
-		}
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v: %v", what, within, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	st := n.Stats()
+	t.Logf("%s form: %d presence messages dropped for full queues, %d sent again, %d retained repeats refused, %d slow subscribers disconnected",
+		n.form, st.DroppedForQueue, st.Resent, st.Repeats, st.SlowExpelled)
+	if n.form == "embedded" && st.DroppedForQueue == 0 {
+		// mochi's listeners keep the stalled clients, whose queues fill:
+		// the test must have made mochi drop, or it proves nothing.
+		t.Errorf("no message was dropped for the stalled subscribers")
 	}
+	obs.check()
 }
 
 // count returns how many messages the observer has received.

@@ -3,12 +3,14 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -113,11 +115,11 @@ func TestTwoDevicesOnlineUntilLastLeaves(t *testing.T) {
 	n := startNode(t, nil)
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
 	phone := dial5(t, n.MQTTAddr(), "dan-phone", "dan", withDevice("phone"))
-	obs.waitFor("dan", "one session", func(p presence.Presence) bool { return p.Status == presence.Online && len(p.Sessions) == 1 })
+	obs.waitFor("dan", "one session", func(p presence.Aggregate) bool { return p.Status == presence.Online && len(p.Sessions) == 1 })
 	laptop := dial5(t, n.MQTTAddr(), "dan-laptop", "dan", withDevice("laptop"))
-	obs.waitFor("dan", "two sessions", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
+	obs.waitFor("dan", "two sessions", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
 	phone.drop()
-	p := obs.waitFor("dan", "one session left", func(p presence.Presence) bool { return len(p.Sessions) == 1 })
+	p := obs.waitFor("dan", "one session left", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
 	if p.Status != presence.Online || p.Sessions[0].Device != "laptop" {
 		t.Fatalf("after the phone dropped: %+v", p)
 	}
@@ -144,28 +146,29 @@ func TestTakeoverNeverShowsOffline(t *testing.T) {
 	dial5(t, n.MQTTAddr(), "erin-phone", "erin", withWill("presence/users/erin", "offline", true))
 	// A will outside the presence prefix: mochi would send it on takeover.
 	dial5(t, n.MQTTAddr(), "erin-watch", "erin", withWill("devices/erin-watch", "dead", false))
-	p1 := obs.waitFor("erin", "two sessions", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
+	p1 := obs.waitFor("erin", "two sessions", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
 	dial5(t, n.MQTTAddr(), "erin-phone", "erin", withWill("presence/users/erin", "offline", true))
 	dial5(t, n.MQTTAddr(), "erin-watch", "erin")
-	p2 := obs.waitFor("erin", "new epochs", func(p presence.Presence) bool {
+	p2 := obs.waitFor("erin", "new epochs", func(p presence.Aggregate) bool {
 		return len(p.Sessions) == 2 && p.Sessions[0].Epoch > p1.Sessions[1].Epoch && p.Sessions[1].Epoch > p1.Sessions[1].Epoch
 	})
 	if p2.Status != presence.Online {
 		t.Fatalf("after takeover: %+v", p2)
 	}
-	eventually(t, waitTimeout, "old session ended as takeover", func() bool {
+	testkit.Wait(t, waitTimeout, "old session ended as takeover", func() error {
 		_, ended := sessionsOf(t, n, "erin")
-		return len(ended) == 2 && ended[0].EndReason == presence.EndTakeover && ended[1].EndReason == presence.EndTakeover
+		return testkit.Why(len(ended) == 2 && ended[0].EndReason == presence.EndTakeover && ended[1].EndReason == presence.EndTakeover,
+			fmt.Sprintf("ended %+v", ended))
 	})
 	// Ask for a fresh retained snapshot: still online, still JSON.
 	late := newObserver(t, n.MQTTAddr(), "presence/users/erin")
-	late.waitFor("erin", "snapshot", func(p presence.Presence) bool { return p.Version == p2.Version && p.Status == presence.Online })
+	late.waitFor("erin", "snapshot", func(p presence.Aggregate) bool { return p.Version == p2.Version && p.Status == presence.Online })
 	for _, h := range obs.history("erin") {
 		if h.Status != presence.Online {
 			t.Fatalf("observer saw %s during a takeover", h.Status)
 		}
 	}
-	if got := n.Hook.Counters.WillsSuppressed.Load(); got != 2 {
+	if got := n.Presence.Hook.Counters.WillsSuppressed.Load(); got != 2 {
 		t.Errorf("wills suppressed: %d, want 2", got)
 	}
 	obs.mu.Lock()

@@ -17,9 +17,10 @@ import (
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/integration/redistest"
-	"github.com/presenced/presenced/node"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -148,12 +149,12 @@ func mnSessionsOf(t *testing.T, admin, user string) mnSessions {
 }
 
 // mnPresenceOf reads a user's retained presence from an admin address.
-func mnPresenceOf(admin, user string) (presence.Presence, error) {
+func mnPresenceOf(admin, user string) (presence.Aggregate, error) {
 	code, body := mnGet(admin, "/api/v1/users/"+user)
 	if code != http.StatusOK {
-		return presence.Presence{}, fmt.Errorf("GET %s presence of %s: %d %s", admin, user, code, body)
+		return presence.Aggregate{}, fmt.Errorf("GET %s presence of %s: %d %s", admin, user, code, body)
 	}
-	return presence.ParsePresence(body)
+	return presence.ParseAggregate(body)
 }
 
 // mnEnded returns the newest ended session of user with id.
@@ -166,25 +167,6 @@ func mnEnded(s mnSessions, id string) (presence.Session, bool) {
 	return presence.Session{}, false
 }
 
-// mnUntil polls cond every 10 ms until it holds and returns how long that
-// took; it fails the test at the deadline with what and the last reason
-// cond gave.
-func mnUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) time.Duration {
-	t.Helper()
-	start := time.Now()
-	deadline := start.Add(within)
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s (last: %s)", within, what, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // mnShows reports whether the observer's newest presence of user has status
 // st and exactly the sessions ids (any order); why says what it has instead.
 func mnShows(o *observer, user string, st presence.Status, ids ...string) (bool, string) {
@@ -195,7 +177,7 @@ func mnShows(o *observer, user string, st presence.Status, ids ...string) (bool,
 	return mnMatches(p, st, ids...)
 }
 
-func mnMatches(p presence.Presence, st presence.Status, ids ...string) (bool, string) {
+func mnMatches(p presence.Aggregate, st presence.Status, ids ...string) (bool, string) {
 	got := make([]string, 0, len(p.Sessions))
 	for _, s := range p.Sessions {
 		got = append(got, s.ID+"@"+s.Node)
@@ -276,34 +258,34 @@ func TestMultiNodeSharedPresence(t *testing.T) {
 
 	obsC := newObserver(t, c.mqtt, "presence/users/+")
 	dial5(t, a.mqtt, "alice-phone", "alice")
-	mnUntil(t, waitTimeout, "C shows alice online on A", func() (bool, string) {
+	testkit.Wait(t, waitTimeout, "C shows alice online on A", func() error {
 		ok, why := mnShows(obsC, "alice", presence.Online, "alice-phone")
 		if ok {
 			p, _ := obsC.last("alice")
 			ok = p.Sessions[0].Node == "A"
 		}
-		return ok, why
+		return testkit.Why(ok, why)
 	})
 	dial5(t, b.mqtt, "alice-laptop", "alice")
-	mnUntil(t, waitTimeout, "C shows alice with two sessions", func() (bool, string) {
-		return mnShows(obsC, "alice", presence.Online, "alice-phone", "alice-laptop")
+	testkit.Wait(t, waitTimeout, "C shows alice with two sessions", func() error {
+		return testkit.Why(mnShows(obsC, "alice", presence.Online, "alice-phone", "alice-laptop"))
 	})
 	dial5(t, a.mqtt, "bob-phone", "bob")
-	mnUntil(t, waitTimeout, "C shows bob online", func() (bool, string) {
-		return mnShows(obsC, "bob", presence.Online, "bob-phone")
+	testkit.Wait(t, waitTimeout, "C shows bob online", func() error {
+		return testkit.Why(mnShows(obsC, "bob", presence.Online, "bob-phone"))
 	})
 	obsB := newObserver(t, b.mqtt, "presence/users/+")
-	mnUntil(t, waitTimeout, "B shows the same", func() (bool, string) {
+	testkit.Wait(t, waitTimeout, "B shows the same", func() error {
 		if ok, why := mnShows(obsB, "alice", presence.Online, "alice-phone", "alice-laptop"); !ok {
-			return false, why
+			return testkit.Why(false, why)
 		}
-		return mnShows(obsB, "bob", presence.Online, "bob-phone")
+		return testkit.Why(mnShows(obsB, "bob", presence.Online, "bob-phone"))
 	})
 
 	killed := time.Now()
 	a.kill(t)
 	var aliceAt, bobAt time.Duration
-	mnUntil(t, 4*mnLossBound, "C shows alice on B only and bob offline", func() (bool, string) {
+	testkit.Wait(t, 4*mnLossBound, "C shows alice on B only and bob offline", func() error {
 		okA, whyA := mnShows(obsC, "alice", presence.Online, "alice-laptop")
 		if okA && aliceAt == 0 {
 			aliceAt = time.Since(killed)
@@ -312,7 +294,7 @@ func TestMultiNodeSharedPresence(t *testing.T) {
 		if okB && bobAt == 0 {
 			bobAt = time.Since(killed)
 		}
-		return okA && okB, whyA + "; " + whyB
+		return testkit.Why(okA && okB, whyA+"; "+whyB)
 	})
 	t.Logf("node A killed: C showed bob offline after %v, alice reduced to her B session after %v (bound node_ttl %v + sweep %v + 1 s = %v)",
 		bobAt.Round(time.Millisecond), aliceAt.Round(time.Millisecond), mnNodeTTL, mnSweep, mnLossBound)
@@ -337,7 +319,7 @@ func TestMultiNodeSharedPresence(t *testing.T) {
 	}
 
 	// B agrees with C: the same newest version for both users.
-	mnUntil(t, 5*time.Second, "B and C at the same versions", func() (bool, string) {
+	testkit.Wait(t, 5*time.Second, "B and C at the same versions", func() error {
 		var whys []string
 		ok := true
 		for _, u := range []string{"alice", "bob"} {
@@ -348,7 +330,7 @@ func TestMultiNodeSharedPresence(t *testing.T) {
 			}
 			whys = append(whys, fmt.Sprintf("%s: B %s v%d, C %s v%d", u, pb.Status, pb.Version, pc.Status, pc.Version))
 		}
-		return ok, strings.Join(whys, "; ")
+		return testkit.Why(ok, strings.Join(whys, "; "))
 	})
 	obsB.check()
 	obsC.check()
@@ -366,8 +348,8 @@ func TestNodeRestartSameID(t *testing.T) {
 
 	obsB := newObserver(t, b.mqtt, "presence/users/+")
 	dial5(t, a.mqtt, "dave-phone", "dave")
-	mnUntil(t, waitTimeout, "B shows dave online", func() (bool, string) {
-		return mnShows(obsB, "dave", presence.Online, "dave-phone")
+	testkit.Wait(t, waitTimeout, "B shows dave online", func() error {
+		return testkit.Why(mnShows(obsB, "dave", presence.Online, "dave-phone"))
 	})
 	first, _ := obsB.last("dave")
 
@@ -375,8 +357,8 @@ func TestNodeRestartSameID(t *testing.T) {
 	a.kill(t)
 	a2 := mnStart(t, bin, "A", addrs)
 	restartedIn := time.Since(killed)
-	took := mnUntil(t, 4*mnLossBound, "B shows dave offline", func() (bool, string) {
-		return mnShows(obsB, "dave", presence.Offline)
+	took := testkit.Wait(t, 4*mnLossBound, "B shows dave offline", func() error {
+		return testkit.Why(mnShows(obsB, "dave", presence.Offline))
 	})
 	offlineAt := restartedIn + took
 	t.Logf("node A killed and restarted in %v: B showed dave offline %v after the kill (bound %v)",
@@ -390,7 +372,7 @@ func TestNodeRestartSameID(t *testing.T) {
 	}
 
 	dial5(t, a2.mqtt, "dave-phone", "dave")
-	back := obsB.waitFor("dave", "online again on the new A", func(p presence.Presence) bool {
+	back := obsB.waitFor("dave", "online again on the new A", func(p presence.Aggregate) bool {
 		ok, _ := mnMatches(p, presence.Online, "dave-phone")
 		return ok
 	})
@@ -398,12 +380,12 @@ func TestNodeRestartSameID(t *testing.T) {
 		t.Errorf("dave back with session %+v, want node A and an epoch above %d", s, first.Sessions[0].Epoch)
 	}
 	// The new A itself shows him online too.
-	mnUntil(t, 5*time.Second, "the new A's admin shows dave online", func() (bool, string) {
+	testkit.Wait(t, 5*time.Second, "the new A's admin shows dave online", func() error {
 		p, err := mnPresenceOf(a2.admin, "dave")
 		if err != nil {
-			return false, err.Error()
+			return testkit.Why(false, err.Error())
 		}
-		return p.Status == presence.Online && p.Version == back.Version, fmt.Sprintf("%s v%d", p.Status, p.Version)
+		return testkit.Why(p.Status == presence.Online && p.Version == back.Version, fmt.Sprintf("%s v%d", p.Status, p.Version))
 	})
 	obsB.check()
 }
@@ -427,11 +409,11 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 	u3 := dial5(t, a.mqtt, "u3-dev", "u3")
 	u4 := dial5(t, b.mqtt, "u4-dev", "u4")
 	for _, u := range []string{"u1", "u2", "u3", "u4"} {
-		mnUntil(t, waitTimeout, "both observers show "+u+" online", func() (bool, string) {
+		testkit.Wait(t, waitTimeout, "both observers show "+u+" online", func() error {
 			if ok, why := mnShows(obsA, u, presence.Online, u+"-dev"); !ok {
-				return false, "A: " + why
+				return testkit.Why(false, "A: "+why)
 			}
-			return mnShows(obsB, u, presence.Online, u+"-dev")
+			return testkit.Why(mnShows(obsB, u, presence.Online, u+"-dev"))
 		})
 	}
 	for _, n := range []*mnProc{a, b} {
@@ -442,17 +424,17 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 
 	stopped := time.Now()
 	srv.Stop(t)
-	degradedIn := mnUntil(t, 5*time.Second, "/readyz 503 on A and B", func() (bool, string) {
+	degradedIn := testkit.Wait(t, 5*time.Second, "/readyz 503 on A and B", func() error {
 		ca, _ := mnGet(a.admin, "/readyz")
 		cb, _ := mnGet(b.admin, "/readyz")
-		return ca == http.StatusServiceUnavailable && cb == http.StatusServiceUnavailable, fmt.Sprintf("A %d, B %d", ca, cb)
+		return testkit.Why(ca == http.StatusServiceUnavailable && cb == http.StatusServiceUnavailable, fmt.Sprintf("A %d, B %d", ca, cb))
 	})
 	t.Logf("Redis killed: both nodes degraded after %v", degradedIn.Round(time.Millisecond))
 
 	// MQTT works while Redis is down.
 	obsOutage := newObserver(t, a.mqtt, "presence/users/+") // connects, subscribes, gets the retained snapshot
-	mnUntil(t, waitTimeout, "the new observer gets u1's retained presence", func() (bool, string) {
-		return mnShows(obsOutage, "u1", presence.Online, "u1-dev")
+	testkit.Wait(t, waitTimeout, "the new observer gets u1's retained presence", func() error {
+		return testkit.Why(mnShows(obsOutage, "u1", presence.Online, "u1-dev"))
 	})
 	// paho pings every keep-alive and closes the connection when a PINGRESP
 	// is missing. (Keep-alive 2, not 1: mochi's read deadline is keepalive +
@@ -497,10 +479,10 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 
 	want := map[string]presence.Status{"u1": presence.Online, "u2": presence.Online, "u3": presence.Offline, "u4": presence.Offline, "u5": presence.Online}
 	observers := map[string]*observer{"A": obsA, "B": obsB, "A (joined in the outage)": obsOutage}
-	took := mnUntil(t, 15*time.Second, "convergence after the restart", func() (bool, string) {
+	took := testkit.Wait(t, 15*time.Second, "convergence after the restart", func() error {
 		for _, n := range []*mnProc{a, b} {
 			if code, _ := mnGet(n.admin, "/readyz"); code != http.StatusOK {
-				return false, n.id + " /readyz " + fmt.Sprint(code)
+				return testkit.Why(false, n.id+" /readyz "+fmt.Sprint(code))
 			}
 		}
 		for name, o := range observers {
@@ -510,7 +492,7 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 					ids = []string{u + "-dev"}
 				}
 				if ok, why := mnShows(o, u, st, ids...); !ok {
-					return false, "observer " + name + ": " + why
+					return testkit.Why(false, "observer "+name+": "+why)
 				}
 			}
 		}
@@ -518,13 +500,13 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 			pa, errA := mnPresenceOf(a.admin, u)
 			pb, errB := mnPresenceOf(b.admin, u)
 			if errA != nil || errB != nil {
-				return false, fmt.Sprint(errA, errB)
+				return testkit.Why(false, fmt.Sprint(errA, errB))
 			}
 			if pa.Status != st || pb.Status != st || pa.Version != pb.Version {
-				return false, fmt.Sprintf("admin %s: A %s v%d, B %s v%d, want %s", u, pa.Status, pa.Version, pb.Status, pb.Version, st)
+				return testkit.Why(false, fmt.Sprintf("admin %s: A %s v%d, B %s v%d, want %s", u, pa.Status, pa.Version, pb.Status, pb.Version, st))
 			}
 		}
-		return true, ""
+		return testkit.Why(true, "")
 	})
 	t.Logf("converged %v after Redis came back (deadline 15 s)", took.Round(time.Millisecond))
 
@@ -563,7 +545,7 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 	s := startNode(t, func(c *configs.Config) {
 		c.NodeID = "node-s"
 		redisCfg(c)
-	}, node.WithClock(func() time.Time { return time.Now().Add(skew) }))
+	}, presenced.WithClock(func() time.Time { return time.Now().Add(skew) }))
 	n := startNode(t, func(c *configs.Config) {
 		c.NodeID = "node-n"
 		redisCfg(c)
@@ -601,7 +583,7 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 		ss := live[0]
 		t.Logf("%s on %s: connected_at %v, expires_at %v, Redis TIME %v", c.user, ss.Node, ss.ConnectedAt, ss.ExpiresAt, now)
 		within(c.user+"'s connected_at", ss.ConnectedAt, now, time.Second)
-		within(c.user+"'s last_heartbeat", ss.LastHeartbeat, now, time.Second)
+		within(c.user+"'s renewed_at", ss.RenewedAt, now, time.Second)
 		within(c.user+"'s expires_at", ss.ExpiresAt, now.Add(ttl), time.Second)
 		if d := ss.ExpiresAt.Sub(ss.ConnectedAt); d < ttl-time.Second || d > ttl+time.Second {
 			t.Errorf("%s: expires_at - connected_at = %v, want the session ttl %v", c.user, d, ttl)
@@ -624,9 +606,9 @@ func TestClockSkewDoesNotMoveDeadlines(t *testing.T) {
 
 	// An end written by S is stamped with Redis's time too.
 	sam := dial5(t, s.MQTTAddr(), "sam-laptop", "sam")
-	obs.waitFor("sam", "two sessions", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
+	obs.waitFor("sam", "two sessions", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
 	sam.disconnect()
-	obs.waitFor("sam", "the laptop gone", func(p presence.Presence) bool { return len(p.Sessions) == 1 })
+	obs.waitFor("sam", "the laptop gone", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
 	now := redisNow()
 	_, ended := sessionsOf(t, s, "sam")
 	if len(ended) == 0 || ended[0].ID != "sam-laptop" || ended[0].EndReason != presence.EndClean {
@@ -656,23 +638,23 @@ func TestClusterMultiNode(t *testing.T) {
 		}
 		dial5(t, n.mqtt, u+"-dev", u)
 	}
-	mnUntil(t, waitTimeout, "B shows all users online", func() (bool, string) {
+	testkit.Wait(t, waitTimeout, "B shows all users online", func() error {
 		for i := range users {
 			u := fmt.Sprintf("cu%02d", i)
 			if ok, why := mnShows(obsB, u, presence.Online, u+"-dev"); !ok {
-				return false, why
+				return testkit.Why(false, why)
 			}
 			p, _ := obsB.last(u)
 			if want := map[bool]string{true: "A", false: "B"}[onA[u]]; p.Sessions[0].Node != want {
-				return false, fmt.Sprintf("%s on %s, want %s", u, p.Sessions[0].Node, want)
+				return testkit.Why(false, fmt.Sprintf("%s on %s, want %s", u, p.Sessions[0].Node, want))
 			}
 		}
-		return true, ""
+		return testkit.Why(true, "")
 	})
 
 	killed := time.Now()
 	a.kill(t)
-	took := mnUntil(t, 4*mnLossBound, "A's users offline, B's online", func() (bool, string) {
+	took := testkit.Wait(t, 4*mnLossBound, "A's users offline, B's online", func() error {
 		for i := range users {
 			u := fmt.Sprintf("cu%02d", i)
 			var ok bool
@@ -683,10 +665,10 @@ func TestClusterMultiNode(t *testing.T) {
 				ok, why = mnShows(obsB, u, presence.Online, u+"-dev")
 			}
 			if !ok {
-				return false, why
+				return testkit.Why(false, why)
 			}
 		}
-		return true, ""
+		return testkit.Why(true, "")
 	})
 	t.Logf("cluster: node A killed, its %d users offline on B after %v (bound %v)", len(onA), time.Since(killed).Round(time.Millisecond), mnLossBound)
 	if took > mnLossBound {
@@ -729,9 +711,9 @@ func TestMultiNodeOpenBeforeResetIsSwept(t *testing.T) {
 	obsB := newObserver(t, b.mqtt, "presence/users/+")
 
 	// Right after one of A's heartbeats (its record's TTL back near ttlA) ...
-	mnUntil(t, 2*ttlA, "a heartbeat of A", func() (bool, string) {
+	testkit.Wait(t, 2*ttlA, "a heartbeat of A", func() error {
 		d, err := rc.PTTL(ctx, prefix+"node:A").Result()
-		return err == nil && d > ttlA-150*time.Millisecond, fmt.Sprint(d, err)
+		return testkit.Why(err == nil && d > ttlA-150*time.Millisecond, fmt.Sprint(d, err))
 	})
 	beat := time.Now()
 	// ... Redis loses everything, and a new device connects to A.
@@ -740,20 +722,20 @@ func TestMultiNodeOpenBeforeResetIsSwept(t *testing.T) {
 	}
 	dial5(t, a.mqtt, "u6-dev", "u6")
 	var inc string
-	mnUntil(t, ttlA/3, "u6's session in Redis", func() (bool, string) {
+	testkit.Wait(t, ttlA/3, "u6's session in Redis", func() error {
 		raw, err := rc.HGet(ctx, prefix+"{u6}", "s:u6-dev").Result()
 		if err != nil {
-			return false, err.Error()
+			return testkit.Why(false, err.Error())
 		}
 		var s struct {
 			I string `json:"i"`
 		}
 		_ = json.Unmarshal([]byte(raw), &s)
 		inc = s.I
-		return inc != "", raw
+		return testkit.Why(inc != "", raw)
 	})
-	mnUntil(t, ttlA/3, "B shows u6 online", func() (bool, string) {
-		return mnShows(obsB, "u6", presence.Online, "u6-dev")
+	testkit.Wait(t, ttlA/3, "B shows u6 online", func() error {
+		return testkit.Why(mnShows(obsB, "u6", presence.Online, "u6-dev"))
 	})
 	killed := time.Now()
 	a.kill(t)
@@ -771,18 +753,13 @@ func TestMultiNodeOpenBeforeResetIsSwept(t *testing.T) {
 	}
 
 	bound := ttlA + mnSweep + time.Second
-	deadline := killed.Add(bound)
-	for time.Now().Before(deadline) {
-		if ok, _ := mnShows(obsB, "u6", presence.Offline); ok {
-			break
+	testkit.Wait(t, time.Until(killed.Add(bound)), fmt.Sprintf("u6 offline on B (node_lost) within A's node_ttl %v + sweep %v + 1 s of the kill", ttlA, mnSweep), func() error {
+		ok, why := mnShows(obsB, "u6", presence.Offline)
+		if ok {
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if ok, why := mnShows(obsB, "u6", presence.Offline); !ok {
-		s := mnSessionsOf(t, b.admin, "u6")
-		t.Fatalf("A was killed %v ago, but B still shows %s (sessions in Redis: %+v); want u6 offline (node_lost) within A's node_ttl %v + sweep %v + 1 s",
-			time.Since(killed).Round(time.Millisecond), why, s.Live, ttlA, mnSweep)
-	}
+		return fmt.Errorf("B shows %s (sessions in Redis: %+v)", why, mnSessionsOf(t, b.admin, "u6").Live)
+	})
 	t.Logf("u6 offline on B %v after A was killed", time.Since(killed).Round(time.Millisecond))
 	u6 := mnSessionsOf(t, b.admin, "u6")
 	if e, ok := mnEnded(u6, "u6-dev"); len(u6.Live) != 0 || !ok || e.EndReason != presence.EndNodeLost {
@@ -805,8 +782,8 @@ func TestNodeRestartReconnectStaysOnline(t *testing.T) {
 	dial5(t, a.mqtt, "erin-phone", "erin")
 	dial5(t, a.mqtt, "fred-phone", "fred")
 	for _, u := range []string{"erin", "fred"} {
-		mnUntil(t, waitTimeout, "B shows "+u+" online", func() (bool, string) {
-			return mnShows(obsB, u, presence.Online, u+"-phone")
+		testkit.Wait(t, waitTimeout, "B shows "+u+" online", func() error {
+			return testkit.Why(mnShows(obsB, u, presence.Online, u+"-phone"))
 		})
 	}
 	a.kill(t)
@@ -816,11 +793,11 @@ func TestNodeRestartReconnectStaysOnline(t *testing.T) {
 	// replaced; fred's does not come back.
 	time.Sleep(1200 * time.Millisecond)
 	dial5(t, a2.mqtt, "erin-phone", "erin")
-	mnUntil(t, 4*mnLossBound, "B shows fred offline", func() (bool, string) {
-		return mnShows(obsB, "fred", presence.Offline)
+	testkit.Wait(t, 4*mnLossBound, "B shows fred offline", func() error {
+		return testkit.Why(mnShows(obsB, "fred", presence.Offline))
 	})
-	mnUntil(t, waitTimeout, "B shows erin online on the new A", func() (bool, string) {
-		return mnShows(obsB, "erin", presence.Online, "erin-phone")
+	testkit.Wait(t, waitTimeout, "B shows erin online on the new A", func() error {
+		return testkit.Why(mnShows(obsB, "erin", presence.Online, "erin-phone"))
 	})
 	mnNeverOffline(t, obsB, "B", "erin")
 	obsB.check()

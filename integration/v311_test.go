@@ -63,7 +63,7 @@ func TestMQTT311Client(t *testing.T) {
 	}
 
 	v3Publish(t, vic, "presence/set", 1, `{"status":"busy","text":"v3"}`)
-	busy := ctNext(obs, "vic", on.Version, "busy/v3", func(p presence.Presence) bool {
+	busy := ctNext(obs, "vic", on.Version, "busy/v3", func(p presence.Aggregate) bool {
 		return p.Status == presence.Busy && p.Text == "v3"
 	})
 
@@ -81,11 +81,11 @@ func TestMQTT311Client(t *testing.T) {
 
 	// Marker: the next change the observer sees is exactly this one.
 	v3Publish(t, vic, "presence/set", 1, `{"status":"away","text":"marker"}`)
-	marker := ctNext(obs, "vic", busy.Version, "away/marker", func(p presence.Presence) bool { return p.Text == "marker" })
+	marker := ctNext(obs, "vic", busy.Version, "away/marker", func(p presence.Aggregate) bool { return p.Text == "marker" })
 	if got := ctSince(obs, "vic", busy.Version); len(got) != 1 || got[0].Status != presence.Away || got[0].Version != marker.Version {
 		t.Errorf("after the invalid payloads the observer saw %+v, want only away/marker", got)
 	}
-	if got := n.Hook.Counters.SetRejected.Load(); got != 3 {
+	if got := n.Presence.Hook.Counters.SetRejected.Load(); got != 3 {
 		t.Errorf("set_rejected %d, want 3", got)
 	}
 	for _, topic := range ctTopics(obs) {
@@ -95,12 +95,12 @@ func TestMQTT311Client(t *testing.T) {
 	}
 	if r := ctRetained(n, "presence/users/vic"); len(r) != 1 {
 		t.Errorf("retained on presence/users/vic: %q", r)
-	} else if p, err := presence.ParsePresence([]byte(r[0])); err != nil || p.Version != marker.Version {
+	} else if p, err := presence.ParseAggregate([]byte(r[0])); err != nil || p.Version != marker.Version {
 		t.Errorf("retained presence of vic %s (%v), want version %d", r[0], err, marker.Version)
 	}
 
 	vic.Disconnect(250)
-	off := ctNext(obs, "vic", marker.Version, "offline", func(p presence.Presence) bool { return p.Status == presence.Offline })
+	off := ctNext(obs, "vic", marker.Version, "offline", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	if off.LastSeen.IsZero() || len(off.Sessions) != 0 {
 		t.Errorf("offline: %+v", off)
 	}

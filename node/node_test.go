@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -91,18 +92,12 @@ func TestRetainedPresenceNeverExpires(t *testing.T) {
 	if got := n.Server.Options.Capabilities.MaximumMessageExpiryInterval; got != 0 {
 		t.Fatalf("MaximumMessageExpiryInterval = %d, want 0", got)
 	}
-	n.Publisher.Offer(presence.Presence{User: "zoe", Status: presence.Offline, Version: 7})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if pk, ok := n.Server.Topics.Retained.Get("presence/users/zoe"); ok {
-			if pk.Expiry != 0 {
-				t.Fatalf("retained presence has expiry %d", pk.Expiry)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("presence not retained")
-		}
-		time.Sleep(5 * time.Millisecond)
+	n.Presence.Publisher.Publish(presence.Aggregate{User: "zoe", Status: presence.Offline, Version: 7})
+	testkit.Wait(t, 5*time.Second, "presence retained", func() error {
+		_, ok := n.Server.Topics.Retained.Get("presence/users/zoe")
+		return testkit.Why(ok, "not retained")
+	})
+	if pk, _ := n.Server.Topics.Retained.Get("presence/users/zoe"); pk.Expiry != 0 {
+		t.Fatalf("retained presence has expiry %d", pk.Expiry)
 	}
 }

@@ -1,3 +1,14 @@
+// Package presence is the pure core of presenced: session records and their
+// state machine, the per-user record and its operations, the aggregation rule
+// that derives a user's status (Derive), the tracker's decision of which
+// store write comes next (Plan), the liveness rule of nodes (SweepDecision),
+// and the payload codecs. Each rule has its home here.
+//
+// Nothing here does I/O or reads the wall clock: every function that needs the
+// time takes it as an argument, so the whole package is tested with plain
+// values. Stores (memory, Redis) call these functions inside their atomic
+// operations; the hooks, the tracker and the publisher only exchange the
+// types defined here. It imports neither mochi nor go-redis.
 package presence
 
 import (
@@ -26,8 +37,9 @@ func (r Rules) Authoritative(device string) bool {
 	return ok && device != ""
 }
 
-// Presence is a user's aggregate: what presence/users/{user} carries.
-type Presence struct {
+// Aggregate is a user's presence as observers see it: what
+// presence/users/{user} carries. It is derived (Derive), never set.
+type Aggregate struct {
 	User     string        `json:"user"`
 	Status   Status        `json:"status"`
 	Text     string        `json:"text"`
@@ -48,7 +60,7 @@ type SessionView struct {
 }
 
 // sameAs compares everything but version and since.
-func (p Presence) sameAs(q Presence) bool {
+func (p Aggregate) sameAs(q Aggregate) bool {
 	return p.User == q.User && p.Status == q.Status && p.Text == q.Text &&
 		p.LastSeen.Equal(q.LastSeen) && slices.EqualFunc(p.Sessions, q.Sessions, func(a, b SessionView) bool {
 		return a.ID == b.ID && a.Epoch == b.Epoch && a.Node == b.Node && a.Device == b.Device &&
@@ -69,8 +81,8 @@ func (p Presence) sameAs(q Presence) bool {
 // decided the status (rule 3 or 4; under rule 2, the most available session).
 // Offline shows the will text that took the user offline, else the account text.
 // Version and Since are left for Commit.
-func Aggregate(u User, rules Rules) Presence {
-	p := Presence{User: u.Name}
+func Derive(u User, rules Rules) Aggregate {
+	p := Aggregate{User: u.Name}
 	if len(u.Sessions) == 0 {
 		p.Status = Offline
 		p.LastSeen = u.LastSeen

@@ -13,7 +13,7 @@ func live(id, device string, status Status, text string, conn int) Session {
 	return Session{
 		User: "alice", ID: id, Epoch: uint64(100 + conn), Node: "n1", Device: device,
 		Status: status, Text: text, State: Active,
-		ConnectedAt: at(time.Duration(conn) * time.Second), LastHeartbeat: base, ExpiresAt: at(time.Hour),
+		ConnectedAt: at(time.Duration(conn) * time.Second), RenewedAt: base, ExpiresAt: at(time.Hour),
 	}
 }
 
@@ -101,8 +101,8 @@ func TestAggregate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := deepCopy(tc.u)
-			got := Aggregate(tc.u, tc.rules)
-			want := Presence{User: "alice", Status: tc.status, Text: tc.text, LastSeen: tc.lastSeen}
+			got := Derive(tc.u, tc.rules)
+			want := Aggregate{User: "alice", Status: tc.status, Text: tc.text, LastSeen: tc.lastSeen}
 			if len(tc.u.Sessions) > 0 {
 				for _, s := range tc.u.Sessions {
 					want.Sessions = append(want.Sessions, view(s))
@@ -129,7 +129,7 @@ func TestAggregateSessionOrder(t *testing.T) {
 		live("e", "", Online, "", 3),
 	)
 	var ids []string
-	for _, v := range Aggregate(u, NewRules(nil)).Sessions {
+	for _, v := range Derive(u, NewRules(nil)).Sessions {
 		ids = append(ids, v.ID)
 	}
 	if want := []string{"b", "d", "c", "e", "a"}; !reflect.DeepEqual(ids, want) {
@@ -171,7 +171,7 @@ func TestCommit(t *testing.T) {
 		status  Status
 		since   time.Time
 	}
-	var last Presence
+	var last Aggregate
 	step := func(name string, sec int, op func(User, time.Time) User, want result) {
 		t.Helper()
 		now := at(time.Duration(sec) * time.Second)
@@ -267,7 +267,7 @@ func TestCommitVersionsFrozenClock(t *testing.T) {
 	var last uint64
 	statuses := []Status{Idle, Away, Busy, DND, Online}
 	for i := range 50 {
-		var p Presence
+		var p Aggregate
 		var changed bool
 		u, _, _ = u.UpdateSession("c1", s.Epoch, Update{Status: ptr(statuses[i%len(statuses)])})
 		u, p, changed = u.Commit(rules, base)

@@ -14,7 +14,7 @@ func BenchmarkAggregate(b *testing.B) {
 	)
 	b.ReportAllocs()
 	for b.Loop() {
-		p := Aggregate(u, rules)
+		p := Derive(u, rules)
 		if p.Status != Busy {
 			b.Fatalf("status %s", p.Status)
 		}

@@ -106,7 +106,7 @@ func FuzzAppendJSON(f *testing.F) {
 			}
 		}
 		// ParsePresence reads back what AppendJSON wrote.
-		q, err := ParsePresence(got)
+		q, err := ParseAggregate(got)
 		if err != nil {
 			t.Fatalf("ParsePresence(%q): %v", got, err)
 		}

@@ -21,7 +21,7 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 // last_seen is null while the user is online or was never seen offline.
 // It is hand-written because it runs on every change; it produces the same
 // document as encoding/json would.
-func (p Presence) AppendJSON(b []byte) []byte {
+func (p Aggregate) AppendJSON(b []byte) []byte {
 	b = append(b, `{"user":`...)
 	b = appendString(b, p.User)
 	b = append(b, `,"status":`...)
@@ -57,7 +57,7 @@ func (p Presence) AppendJSON(b []byte) []byte {
 }
 
 // MarshalJSON implements json.Marshaler with AppendJSON.
-func (p Presence) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
+func (p Aggregate) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
 
 func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
@@ -124,8 +124,8 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// wirePresence mirrors the payload for decoding.
-type wirePresence struct {
+// wireAggregate mirrors the payload for decoding.
+type wireAggregate struct {
 	User     string        `json:"user"`
 	Status   Status        `json:"status"`
 	Text     string        `json:"text"`
@@ -135,15 +135,15 @@ type wirePresence struct {
 	Sessions []SessionView `json:"sessions"`
 }
 
-// ParsePresence decodes a presence/users/{user} payload.
-func ParsePresence(b []byte) (Presence, error) {
-	var w wirePresence
+// ParseAggregate decodes a presence/users/{user} payload.
+func ParseAggregate(b []byte) (Aggregate, error) {
+	var w wireAggregate
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&w); err != nil {
-		return Presence{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
+		return Aggregate{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	p := Presence{User: w.User, Status: w.Status, Text: w.Text, Version: w.Version, Since: w.Since, Sessions: w.Sessions}
+	p := Aggregate{User: w.User, Status: w.Status, Text: w.Text, Version: w.Version, Since: w.Since, Sessions: w.Sessions}
 	if w.LastSeen != nil {
 		p.LastSeen = *w.LastSeen
 	}

@@ -41,7 +41,7 @@ func refTime(t time.Time) *string {
 	return &s
 }
 
-func reference(p Presence) refPresence {
+func reference(p Aggregate) refPresence {
 	r := refPresence{
 		User: p.User, Status: string(p.Status), Text: p.Text, Version: p.Version,
 		Since: refTime(p.Since), LastSeen: refTime(p.LastSeen), Sessions: []refView{},
@@ -88,8 +88,8 @@ var trickyTexts = []string{
 	strings.Repeat("x", MaxTextBytes),
 }
 
-func samplePresence(text string) Presence {
-	return Presence{
+func samplePresence(text string) Aggregate {
+	return Aggregate{
 		User: "alice", Status: Busy, Text: text, Version: 1796040000000123,
 		Since:    base.Add(123456789 * time.Nanosecond),
 		LastSeen: time.Time{},
@@ -102,15 +102,15 @@ func samplePresence(text string) Presence {
 
 func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	kolkata := time.FixedZone("IST", 5*3600+1800)
-	var cases []Presence
+	var cases []Aggregate
 	for _, text := range trickyTexts {
 		cases = append(cases, samplePresence(text))
 	}
 	cases = append(cases,
-		Presence{}, // every zero: null times, empty sessions
-		Presence{User: "bob", Status: Offline, Text: "gone", Version: 1, Since: base.In(kolkata), LastSeen: at(-time.Hour).In(kolkata)},
-		Presence{User: "bob", Status: Online, Sessions: []SessionView{}},
-		Presence{User: "bob\xff", Status: Status("we\"ird"), Sessions: []SessionView{{ID: "x"}}},
+		Aggregate{},
+		Aggregate{User: "bob", Status: Offline, Text: "gone", Version: 1, Since: base.In(kolkata), LastSeen: at(-time.Hour).In(kolkata)},
+		Aggregate{User: "bob", Status: Online, Sessions: []SessionView{}},
+		Aggregate{User: "bob\xff", Status: Status("we\"ird"), Sessions: []SessionView{{ID: "x"}}},
 	)
 	for i, p := range cases {
 		got := p.AppendJSON(nil)
@@ -135,7 +135,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 
 func TestAppendJSONExact(t *testing.T) {
 	kolkata := time.FixedZone("IST", 5*3600+1800)
-	p := Presence{
+	p := Aggregate{
 		User: "alice", Status: Online, Text: "say \"hi\"\n\x01\xff\u2028\u2029", Version: 1796040000000123,
 		Since: base.Add(123456789 * time.Nanosecond), // sub-ms is cut, not rounded
 		Sessions: []SessionView{
@@ -166,19 +166,19 @@ func TestAppendJSONExact(t *testing.T) {
 	}
 
 	// Offline with a last-seen, no sessions.
-	off := Presence{User: "bob", Status: Offline, Version: 2, Since: at(-time.Hour), LastSeen: at(-time.Hour)}
+	off := Aggregate{User: "bob", Status: Offline, Version: 2, Since: at(-time.Hour), LastSeen: at(-time.Hour)}
 	const wantOff = `{"user":"bob","status":"offline","text":"","version":2,"since":"2026-11-30T11:00:00.000Z","last_seen":"2026-11-30T11:00:00.000Z","sessions":[]}`
 	if got := string(off.AppendJSON(nil)); got != wantOff {
 		t.Fatalf("AppendJSON offline =\n%s\nwant\n%s", got, wantOff)
 	}
 	// Zero since is null too.
-	if got := string((Presence{}).AppendJSON(nil)); got != `{"user":"","status":"","text":"","version":0,"since":null,"last_seen":null,"sessions":[]}` {
+	if got := string((Aggregate{}).AppendJSON(nil)); got != `{"user":"","status":"","text":"","version":0,"since":null,"last_seen":null,"sessions":[]}` {
 		t.Fatalf("AppendJSON of zero = %s", got)
 	}
 }
 
 func TestParsePresenceRoundTrip(t *testing.T) {
-	for i, p := range []Presence{
+	for i, p := range []Aggregate{
 		samplePresence("hello \"there\" \u2028"),
 		{User: "bob", Status: Offline, Text: "bye", Version: 9, Since: at(-time.Hour), LastSeen: at(-time.Hour), Sessions: []SessionView{}},
 		{User: "carol", Status: Online, Version: 1, Since: at(1500 * time.Millisecond), Sessions: []SessionView{
@@ -187,7 +187,7 @@ func TestParsePresenceRoundTrip(t *testing.T) {
 	} {
 		// Times are carried in UTC to the millisecond.
 		p.Since = p.Since.Truncate(time.Millisecond)
-		got, err := ParsePresence(p.AppendJSON(nil))
+		got, err := ParseAggregate(p.AppendJSON(nil))
 		if err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
@@ -209,7 +209,7 @@ func TestParsePresenceRoundTrip(t *testing.T) {
 		}
 	}
 	// A session-less payload decodes to an empty, non-nil list.
-	got, err := ParsePresence([]byte(`{"user":"a","status":"offline","text":"","version":1,"since":null,"last_seen":null,"sessions":null}`))
+	got, err := ParseAggregate([]byte(`{"user":"a","status":"offline","text":"","version":1,"since":null,"last_seen":null,"sessions":null}`))
 	if err != nil || got.Sessions == nil || len(got.Sessions) != 0 || !got.LastSeen.IsZero() {
 		t.Fatalf("ParsePresence with null sessions = %+v, %v", got, err)
 	}
@@ -224,7 +224,7 @@ func TestParsePresenceInvalid(t *testing.T) {
 		`{"user":1}`,
 		`{"since":"yesterday"}`,
 	} {
-		if _, err := ParsePresence([]byte(b)); !errors.Is(err, ErrBadPayload) {
+		if _, err := ParseAggregate([]byte(b)); !errors.Is(err, ErrBadPayload) {
 			t.Errorf("ParsePresence(%q) error %v, want ErrBadPayload", b, err)
 		}
 	}

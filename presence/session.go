@@ -61,19 +61,19 @@ func (r EndReason) Clean() bool { return r == EndClean }
 
 // Session is one MQTT connection's presence record.
 type Session struct {
-	User          string    `json:"user"`
-	ID            string    `json:"id"` // the MQTT client id
-	Epoch         uint64    `json:"epoch"`
-	Node          string    `json:"node"`
-	Device        string    `json:"device,omitempty"`
-	Status        Status    `json:"status"`
-	Text          string    `json:"text,omitempty"`
-	State         State     `json:"state"`
-	ConnectedAt   time.Time `json:"connected_at"`
-	LastHeartbeat time.Time `json:"last_heartbeat"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	EndedAt       time.Time `json:"ended_at,omitzero"`
-	EndReason     EndReason `json:"end_reason,omitempty"`
+	User        string    `json:"user"`
+	ID          string    `json:"id"` // the MQTT client id
+	Epoch       uint64    `json:"epoch"`
+	Node        string    `json:"node"`
+	Device      string    `json:"device,omitempty"`
+	Status      Status    `json:"status"`
+	Text        string    `json:"text,omitempty"`
+	State       State     `json:"state"`
+	ConnectedAt time.Time `json:"connected_at"`
+	RenewedAt   time.Time `json:"renewed_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	EndReason   EndReason `json:"end_reason,omitempty"`
 }
 
 // Live reports whether the session counts towards its user's presence.
@@ -84,7 +84,7 @@ func NewSession(user, id string, epoch uint64, node string, now time.Time, ttl t
 	return Session{
 		User: user, ID: id, Epoch: epoch, Node: node,
 		Status: Online, State: Connecting,
-		ConnectedAt: now, LastHeartbeat: now, ExpiresAt: now.Add(ttl),
+		ConnectedAt: now, RenewedAt: now, ExpiresAt: now.Add(ttl),
 	}
 }
 
@@ -107,16 +107,18 @@ func (s Session) Establish(epoch uint64, now time.Time) (Session, error) {
 		return s, fmt.Errorf("%w: establish from %s", ErrBadTransition, s.State)
 	}
 	s.State = Active
-	s.LastHeartbeat = now
+	s.RenewedAt = now
 	return s, nil
 }
 
-// Heartbeat renews a live session's expiry to now+ttl.
-func (s Session) Heartbeat(epoch uint64, now time.Time, ttl time.Duration) (Session, error) {
+// Renew extends a live session's store-side expiry to now+ttl (the
+// backstop; the client's heartbeat is its MQTT keep-alive, which the store
+// never sees).
+func (s Session) Renew(epoch uint64, now time.Time, ttl time.Duration) (Session, error) {
 	if err := s.check(epoch); err != nil {
 		return s, err
 	}
-	s.LastHeartbeat = now
+	s.RenewedAt = now
 	s.ExpiresAt = now.Add(ttl)
 	return s, nil
 }

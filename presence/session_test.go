@@ -38,7 +38,7 @@ func TestNewSession(t *testing.T) {
 	want := Session{
 		User: "alice", ID: "c1", Epoch: 7, Node: "n1",
 		Status: Online, State: Connecting,
-		ConnectedAt: base, LastHeartbeat: base, ExpiresAt: at(testTTL),
+		ConnectedAt: base, RenewedAt: base, ExpiresAt: at(testTTL),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("NewSession = %+v\nwant %+v", got, want)
@@ -65,12 +65,12 @@ func TestSessionLive(t *testing.T) {
 func TestSessionEstablish(t *testing.T) {
 	now := at(time.Second)
 
-	// Connecting → Active: only State and LastHeartbeat move.
+	// Connecting → Active: only State and RenewedAt move.
 	got, err := connecting().Establish(testEpoch, now)
 	wantErr(t, "Establish from Connecting", err, nil)
 	want := connecting()
 	want.State = Active
-	want.LastHeartbeat = now
+	want.RenewedAt = now
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Establish = %+v\nwant %+v", got, want)
 	}
@@ -84,13 +84,13 @@ func TestSessionEstablish(t *testing.T) {
 	}
 }
 
-func TestSessionHeartbeat(t *testing.T) {
+func TestSessionRenew(t *testing.T) {
 	for _, from := range []Session{connecting(), active(t)} {
 		now := at(10 * time.Second)
-		got, err := from.Heartbeat(testEpoch, now, time.Minute)
+		got, err := from.Renew(testEpoch, now, time.Minute)
 		wantErr(t, "Heartbeat", err, nil)
 		want := from
-		want.LastHeartbeat = now
+		want.RenewedAt = now
 		want.ExpiresAt = at(10*time.Second + time.Minute)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("Heartbeat from %s = %+v\nwant %+v", from.State, got, want)
@@ -198,7 +198,7 @@ var sessionOps = []struct {
 	op   func(s Session, epoch uint64) (Session, error)
 }{
 	{"Establish", func(s Session, e uint64) (Session, error) { return s.Establish(e, at(time.Hour)) }},
-	{"Heartbeat", func(s Session, e uint64) (Session, error) { return s.Heartbeat(e, at(time.Hour), time.Minute) }},
+	{"Renew", func(s Session, e uint64) (Session, error) { return s.Renew(e, at(time.Hour), time.Minute) }},
 	{"Update", func(s Session, e uint64) (Session, error) { return s.Update(e, Update{Status: ptr(Busy)}) }},
 	{"Update empty", func(s Session, e uint64) (Session, error) { return s.Update(e, Update{}) }},
 	{"End", func(s Session, e uint64) (Session, error) { return s.End(e, EndClean, at(time.Hour)) }},

@@ -34,7 +34,7 @@ type User struct {
 	Ended     []Session `json:"ended"`    // recently ended sessions, newest first
 	LastSeen  time.Time `json:"last_seen,omitzero"`
 	LastWords string    `json:"last_words,omitempty"` // text of the will that took the user offline
-	Current   Presence  `json:"current"`              // the last committed aggregate
+	Current   Aggregate `json:"current"`              // the last committed aggregate
 }
 
 // OpenArgs describes a new session.
@@ -188,7 +188,7 @@ func (u User) Renew(id string, epoch uint64, now time.Time, ttl time.Duration) (
 	if !ok {
 		return u, fmt.Errorf("%w: no live session %s/%s (write has epoch %d)", ErrStaleEpoch, u.Name, id, epoch)
 	}
-	s, err := u.Sessions[i].Heartbeat(epoch, now, ttl)
+	s, err := u.Sessions[i].Renew(epoch, now, ttl)
 	if err != nil {
 		return u, err
 	}
@@ -267,8 +267,8 @@ func (u User) NextDeadline() (time.Time, bool) {
 // committed one, it is given the next version (and a new since when the status
 // changed) and becomes Current; changed is then true. Every store operation
 // ends with Commit, so versions move exactly when what observers see moves.
-func (u User) Commit(rules Rules, now time.Time) (User, Presence, bool) {
-	p := Aggregate(u, rules)
+func (u User) Commit(rules Rules, now time.Time) (User, Aggregate, bool) {
+	p := Derive(u, rules)
 	if u.Current.Version != 0 && p.sameAs(u.Current) {
 		return u, u.Current, false
 	}

@@ -64,7 +64,7 @@ func TestOpen(t *testing.T) {
 	want := Session{
 		User: "alice", ID: "c1", Epoch: baseStamp, Node: "n1", Device: "phone",
 		Status: Away, Text: "hi", State: Active,
-		ConnectedAt: base, LastHeartbeat: base, ExpiresAt: at(testTTL),
+		ConnectedAt: base, RenewedAt: base, ExpiresAt: at(testTTL),
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Open session = %+v\nwant %+v", s, want)
@@ -456,7 +456,7 @@ func TestRenew(t *testing.T) {
 			}
 			wantUser := deepCopy(u)
 			if tc.want == nil {
-				wantUser.Sessions[0].LastHeartbeat = now
+				wantUser.Sessions[0].RenewedAt = now
 				wantUser.Sessions[0].ExpiresAt = now.Add(time.Minute)
 			}
 			if !reflect.DeepEqual(got, wantUser) {

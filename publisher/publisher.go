@@ -1,87 +1,56 @@
-package node
+// Package publisher is the last stage of presence: it turns committed
+// aggregates, as the store's feed reports them, into retained
+// presence/users/{user} messages. It publishes an aggregate only when its
+// version is above the one already published for that user, so a late,
+// duplicated or reloaded change can never move a status backwards, and it
+// keeps what it published, which the admin API serves byte for byte.
+//
+// The publisher is called from one goroutine (the pump) and never blocks on
+// a client: mochi queues each delivery, and a subscriber that cannot take
+// one is the delivery hook's business (hooks.Delivery), which tells the pump
+// what to send again, and to whom.
+package publisher
 
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 )
 
-// Publisher turns committed aggregates into retained presence/users/{user}
-// messages. Offer is the one entry point, for the live feed and the initial
-// load alike. Pending aggregates coalesce per user (the newest version wins),
-// so the queue is bounded by the number of users, and a late or duplicated
-// aggregate whose version is not above the one already published is dropped:
-// observers never see a version go backwards.
-type Publisher struct {
-	publish func(topic string, payload []byte) error
-	prefix  string
-	log     zerolog.Logger
-
-	mu      sync.Mutex
-	pending map[string]presence.Presence
-	order   []string
-	views   map[string]view // what is retained now, per user
-	signal  chan struct{}
-	resend  map[string]struct{} // users whose message a subscriber missed
-
-	stop chan struct{}
-	done chan struct{}
-
-	Stats PublisherStats
+// Broker is how the publisher reaches subscribers.
+type Broker interface {
+	// Publish publishes payload, version of user's presence, as the
+	// retained QoS 1 message of topic, from the broker itself.
+	Publish(user string, version uint64, topic string, payload []byte) error
+	// Retain stores payload as topic's retained message again, without
+	// delivering it, so that the broker's purge of old retained messages
+	// never removes presence that is still true.
+	Retain(topic string, payload []byte)
 }
 
-// PublisherStats are counts read with atomic loads.
-type PublisherStats struct {
-	Depth     atomic.Int64 // users with an aggregate waiting
+// Publisher publishes presence. Its methods are called from one goroutine;
+// the read-only ones (Get, Users, Versions) from any.
+type Publisher struct {
+	broker Broker
+	prefix string
+	log    zerolog.Logger
+
+	mu    sync.Mutex
+	views map[string]view // what is published now, per user
+	buf   []byte
+
+	Stats Stats
+}
+
+// Stats are counts read with atomic loads.
+type Stats struct {
 	Published atomic.Int64
-	Coalesced atomic.Int64 // aggregates replaced by a newer one before publishing
 	Old       atomic.Int64 // aggregates dropped for a version not above the published one
 	Errors    atomic.Int64
-	Resent    atomic.Int64 // current states sent again after a subscriber's queue overflowed
-}
-
-// Resend asks for user's current state to be published again: a subscriber
-// missed it (mochi dropped it for a full queue). The same version is sent,
-// paced, so that the queue can drain; observers ignore the repeat.
-func (p *Publisher) Resend(user string) {
-	p.mu.Lock()
-	p.resend[user] = struct{}{}
-	p.mu.Unlock()
-}
-
-// resendBatch and resendEvery pace the resends: a slow subscriber's queue
-// holds mqtt.max_writes_pending messages.
-const (
-	resendBatch = 128
-	resendEvery = 20 * time.Millisecond
-)
-
-func (p *Publisher) resendSome() {
-	p.mu.Lock()
-	users := make([]string, 0, resendBatch)
-	payloads := make([][]byte, 0, resendBatch)
-	for u := range p.resend {
-		if len(users) == resendBatch {
-			break
-		}
-		delete(p.resend, u)
-		if v, ok := p.views[u]; ok {
-			users = append(users, u)
-			payloads = append(payloads, v.payload)
-		}
-	}
-	p.mu.Unlock()
-	for i, u := range users {
-		if err := p.publish(p.Topic(u), payloads[i]); err != nil {
-			p.Stats.Errors.Add(1)
-			continue
-		}
-		p.Stats.Resent.Add(1)
-	}
+	Resent    atomic.Int64 // current states sent again for subscribers that missed them
 }
 
 type view struct {
@@ -89,108 +58,70 @@ type view struct {
 	payload []byte
 }
 
-// NewPublisher returns a publisher that retains payloads through publish.
-func NewPublisher(prefix string, publish func(topic string, payload []byte) error, log zerolog.Logger) *Publisher {
-	return &Publisher{
-		publish: publish, prefix: prefix, log: log,
-		pending: make(map[string]presence.Presence),
-		views:   make(map[string]view),
-		resend:  make(map[string]struct{}),
-		signal:  make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
-	}
+// New returns a publisher of presence under prefix (e.g. "presence").
+func New(prefix string, b Broker, log zerolog.Logger) *Publisher {
+	return &Publisher{broker: b, prefix: prefix, log: log, views: make(map[string]view)}
 }
 
 // Topic returns the retained topic of user.
 func (p *Publisher) Topic(user string) string { return p.prefix + "/users/" + user }
 
-// Offer queues an aggregate. It never blocks: stores call it under their lock.
-func (p *Publisher) Offer(pr presence.Presence) {
+// Publish publishes a as user's retained presence, unless a version at or
+// above a's is already published.
+func (p *Publisher) Publish(a presence.Aggregate) {
 	p.mu.Lock()
-	if v, ok := p.views[pr.User]; ok && v.version >= pr.Version {
+	if v, ok := p.views[a.User]; ok && v.version >= a.Version {
 		p.mu.Unlock()
 		p.Stats.Old.Add(1)
 		return
 	}
-	if q, ok := p.pending[pr.User]; ok {
-		if q.Version >= pr.Version {
-			p.mu.Unlock()
-			p.Stats.Old.Add(1)
-			return
-		}
-		p.Stats.Coalesced.Add(1)
-	} else {
-		p.order = append(p.order, pr.User)
-		p.Stats.Depth.Add(1)
-	}
-	p.pending[pr.User] = pr
+	p.buf = a.AppendJSON(p.buf[:0])
+	payload := append([]byte(nil), p.buf...)
 	p.mu.Unlock()
-	select {
-	case p.signal <- struct{}{}:
-	default:
+	if err := p.broker.Publish(a.User, a.Version, p.Topic(a.User), payload); err != nil {
+		p.Stats.Errors.Add(1)
+		p.log.Error().Err(err).Str("user", a.User).Msg("retained publish failed")
+		return
 	}
-}
-
-// Start starts the publishing goroutine.
-func (p *Publisher) Start() { go p.run() }
-
-// Stop publishes what is pending, stops and waits.
-func (p *Publisher) Stop() {
-	close(p.stop)
-	<-p.done
-}
-
-func (p *Publisher) run() {
-	defer close(p.done)
-	tick := time.NewTicker(resendEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.signal:
-			p.flush()
-		case <-tick.C:
-			p.resendSome()
-		case <-p.stop:
-			p.flush()
-			return
-		}
-	}
-}
-
-func (p *Publisher) flush() {
 	p.mu.Lock()
-	order, pending := p.order, p.pending
-	p.order, p.pending = nil, make(map[string]presence.Presence, len(pending))
+	p.views[a.User] = view{version: a.Version, payload: payload}
 	p.mu.Unlock()
-	var buf []byte
-	for _, user := range order {
-		pr := pending[user]
-		p.Stats.Depth.Add(-1)
-		p.mu.Lock()
-		if v, ok := p.views[user]; ok && v.version >= pr.Version {
-			p.mu.Unlock()
-			p.Stats.Old.Add(1)
-			continue
-		}
-		p.mu.Unlock()
-		buf = pr.AppendJSON(buf[:0])
-		payload := append([]byte(nil), buf...)
-		if err := p.publish(p.Topic(user), payload); err != nil {
-			p.Stats.Errors.Add(1)
-			p.log.Error().Err(err).Str("user", user).Msg("retained publish failed")
-			continue
-		}
-		p.mu.Lock()
-		if v, ok := p.views[user]; !ok || v.version < pr.Version {
-			p.views[user] = view{version: pr.Version, payload: payload}
-		}
-		p.mu.Unlock()
-		p.Stats.Published.Add(1)
+	p.Stats.Published.Add(1)
+}
+
+// Resend hands the current presence of user, unchanged, to send, which
+// delivers it to the subscribers that missed it; it reports whether there
+// was one to send.
+func (p *Publisher) Resend(user string, send func(version uint64, topic string, payload []byte) error) bool {
+	p.mu.Lock()
+	v, ok := p.views[user]
+	p.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if err := send(v.version, p.Topic(user), v.payload); err != nil {
+		p.Stats.Errors.Add(1)
+		return false
+	}
+	p.Stats.Resent.Add(1)
+	return true
+}
+
+// Refresh stores every published presence as retained again (see
+// Broker.Retain). It never delivers anything.
+func (p *Publisher) Refresh() {
+	p.mu.Lock()
+	all := make(map[string][]byte, len(p.views))
+	for u, v := range p.views {
+		all[u] = v.payload
+	}
+	p.mu.Unlock()
+	for u, payload := range all {
+		p.broker.Retain(p.Topic(u), payload)
 	}
 }
 
-// Get returns the payload retained for user.
+// Get returns the payload published for user.
 func (p *Publisher) Get(user string) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -198,14 +129,14 @@ func (p *Publisher) Get(user string) ([]byte, bool) {
 	return v.payload, ok
 }
 
-// Users returns how many users have a retained presence.
+// Users returns how many users have a published presence.
 func (p *Publisher) Users() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.views)
 }
 
-// Versions returns the version of every user's retained presence.
+// Versions returns the version of every user's published presence.
 func (p *Publisher) Versions() map[string]uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -1,25 +1,45 @@
-package node
+package publisher
 
 import (
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 )
 
+// sink is a Broker that records what it is asked to publish.
 type sink struct {
-	mu  sync.Mutex
-	got []string
+	mu       sync.Mutex
+	got      []string
+	retained map[string]string
 }
 
-func (s *sink) publish(topic string, payload []byte) error {
+func (s *sink) Publish(_ string, _ uint64, topic string, payload []byte) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.got = append(s.got, topic+" "+string(payload))
-	s.mu.Unlock()
+	if s.retained == nil {
+		s.retained = map[string]string{}
+	}
+	s.retained[topic] = string(payload)
 	return nil
+}
+
+// resend is what the pump gives Publisher.Resend: here, sent like any
+// message, without being retained.
+func (s *sink) resend(_ uint64, topic string, payload []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, topic+" "+string(payload))
+	return nil
+}
+
+func (s *sink) Retain(topic string, payload []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retained[topic] = "refreshed " + string(payload)
 }
 
 func (s *sink) snapshot() []string {
@@ -28,36 +48,22 @@ func (s *sink) snapshot() []string {
 	return append([]string(nil), s.got...)
 }
 
-func waitLen(t *testing.T, s *sink, n int) []string {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if got := s.snapshot(); len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("published %d, want %d: %q", len(s.snapshot()), n, s.snapshot())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // Old and duplicated versions are never published; a resend publishes the
 // current state again, unchanged.
 func TestPublisherVersionsAndResend(t *testing.T) {
 	s := &sink{}
-	p := NewPublisher("presence", s.publish, zerolog.Nop())
-	p.Start()
-	defer p.Stop()
-	p.Offer(presence.Presence{User: "amy", Status: presence.Online, Version: 5})
-	waitLen(t, s, 1)
-	p.Offer(presence.Presence{User: "amy", Status: presence.Offline, Version: 4}) // late
-	p.Offer(presence.Presence{User: "amy", Status: presence.Online, Version: 5})  // duplicate
-	p.Offer(presence.Presence{User: "amy", Status: presence.Away, Version: 6})
-	got := waitLen(t, s, 2)
-	p.Resend("amy")
-	p.Resend("nobody") // never published: nothing to resend
-	got = waitLen(t, s, 3)
+	p := New("presence", s, zerolog.Nop())
+	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})
+	p.Publish(presence.Aggregate{User: "amy", Status: presence.Offline, Version: 4}) // late
+	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})  // duplicate
+	p.Publish(presence.Aggregate{User: "amy", Status: presence.Away, Version: 6})
+	if got := s.snapshot(); len(got) != 2 {
+		t.Fatalf("published %q", got)
+	}
+	if !p.Resend("amy", s.resend) || p.Resend("nobody", s.resend) { // nobody was never published: nothing to resend
+		t.Fatal("Resend")
+	}
+	got := s.snapshot()
 	if len(got) != 3 || got[1] != got[2] || p.Stats.Resent.Load() != 1 {
 		t.Fatalf("published %q (resent %d)", got, p.Stats.Resent.Load())
 	}
@@ -66,5 +72,16 @@ func TestPublisherVersionsAndResend(t *testing.T) {
 	}
 	if p.Stats.Old.Load() != 2 {
 		t.Fatalf("old versions dropped %d, want 2", p.Stats.Old.Load())
+	}
+	if vs := p.Versions(); vs["amy"] != 6 || p.Users() != 1 {
+		t.Fatalf("versions %v users %d", vs, p.Users())
+	}
+	// A refresh stores the same payload again and delivers nothing.
+	p.Refresh()
+	if n := len(s.snapshot()); n != 3 {
+		t.Fatalf("refresh delivered: %d publishes", n)
+	}
+	if v, _ := p.Get("amy"); s.retained["presence/users/amy"] != "refreshed "+string(v) {
+		t.Fatalf("retained after refresh: %q", s.retained["presence/users/amy"])
 	}
 }

@@ -1,7 +1,3 @@
-// Package store holds the presence stores: the in-memory store, the embedded
-// default for a single node, and (in a later change) the Redis store shared by
-// many nodes. Every operation is atomic and epoch-checked, and every committed
-// change of a user's aggregate is handed to the change feed in commit order.
 package store
 
 import (
@@ -19,33 +15,27 @@ import (
 // the presence package applied under it, so each is atomic exactly as a Redis
 // script will be.
 type Memory struct {
-	now   func() time.Time
-	rules presence.Rules
+	now    func() time.Time
+	rules  presence.Rules
+	report func(Event) // called under mu, in commit order; must not block
 
 	mu    sync.Mutex
 	users map[string]presence.User
-	feed  func(presence.Presence) // called under mu, in commit order; must not block
 }
 
-// NewMemory returns an empty store. now is the clock (time.Now in production).
-func NewMemory(rules presence.Rules, now func() time.Time) *Memory {
-	return &Memory{now: now, rules: rules, users: make(map[string]presence.User)}
+// NewMemory returns an empty store. now is the clock (time.Now in
+// production); report receives every committed change, in commit order, while
+// the store's lock is held, so it must return at once (a Feed's Push does).
+func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User)}
 }
 
-// Watch sets the change feed: fn receives every committed aggregate, in commit
-// order per user, while the store's lock is held. fn must return at once.
-func (m *Memory) Watch(fn func(presence.Presence)) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.feed = fn
-}
-
-// commit stores u, derives its aggregate and feeds it when it changed.
+// commit stores u, derives its aggregate and reports it when it changed.
 func (m *Memory) commit(u presence.User, now time.Time) {
 	u, p, changed := u.Commit(m.rules, now)
 	m.users[u.Name] = u
-	if changed && m.feed != nil {
-		m.feed(p)
+	if changed {
+		m.report(Event{Kind: Changed, Aggregate: p})
 	}
 }
 
@@ -107,9 +97,9 @@ func (m *Memory) SetAccount(_ context.Context, user string, upd presence.Account
 	return nil
 }
 
-// Renew extends the expiry of each named session to now+ttl. It returns the
-// sessions the store no longer has live at that epoch.
-func (m *Memory) Renew(_ context.Context, node string, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error) {
+// Renew extends the store-side expiry of each named session to now+ttl. It
+// returns the sessions the store no longer has live at that epoch.
+func (m *Memory) Renew(_ context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -143,13 +133,13 @@ func (m *Memory) Reap(context.Context) (int, error) {
 	return n, nil
 }
 
-// Get returns a user's current aggregate.
-func (m *Memory) Get(_ context.Context, user string) (presence.Presence, bool, error) {
+// Get returns a user's current aggregate (tests compare the stores with it).
+func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u, ok := m.users[user]
 	if !ok || u.Current.Version == 0 {
-		return presence.Presence{}, false, nil
+		return presence.Aggregate{}, false, nil
 	}
 	return u.Current, true, nil
 }
@@ -162,11 +152,11 @@ func (m *Memory) User(_ context.Context, user string) (presence.User, bool, erro
 	return u, ok, nil
 }
 
-// Load hands every user's current aggregate to fn, sorted by user name. It is
-// the initial load, and it goes to the same place as the feed.
-func (m *Memory) Load(_ context.Context, fn func(presence.Presence)) error {
+// Load reports every user's current aggregate as a change, sorted by user
+// name: the initial load goes the same way as every commit.
+func (m *Memory) Load(context.Context) error {
 	m.mu.Lock()
-	all := make([]presence.Presence, 0, len(m.users))
+	all := make([]presence.Aggregate, 0, len(m.users))
 	for _, u := range m.users {
 		if u.Current.Version != 0 {
 			all = append(all, u.Current)
@@ -175,7 +165,7 @@ func (m *Memory) Load(_ context.Context, fn func(presence.Presence)) error {
 	m.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].User < all[j].User })
 	for _, p := range all {
-		fn(p)
+		m.report(Event{Kind: Changed, Aggregate: p})
 	}
 	return nil
 }

@@ -14,11 +14,10 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time          { return c.t }
 func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-func newTestStore() (*Memory, *fakeClock, *[]presence.Presence) {
+func newTestStore() (*Memory, *fakeClock, *[]presence.Aggregate) {
 	clk := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now)
-	var feed []presence.Presence
-	m.Watch(func(p presence.Presence) { feed = append(feed, p) })
+	var feed []presence.Aggregate
+	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now, changesTo(&feed))
 	return m, clk, &feed
 }
 
@@ -86,7 +85,7 @@ func TestMemoryStaleWritesChangeNothing(t *testing.T) {
 			t.Errorf("write %d: %v, want stale", i, err)
 		}
 	}
-	stale, err := m.Renew(ctx, "n1", []presence.SessionRef{{User: "bob", ID: "phone", Epoch: old.Epoch}}, time.Minute)
+	stale, err := m.Renew(ctx, []presence.SessionRef{{User: "bob", ID: "phone", Epoch: old.Epoch}}, time.Minute)
 	if err != nil || len(stale) != 1 {
 		t.Fatalf("renew of the old epoch: %v %v", stale, err)
 	}
@@ -105,7 +104,7 @@ func TestMemoryRenewAndReap(t *testing.T) {
 	a := open(t, m, "carol", "phone")
 	b := open(t, m, "dave", "phone")
 	clk.advance(50 * time.Second)
-	if stale, err := m.Renew(ctx, "n1", []presence.SessionRef{{User: "carol", ID: "phone", Epoch: a.Epoch}}, time.Minute); err != nil || len(stale) != 0 {
+	if stale, err := m.Renew(ctx, []presence.SessionRef{{User: "carol", ID: "phone", Epoch: a.Epoch}}, time.Minute); err != nil || len(stale) != 0 {
 		t.Fatalf("renew: %v %v", stale, err)
 	}
 	n := len(*feed)
@@ -140,9 +139,8 @@ func TestMemoryStampsSurviveRestart(t *testing.T) {
 	}
 	last := (*feed1)[len(*feed1)-1]
 	clk.advance(time.Second)
-	m2 := NewMemory(presence.NewRules(nil), clk.now)
-	var feed2 []presence.Presence
-	m2.Watch(func(p presence.Presence) { feed2 = append(feed2, p) })
+	var feed2 []presence.Aggregate
+	m2 := NewMemory(presence.NewRules(nil), clk.now, changesTo(&feed2))
 	s := open(t, m2, "erin", "phone")
 	if s.Epoch <= last.Sessions[0].Epoch || feed2[0].Version <= last.Version {
 		t.Fatalf("after restart: epoch %d (was %d), version %d (was %d)", s.Epoch, last.Sessions[0].Epoch, feed2[0].Version, last.Version)
@@ -168,14 +166,27 @@ func TestMemoryRejectsBadInput(t *testing.T) {
 }
 
 func TestMemoryLoadGivesEveryUser(t *testing.T) {
-	m, _, _ := newTestStore()
+	m, _, feed := newTestStore()
 	open(t, m, "zed", "a")
 	open(t, m, "amy", "b")
-	var got []string
-	if err := m.Load(context.Background(), func(p presence.Presence) { got = append(got, p.User) }); err != nil {
+	before := len(*feed)
+	if err := m.Load(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range (*feed)[before:] { // the load reports like the commits
+		got = append(got, p.User)
 	}
 	if len(got) != 2 || got[0] != "amy" || got[1] != "zed" {
 		t.Fatalf("load: %v", got)
+	}
+}
+
+// changesTo is a store's report function that appends every change to feed.
+func changesTo(feed *[]presence.Aggregate) func(Event) {
+	return func(e Event) {
+		if e.Kind == Changed {
+			*feed = append(*feed, e.Aggregate)
+		}
 	}
 }

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,39 +14,35 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
-type collected struct {
-	mu  sync.Mutex
-	all []presence.Presence
+// events collects what a store reports: its changes in a testkit.Changes,
+// everything else in order.
+type events struct {
+	testkit.Changes
+	mu     sync.Mutex
+	others []Event
 }
 
-func (c *collected) add(p presence.Presence) {
-	c.mu.Lock()
-	c.all = append(c.all, p)
-	c.mu.Unlock()
-}
-
-func (c *collected) last(user string) (presence.Presence, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.all) - 1; i >= 0; i-- {
-		if c.all[i].User == user {
-			return c.all[i], true
-		}
+func (e *events) report(ev Event) {
+	if ev.Kind == Changed {
+		e.Add(ev.Aggregate)
+		return
 	}
-	return presence.Presence{}, false
+	e.mu.Lock()
+	e.others = append(e.others, ev)
+	e.mu.Unlock()
 }
 
-func newRedisStore(t *testing.T, c redis.UniversalClient, node string) (*Redis, *collected) {
+func newRedisStore(t *testing.T, c redis.UniversalClient, node string) (*Redis, *events) {
 	t.Helper()
+	col := &events{}
 	r := NewRedis(RedisOptions{
 		Client: c, Prefix: "t:" + t.Name() + ":", Node: node, Authoritative: []string{"desktop"},
-		NodeTTL: 3 * time.Second, Retention: time.Hour, Log: zerolog.Nop(),
+		NodeTTL: 3 * time.Second, Retention: time.Hour, Log: zerolog.Nop(), Report: col.report,
 	})
-	col := &collected{}
-	r.Watch(col.add)
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -52,19 +50,9 @@ func newRedisStore(t *testing.T, c redis.UniversalClient, node string) (*Redis, 
 	return r, col
 }
 
-func waitUser(t *testing.T, col *collected, user string, cond func(presence.Presence) bool) presence.Presence {
+func waitUser(t *testing.T, col *events, user string, cond func(presence.Aggregate) bool) presence.Aggregate {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if p, ok := col.last(user); ok && cond(p) {
-			return p
-		}
-		if time.Now().After(deadline) {
-			p, _ := col.last(user)
-			t.Fatalf("%s: condition not met; last %+v", user, p)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return col.WaitFor(t, 10*time.Second, user, "condition", cond)
 }
 
 func TestRedisStoreOperations(t *testing.T) {
@@ -79,7 +67,7 @@ func TestRedisStoreOperations(t *testing.T) {
 		return s
 	}
 	a := open("alice", "phone", "phone")
-	p := waitUser(t, col, "alice", func(p presence.Presence) bool { return p.Status == presence.Online })
+	p := waitUser(t, col, "alice", func(p presence.Aggregate) bool { return p.Status == presence.Online })
 	if len(p.Sessions) != 1 || p.Sessions[0].Epoch != a.Epoch || p.Sessions[0].Device != "phone" || !p.LastSeen.IsZero() {
 		t.Fatalf("after open: %+v", p)
 	}
@@ -88,7 +76,7 @@ func TestRedisStoreOperations(t *testing.T) {
 	if err := r.Update(ctx, presence.SessionRef{User: "alice", ID: "desk", Epoch: b.Epoch}, presence.Update{Status: &busy}); err != nil {
 		t.Fatal(err)
 	}
-	waitUser(t, col, "alice", func(p presence.Presence) bool { return p.Status == presence.Busy && len(p.Sessions) == 2 })
+	waitUser(t, col, "alice", func(p presence.Aggregate) bool { return p.Status == presence.Busy && len(p.Sessions) == 2 })
 	// Takeover of the phone: new epoch, never offline; the old epoch is stale.
 	a2 := open("alice", "phone", "phone")
 	if a2.Epoch <= b.Epoch {
@@ -102,13 +90,13 @@ func TestRedisStoreOperations(t *testing.T) {
 	if err := r.SetAccount(ctx, "alice", presence.AccountUpdate{Status: &dnd, Text: &text}); err != nil {
 		t.Fatal(err)
 	}
-	waitUser(t, col, "alice", func(p presence.Presence) bool { return p.Status == presence.DND && p.Text == "focus" })
+	waitUser(t, col, "alice", func(p presence.Aggregate) bool { return p.Status == presence.DND && p.Text == "focus" })
 	on := presence.Online
 	empty := ""
 	if err := r.SetAccount(ctx, "alice", presence.AccountUpdate{Status: &on, Text: &empty}); err != nil {
 		t.Fatal(err)
 	}
-	waitUser(t, col, "alice", func(p presence.Presence) bool { return p.Status == presence.Busy && p.Text == "" })
+	waitUser(t, col, "alice", func(p presence.Aggregate) bool { return p.Status == presence.Busy && p.Text == "" })
 	words := "battery"
 	for _, e := range []presence.EndArgs{
 		{User: "alice", ID: "desk", Epoch: b.Epoch, Reason: presence.EndClean},
@@ -118,18 +106,17 @@ func TestRedisStoreOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	off := waitUser(t, col, "alice", func(p presence.Presence) bool { return p.Status == presence.Offline })
+	off := waitUser(t, col, "alice", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	if off.Text != "battery" || off.LastSeen.IsZero() || len(off.Sessions) != 0 || !off.Since.Equal(off.LastSeen) {
 		t.Fatalf("offline: %+v", off)
 	}
 	// Versions strictly increase over the feed; Get and User agree with it.
-	col.mu.Lock()
-	for i := 1; i < len(col.all); i++ {
-		if col.all[i].Version <= col.all[i-1].Version {
-			t.Errorf("version %d after %d", col.all[i].Version, col.all[i-1].Version)
+	all := col.All()
+	for i := 1; i < len(all); i++ {
+		if all[i].Version <= all[i-1].Version {
+			t.Errorf("version %d after %d", all[i].Version, all[i-1].Version)
 		}
 	}
-	col.mu.Unlock()
 	got, ok, err := r.Get(ctx, "alice")
 	if err != nil || !ok || got.Version != off.Version || got.Status != presence.Offline || got.Text != "battery" {
 		t.Fatalf("Get: %+v %v %v", got, ok, err)
@@ -139,10 +126,11 @@ func TestRedisStoreOperations(t *testing.T) {
 		t.Fatalf("ended: %+v", u.Ended)
 	}
 	// Load gives the same aggregate as the feed.
-	var loaded []presence.Presence
-	if err := r.Load(ctx, func(p presence.Presence) { loaded = append(loaded, p) }); err != nil {
+	before := col.Len()
+	if err := r.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
+	loaded := col.All()[before:] // the load reports like the feed
 	if len(loaded) != 1 || loaded[0].Version != off.Version || loaded[0].Text != "battery" || !loaded[0].LastSeen.Equal(off.LastSeen) {
 		t.Fatalf("load: %+v", loaded)
 	}
@@ -162,9 +150,7 @@ func TestRedisMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	r, col := newRedisStore(t, srv.Client(t), "n1")
 	clk := &fakeClock{t: time.Now()}
-	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now)
-	mcol := &collected{}
-	m.Watch(mcol.add)
+	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now, func(Event) {})
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(1))
 	users := []string{"u1", "u2"}
@@ -188,12 +174,9 @@ func TestRedisMatchesMemory(t *testing.T) {
 	lastMs := int64(0) // Redis's millisecond after the previous step's writes
 	for i := 0; i < 300; i++ {
 		clk.advance(time.Millisecond)
-		deadline := time.Now().Add(5 * time.Second)
-		for redisMs() <= lastMs {
-			if time.Now().After(deadline) {
-				t.Fatal("Redis TIME did not move")
-			}
-		}
+		testkit.Wait(t, 5*time.Second, "Redis TIME in a new millisecond", func() error {
+			return testkit.Why(redisMs() > lastMs, "still the same millisecond")
+		})
 		u, id := users[rng.Intn(2)], ids[rng.Intn(3)]
 		k := key{u, id}
 		switch op := rng.Intn(5); {
@@ -274,24 +257,20 @@ func TestRedisSweepsLostNode(t *testing.T) {
 	if _, err := alive.Open(ctx, presence.OpenArgs{User: "carol", ID: "laptop", Node: "alive", TTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	waitUser(t, col, "carol", func(p presence.Presence) bool { return len(p.Sessions) == 2 })
-	dead.Stop() // no more heartbeats; its record expires after NodeTTL
-	if n, _ := alive.Reap(ctx); n != 0 {
+	waitUser(t, col, "carol", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
+	dead.halt() // a crash: no more refreshes; its record expires after NodeTTL
+	if n, _ := alive.Sweep(ctx); n != 0 {
 		t.Fatalf("swept a live node: %d", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	total := 0
-	for total < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("dead node not swept (ended %d)", total)
-		}
+	testkit.Wait(t, 10*time.Second, "the dead node swept", func() error {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for _, s := range []*Redis{alive, other} { // racing sweepers
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				n, err := s.Reap(ctx)
+				n, err := s.Sweep(ctx)
 				if err != nil {
 					t.Error(err)
 				}
@@ -301,13 +280,13 @@ func TestRedisSweepsLostNode(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		time.Sleep(50 * time.Millisecond)
-	}
+		return testkit.Why(total >= 2, fmt.Sprintf("%d sessions ended", total))
+	})
 	if total != 2 {
 		t.Fatalf("sweepers ended %d sessions, want 2", total)
 	}
-	waitUser(t, col, "bob", func(p presence.Presence) bool { return p.Status == presence.Offline })
-	carol := waitUser(t, col, "carol", func(p presence.Presence) bool { return len(p.Sessions) == 1 })
+	waitUser(t, col, "bob", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
+	carol := waitUser(t, col, "carol", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
 	if carol.Status != presence.Online || carol.Sessions[0].Node != "alive" {
 		t.Fatalf("carol: %+v", carol)
 	}
@@ -333,7 +312,7 @@ func TestRedisCluster(t *testing.T) {
 		if err := r.Update(ctx, presence.SessionRef{User: u, ID: s.ID, Epoch: s.Epoch}, presence.Update{Status: &away}); err != nil {
 			t.Fatal(err)
 		}
-		if stale, err := r.Renew(ctx, "n1", []presence.SessionRef{{User: u, ID: s.ID, Epoch: s.Epoch}}, time.Hour); err != nil || len(stale) != 0 {
+		if stale, err := r.Renew(ctx, []presence.SessionRef{{User: u, ID: s.ID, Epoch: s.Epoch}}, time.Hour); err != nil || len(stale) != 0 {
 			t.Fatalf("renew: %v %v", stale, err)
 		}
 		if err := r.End(ctx, presence.EndArgs{User: u, ID: s.ID, Epoch: s.Epoch, Reason: presence.EndClean}); err != nil {
@@ -341,10 +320,105 @@ func TestRedisCluster(t *testing.T) {
 		}
 	}
 	for _, u := range users {
-		waitUser(t, col, u, func(p presence.Presence) bool { return p.Status == presence.Offline })
+		waitUser(t, col, u, func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	}
-	n := 0
-	if err := r.Load(ctx, func(presence.Presence) { n++ }); err != nil || n != len(users) {
+	before := col.Len()
+	err := r.Load(ctx)
+	if n := col.Len() - before; err != nil || n != len(users) {
 		t.Fatalf("load over the cluster: %d users, %v", n, err)
+	}
+}
+
+// Two nodes with one node id on one Redis: the second refuses to start,
+// naming the id, while the first lives. After a crash (the record left to
+// expire) a new run with that id waits until the record has missed a
+// refresh, then takes it over; after a clean stop it starts at once.
+func TestRedisNodeIDInUse(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	first, _ := newRedisStore(t, c, "twin")
+	twin := NewRedis(RedisOptions{
+		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
+		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+	})
+	start := time.Now()
+	err := twin.Start(context.Background())
+	if !errors.Is(err, ErrNodeIDInUse) || !strings.Contains(err.Error(), `"twin"`) {
+		twin.Stop()
+		t.Fatalf("second node with the same id: %v, want ErrNodeIDInUse naming the id", err)
+	}
+	t.Logf("refused after %v: %v", time.Since(start).Round(time.Millisecond), err)
+
+	first.halt() // a crash
+	again := NewRedis(RedisOptions{
+		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
+		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+	})
+	start = time.Now()
+	if err := again.Start(context.Background()); err != nil {
+		t.Fatalf("restart after a crash: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("restart after a crash claimed the id after %v", took.Round(time.Millisecond))
+	if took > 3*time.Second/3+time.Second {
+		t.Errorf("restart after a crash took %v, want at most node_ttl/3 + 1 s", took)
+	}
+	if inc, _ := c.Get(context.Background(), "t:"+t.Name()+":node:twin").Result(); inc != again.Incarnation() {
+		t.Errorf("record names %q, want the new incarnation %q", inc, again.Incarnation())
+	}
+	again.Stop() // clean: the record goes with it
+	last := NewRedis(RedisOptions{
+		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
+		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+	})
+	start = time.Now()
+	if err := last.Start(context.Background()); err != nil {
+		t.Fatalf("restart after a clean stop: %v", err)
+	}
+	defer last.Stop()
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("restart after a clean stop took %v, want it at once", took)
+	}
+}
+
+// Redis restarted empty: the node's record is gone, and the store reports a
+// Reset (with a new incarnation) instead of calling into the node; Tombstone
+// then records offline, above the version observers hold, a user Redis lost.
+func TestRedisResetAndTombstone(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	r, col := newRedisStore(t, c, "n1")
+	ctx := context.Background()
+	if _, err := r.Open(ctx, presence.OpenArgs{User: "gil", ID: "phone", Node: "n1", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	on := waitUser(t, col, "gil", func(p presence.Aggregate) bool { return p.Status == presence.Online })
+	inc := r.Incarnation()
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, 10*time.Second, "a Reset reported", func() error {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		for _, e := range col.others {
+			if e.Kind == Reset && e.Settle > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %+v", col.others)
+	})
+	if r.Incarnation() == inc || r.Stats().Resets != 1 {
+		t.Fatalf("incarnation %s (was %s), resets %d", r.Incarnation(), inc, r.Stats().Resets)
+	}
+	n, err := r.Tombstone(ctx, map[string]uint64{"gil": on.Version})
+	if err != nil || n != 1 {
+		t.Fatalf("tombstone: %d %v", n, err)
+	}
+	off := waitUser(t, col, "gil", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
+	if off.Version <= on.Version {
+		t.Fatalf("tombstone version %d, not above %d", off.Version, on.Version)
+	}
+	if n, _ := r.Tombstone(ctx, map[string]uint64{"gil": on.Version}); n != 0 {
+		t.Fatalf("a second tombstone wrote %d", n)
 	}
 }

@@ -41,7 +41,7 @@ type wireSession struct {
 	St string  `json:"st"`
 	Tx string  `json:"tx"`
 	C  float64 `json:"c"`
-	Hb float64 `json:"hb"`
+	Rn float64 `json:"rn"`
 	X  float64 `json:"x"`
 	R  string  `json:"r"`
 	Ea float64 `json:"ea"`
@@ -66,40 +66,40 @@ func msString(s string) (time.Time, error) {
 }
 
 // decodeChange turns a feed message into the aggregate observers get.
-func decodeChange(b []byte) (presence.Presence, error) {
+func decodeChange(b []byte) (presence.Aggregate, error) {
 	var w wireChange
 	if err := json.Unmarshal(b, &w); err != nil {
-		return presence.Presence{}, fmt.Errorf("feed message: %w", err)
+		return presence.Aggregate{}, fmt.Errorf("feed message: %w", err)
 	}
 	return w.presence()
 }
 
-func (w wireChange) presence() (presence.Presence, error) {
+func (w wireChange) presence() (presence.Aggregate, error) {
 	v, err := strconv.ParseUint(w.V, 10, 64)
 	if err != nil {
-		return presence.Presence{}, fmt.Errorf("feed version %q: %w", w.V, err)
+		return presence.Aggregate{}, fmt.Errorf("feed version %q: %w", w.V, err)
 	}
-	p := presence.Presence{User: w.U, Status: presence.Status(w.St), Text: w.Tx, Version: v, Sessions: []presence.SessionView{}}
+	p := presence.Aggregate{User: w.U, Status: presence.Status(w.St), Text: w.Tx, Version: v, Sessions: []presence.SessionView{}}
 	if p.Since, err = msString(w.Since); err != nil {
-		return presence.Presence{}, err
+		return presence.Aggregate{}, err
 	}
 	if p.LastSeen, err = msString(w.Ls); err != nil {
-		return presence.Presence{}, err
+		return presence.Aggregate{}, err
 	}
 	var views []wireView
 	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
 		if err := json.Unmarshal(w.Ss, &views); err != nil {
-			return presence.Presence{}, fmt.Errorf("feed sessions: %w", err)
+			return presence.Aggregate{}, fmt.Errorf("feed sessions: %w", err)
 		}
 	}
 	for _, sv := range views {
 		e, err := strconv.ParseUint(sv.E, 10, 64)
 		if err != nil {
-			return presence.Presence{}, fmt.Errorf("feed epoch %q: %w", sv.E, err)
+			return presence.Aggregate{}, fmt.Errorf("feed epoch %q: %w", sv.E, err)
 		}
 		c, err := msString(sv.C)
 		if err != nil {
-			return presence.Presence{}, err
+			return presence.Aggregate{}, err
 		}
 		p.Sessions = append(p.Sessions, presence.SessionView{ID: sv.ID, Epoch: e, Node: sv.N, Device: sv.D, Status: presence.Status(sv.St), ConnectedAt: c})
 	}
@@ -113,7 +113,7 @@ func (w wireSession) session(user string) (presence.Session, error) {
 	}
 	s := presence.Session{
 		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
-		State: presence.Active, ConnectedAt: msTime(w.C), LastHeartbeat: msTime(w.Hb), ExpiresAt: msTime(w.X),
+		State: presence.Active, ConnectedAt: msTime(w.C), RenewedAt: msTime(w.Rn), ExpiresAt: msTime(w.X),
 	}
 	if w.R != "" {
 		s.EndReason = presence.EndReason(w.R)
@@ -125,10 +125,10 @@ func (w wireSession) session(user string) (presence.Session, error) {
 
 // decodeUser turns a user's hash (HGETALL) into the record and its current
 // aggregate. ok is false for a hash without a committed aggregate.
-func decodeUser(user string, h map[string]string) (presence.User, presence.Presence, bool, error) {
+func decodeUser(user string, h map[string]string) (presence.User, presence.Aggregate, bool, error) {
 	u := presence.User{Name: user, Account: presence.Account{Status: presence.Status(h["as"]), Text: h["at"]}, LastWords: h["lw"]}
 	if h["v"] == "" {
-		return u, presence.Presence{}, false, nil
+		return u, presence.Aggregate{}, false, nil
 	}
 	var views []wireView
 	for f, v := range h {
@@ -137,11 +137,11 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Prese
 		}
 		var ws wireSession
 		if err := json.Unmarshal([]byte(v), &ws); err != nil {
-			return u, presence.Presence{}, false, fmt.Errorf("session %s of %s: %w", f, user, err)
+			return u, presence.Aggregate{}, false, fmt.Errorf("session %s of %s: %w", f, user, err)
 		}
 		s, err := ws.session(user)
 		if err != nil {
-			return u, presence.Presence{}, false, err
+			return u, presence.Aggregate{}, false, err
 		}
 		u.Sessions = append(u.Sessions, s)
 		views = append(views, wireView{ID: ws.ID, E: ws.E, N: ws.N, D: ws.D, St: ws.St, C: strconv.FormatInt(int64(ws.C), 10)})
@@ -158,12 +158,12 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Prese
 	if raw := h["ended"]; raw != "" && raw != "{}" {
 		var ended []wireSession
 		if err := json.Unmarshal([]byte(raw), &ended); err != nil {
-			return u, presence.Presence{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
+			return u, presence.Aggregate{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
 		}
 		for _, ws := range ended {
 			s, err := ws.session(user)
 			if err != nil {
-				return u, presence.Presence{}, false, err
+				return u, presence.Aggregate{}, false, err
 			}
 			u.Ended = append(u.Ended, s)
 		}
@@ -178,7 +178,7 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Prese
 	}
 	p, err := w.presence()
 	if err != nil {
-		return u, presence.Presence{}, false, err
+		return u, presence.Aggregate{}, false, err
 	}
 	u.LastSeen = p.LastSeen
 	u.Current = p

@@ -1,4 +1,17 @@
-package node
+// Package tracker is the stage between the MQTT hook and the store. For
+// every connection of this node that has a user, it holds what the store
+// should say (presence.Wanted) and what the store was last told
+// (presence.Written), and a few worker goroutines write the difference. A
+// hook only changes the wanted state and marks the connection dirty, so
+// nothing on the packet path waits on the store, and many changes of one
+// connection coalesce into one write (the latest wins). Which write comes
+// next is decided by presence.Plan, a pure function.
+//
+// Goroutines: one worker per shard, and a short-lived one per item waiting
+// to retry after a store failure; Stop stops and waits for all of them.
+// Lock order: Tracker.mu before slot.mu and acct.mu; no lock is held while
+// the store is called.
+package tracker
 
 import (
 	"context"
@@ -8,44 +21,47 @@ import (
 	"sync/atomic"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
-	"github.com/presenced/presenced/store"
 )
 
-// Tracker holds, for every connection of this node that has a user, what the
-// store should say (want) and what the store was last told (have), and writes
-// the difference from a few worker goroutines. A hook only changes want and
-// marks the slot dirty, so nothing on the packet path waits on the store, and
-// many changes of one connection coalesce into one write (latest wins).
-//
-// Slots are keyed by MQTT client id, which is also the session id: a takeover
-// replaces want.conn, so the old connection's late events are recognised and
-// ignored here, and the store ends the old session when it opens the new one.
+// Store is what the tracker needs of a presence store. Every operation is
+// atomic and epoch-checked: a write naming a session at an epoch that is not
+// its current live one returns an error wrapping presence.ErrStaleEpoch (or
+// presence.ErrNotLive) and changes nothing.
+type Store interface {
+	Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error)
+	End(ctx context.Context, a presence.EndArgs) error
+	Update(ctx context.Context, ref presence.SessionRef, upd presence.Update) error
+	SetAccount(ctx context.Context, user string, upd presence.AccountUpdate) error
+	// Renew extends the named sessions' store-side expiry and returns those
+	// the store no longer has live at that epoch.
+	Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
+}
+
+// Tracker writes this node's sessions to the store.
 type Tracker struct {
 	store   Store
-	node    string
-	ttl     time.Duration
+	plan    presence.Plan
+	outage  func(error) bool
 	log     zerolog.Logger
 	seed    maphash.Seed
 	shards  []*queue
 	retryIn time.Duration
 
 	mu    sync.Mutex
-	slots map[string]*slot
-	accts map[string]*acct
+	slots map[string]*slot // by client id, which is the session id
+	accts map[string]*acct // by user
 
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	Stats TrackerStats
+	Stats Stats
 }
 
-// TrackerStats are counts read with atomic loads.
-type TrackerStats struct {
+// Stats are counts read with atomic loads.
+type Stats struct {
 	Depth       atomic.Int64 // items waiting in the queues or being written
 	Retrying    atomic.Int64 // items waiting to be tried again after a store failure
 	Stale       atomic.Int64 // writes the store refused as stale
@@ -57,33 +73,11 @@ type TrackerStats struct {
 	Lost        atomic.Int64 // sessions the store no longer had at renewal
 }
 
-type want struct {
-	conn        *mqtt.Client
-	user        string
-	device      string
-	status      presence.Status
-	text        string
-	established bool
-	live        bool
-	reason      presence.EndReason
-	lastWords   *string
-}
-
-type have struct {
-	conn   *mqtt.Client
-	user   string
-	epoch  uint64
-	open   bool
-	device string
-	status presence.Status
-	text   string
-}
-
 type slot struct {
 	id     string
 	mu     sync.Mutex
-	want   want
-	have   have
+	want   presence.Wanted
+	have   presence.Written
 	queued bool
 }
 
@@ -94,24 +88,50 @@ type acct struct {
 	queued  bool
 }
 
-// NewTracker returns a tracker writing to store as node, giving each session
-// the store-side expiry ttl, with the given number of worker shards.
-func NewTracker(store Store, node string, ttl time.Duration, shards int, log zerolog.Logger) *Tracker {
+// Options configure a tracker.
+type Options struct {
+	Node   string        // this node, written into each session
+	TTL    time.Duration // each session's store-side expiry
+	Shards int           // worker goroutines writing side by side (default 4)
+	// Outage reports the store errors that mean "unreachable", which the
+	// store logs once per outage itself: the tracker logs those writes at
+	// debug level only. Nil: none.
+	Outage func(error) bool
+	Log    zerolog.Logger
+}
+
+// New returns a tracker writing to store; Start starts its workers.
+func New(store Store, o Options) *Tracker {
+	if o.Shards <= 0 {
+		o.Shards = 4
+	}
+	if o.Outage == nil {
+		o.Outage = func(error) bool { return false }
+	}
 	t := &Tracker{
-		store: store, node: node, ttl: ttl, log: log,
+		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, outage: o.Outage, log: o.Log,
 		seed:    maphash.MakeSeed(),
 		retryIn: 200 * time.Millisecond,
 		slots:   make(map[string]*slot),
 		accts:   make(map[string]*acct),
 		stop:    make(chan struct{}),
 	}
-	for range shards {
+	for range o.Shards {
 		t.shards = append(t.shards, newQueue(&t.Stats.Depth))
 	}
 	return t
 }
 
-var _ hooks.Tracker = (*Tracker)(nil)
+// refused reports the errors that trying again cannot fix: the store
+// refused the write for what it says.
+func refused(err error) bool {
+	for _, e := range []error{presence.ErrBadName, presence.ErrBadStatus, presence.ErrBadPayload, presence.ErrBadTransition} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
 
 // Start starts the workers.
 func (t *Tracker) Start() {
@@ -121,7 +141,8 @@ func (t *Tracker) Start() {
 	}
 }
 
-// Drain waits until every queue is empty or ctx ends.
+// Drain waits until every queue is empty (every write made, not merely
+// taken) or ctx ends.
 func (t *Tracker) Drain(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -202,17 +223,18 @@ func (t *Tracker) enqueue(it item) {
 	}
 }
 
-// change applies fn to the slot of cl if cl is still that slot's connection.
-func (t *Tracker) change(cl *mqtt.Client, fn func(w *want)) {
+// change applies fn to the wanted state of session id if conn is still its
+// connection; events of a replaced connection are counted and ignored.
+func (t *Tracker) change(conn presence.ConnID, id string, fn func(w *presence.Wanted)) {
 	t.mu.Lock()
-	s := t.slots[cl.ID]
+	s := t.slots[id]
 	t.mu.Unlock()
 	if s == nil {
 		t.Stats.StaleEvents.Add(1)
 		return
 	}
 	s.mu.Lock()
-	if s.want.conn != cl {
+	if s.want.Conn != conn {
 		s.mu.Unlock()
 		t.Stats.StaleEvents.Add(1)
 		return
@@ -222,41 +244,44 @@ func (t *Tracker) change(cl *mqtt.Client, fn func(w *want)) {
 	t.enqueue(s)
 }
 
-// Connect implements hooks.Tracker.
-func (t *Tracker) Connect(cl *mqtt.Client, id hooks.Identity) {
+// Connect is called when connection conn of user, with session id id, is
+// about to be established (before CONNACK). It replaces any earlier
+// connection with the same id.
+func (t *Tracker) Connect(conn presence.ConnID, id, user, device string) {
 	t.mu.Lock() // held while want is set, so that sync cannot drop the slot in between
-	s := t.slots[cl.ID]
+	s := t.slots[id]
 	if s == nil {
-		s = &slot{id: cl.ID}
-		t.slots[cl.ID] = s
+		s = &slot{id: id}
+		t.slots[id] = s
 	}
 	s.mu.Lock()
-	s.want = want{conn: cl, user: id.User, device: id.Device, status: presence.Online, live: true}
+	s.want = presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true}
 	s.mu.Unlock()
 	t.mu.Unlock()
 	t.enqueue(s)
 }
 
-// Established implements hooks.Tracker.
-func (t *Tracker) Established(cl *mqtt.Client) {
-	t.change(cl, func(w *want) { w.established = true })
+// Established is called once CONNACK has been sent.
+func (t *Tracker) Established(conn presence.ConnID, id string) {
+	t.change(conn, id, func(w *presence.Wanted) { w.Established = true })
 }
 
-// Set implements hooks.Tracker.
-func (t *Tracker) Set(cl *mqtt.Client, user string, req presence.SetRequest) {
+// Set applies a presence/set: at session scope to the session, at account
+// scope to its user.
+func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetRequest) {
 	if req.Scope == presence.ScopeAccount {
 		t.setAccount(user, req.AccountUpdate())
 		return
 	}
-	t.change(cl, func(w *want) {
+	t.change(conn, id, func(w *presence.Wanted) {
 		if req.Status != nil {
-			w.status = *req.Status
+			w.Status = *req.Status
 		}
 		if req.Text != nil {
-			w.text = *req.Text
+			w.Text = *req.Text
 		}
 		if req.Device != nil {
-			w.device = *req.Device
+			w.Device = *req.Device
 		}
 	})
 }
@@ -285,16 +310,17 @@ func pick[T any](later, earlier *T) *T {
 	return earlier
 }
 
-// LastWords implements hooks.Tracker.
-func (t *Tracker) LastWords(cl *mqtt.Client, text string) {
-	t.change(cl, func(w *want) { w.lastWords = &text })
+// LastWords records the text of the connection's will on presence/set,
+// applied when its session ends uncleanly.
+func (t *Tracker) LastWords(conn presence.ConnID, id, text string) {
+	t.change(conn, id, func(w *presence.Wanted) { w.LastWords = &text })
 }
 
-// Disconnect implements hooks.Tracker.
-func (t *Tracker) Disconnect(cl *mqtt.Client, reason presence.EndReason) {
-	t.change(cl, func(w *want) {
-		w.live = false
-		w.reason = reason
+// Disconnect is called when the connection has ended.
+func (t *Tracker) Disconnect(conn presence.ConnID, id string, reason presence.EndReason) {
+	t.change(conn, id, func(w *presence.Wanted) {
+		w.Live = false
+		w.Reason = reason
 	})
 }
 
@@ -305,33 +331,30 @@ func (t *Tracker) Len() int {
 	return len(t.slots)
 }
 
-// failed sorts a store error: stale writes are final and counted; anything
-// else is a store failure and the item is retried.
-func (t *Tracker) failed(op string, s *slot, err error) (retry bool) {
-	if errors.Is(err, presence.ErrStaleEpoch) || errors.Is(err, presence.ErrNotLive) {
+// outcome sorts a store error for presence.Applied, counting and logging it.
+func (t *Tracker) outcome(op, id string, err error) presence.Outcome {
+	switch {
+	case err == nil:
+		return presence.Done
+	case errors.Is(err, presence.ErrStaleEpoch) || errors.Is(err, presence.ErrNotLive):
 		t.Stats.Stale.Add(1)
-		t.log.Debug().Str("op", op).Str("session", s.id).Err(err).Msg("stale write rejected")
-		return false
-	}
-	if errors.Is(err, presence.ErrBadName) || errors.Is(err, presence.ErrBadStatus) || errors.Is(err, presence.ErrBadPayload) {
-		t.log.Warn().Str("op", op).Str("session", s.id).Err(err).Msg("write refused")
-		return false
+		t.log.Debug().Str("op", op).Str("session", id).Err(err).Msg("stale write rejected")
+		return presence.Stale
+	case refused(err):
+		t.log.Warn().Str("op", op).Str("session", id).Err(err).Msg("write refused")
+		return presence.Refused
 	}
 	t.Stats.Errors.Add(1)
-	t.logFailure(err).Str("op", op).Str("session", s.id).Err(err).Msg("store write failed; will retry")
-	return true
-}
-
-// logFailure picks the level of a store failure: an outage is logged once by
-// the store itself, so each write that meets it is only a debug line.
-func (t *Tracker) logFailure(err error) *zerolog.Event {
-	if errors.Is(err, store.ErrUnavailable) {
-		return t.log.Debug()
+	ev := t.log.Warn()
+	if t.outage(err) {
+		ev = t.log.Debug() // the store logs an outage once
 	}
-	return t.log.Warn()
+	ev.Str("op", op).Str("session", id).Err(err).Msg("store write failed; will retry")
+	return presence.Failed
 }
 
-// sync writes the difference between a slot's want and have.
+// sync writes the difference between a slot's wanted and written state, one
+// planned write at a time, and reports whether to try again later.
 func (s *slot) sync(t *Tracker) bool {
 	ctx := context.Background()
 	s.mu.Lock()
@@ -340,80 +363,43 @@ func (s *slot) sync(t *Tracker) bool {
 	s.mu.Unlock()
 
 	retry := false
-	// 1. End the committed session when it is no longer wanted.
-	if h.open {
-		replaced := w.conn != h.conn
-		var end presence.EndArgs
-		switch {
-		case !replaced && !w.live:
-			end = presence.EndArgs{Reason: w.reason, LastWords: w.lastWords}
-		case replaced && w.live && !w.established:
-			// A takeover in progress: keep the old session until the new
-			// connection is established or fails.
-		case replaced && (!w.live || w.user != h.user):
-			end = presence.EndArgs{Reason: presence.EndTakeover}
-		}
-		if end.Reason != "" {
-			end.User, end.ID, end.Epoch = h.user, s.id, h.epoch
-			err := t.store.End(ctx, end)
-			if err == nil || !t.failed("end", s, err) {
-				if err == nil {
-					t.Stats.Ended.Add(1)
-				}
-				h.open = false
-			} else {
-				retry = true
+	for more := true; more; {
+		wr := t.plan.Next(s.id, w, h)
+		var o presence.Outcome
+		var epoch uint64
+		switch wr.Kind {
+		case presence.WriteNone:
+			more = false
+			continue
+		case presence.WriteEnd:
+			o = t.outcome("end", s.id, t.store.End(ctx, wr.End))
+			if o == presence.Done {
+				t.Stats.Ended.Add(1)
 			}
-		}
-	}
-	// 2. Open the wanted session (taking over the old one in the store).
-	if !retry && w.live && w.established && (!h.open || h.conn != w.conn) {
-		sess, err := t.store.Open(ctx, presence.OpenArgs{
-			User: w.user, ID: s.id, Node: t.node, Device: w.device,
-			Status: w.status, Text: w.text, TTL: t.ttl,
-		})
-		if err == nil {
-			t.Stats.Opened.Add(1)
-			h = have{conn: w.conn, user: w.user, epoch: sess.Epoch, open: true, device: w.device, status: w.status, text: w.text}
-		} else {
-			retry = t.failed("open", s, err)
-		}
-	}
-	// 3. Bring the session's own fields up to date.
-	if !retry && h.open && h.conn == w.conn && w.live {
-		var upd presence.Update
-		if w.status != h.status {
-			upd.Status = &w.status
-		}
-		if w.text != h.text {
-			upd.Text = &w.text
-		}
-		if w.device != h.device {
-			upd.Device = &w.device
-		}
-		if !upd.Empty() {
-			err := t.store.Update(ctx, presence.SessionRef{User: h.user, ID: s.id, Epoch: h.epoch}, upd)
-			switch {
-			case err == nil:
+		case presence.WriteOpen:
+			sess, err := t.store.Open(ctx, wr.Open)
+			o, epoch = t.outcome("open", s.id, err), sess.Epoch
+			if o == presence.Done {
+				t.Stats.Opened.Add(1)
+			}
+		case presence.WriteUpdate:
+			o = t.outcome("update", s.id, t.store.Update(ctx, wr.Ref, wr.Update))
+			if o == presence.Done {
 				t.Stats.Updated.Add(1)
-				h.status, h.text, h.device = w.status, w.text, w.device
-			case t.failed("update", s, err):
-				retry = true
-			default:
-				h.open = false // the store ended it: open a new session
-				t.enqueue(s)
 			}
 		}
+		retry = o == presence.Failed
+		h, more = presence.Applied(h, w.Conn, wr, o, epoch)
 	}
 
 	s.mu.Lock()
 	s.have = h
-	done := !s.want.live && !h.open && !s.queued
+	done := presence.Finished(s.want, h) && !s.queued
 	s.mu.Unlock()
 	if done {
 		t.mu.Lock()
 		s.mu.Lock()
-		if !s.want.live && !s.have.open && !s.queued && t.slots[s.id] == s {
+		if presence.Finished(s.want, s.have) && !s.queued && t.slots[s.id] == s {
 			delete(t.slots, s.id)
 		}
 		s.mu.Unlock()
@@ -431,25 +417,20 @@ func (a *acct) sync(t *Tracker) bool {
 	if upd.Status == nil && upd.Text == nil {
 		return false
 	}
-	err := t.store.SetAccount(context.Background(), a.user, upd)
-	if err == nil {
+	switch t.outcome("account", a.user, t.store.SetAccount(context.Background(), a.user, upd)) {
+	case presence.Done:
 		t.Stats.Updated.Add(1)
-		return false
+	case presence.Failed:
+		a.mu.Lock() // put the update back under any newer one
+		a.pending = presence.AccountUpdate{Status: pick(a.pending.Status, upd.Status), Text: pick(a.pending.Text, upd.Text)}
+		a.mu.Unlock()
+		return true
 	}
-	if errors.Is(err, presence.ErrBadStatus) || errors.Is(err, presence.ErrBadPayload) || errors.Is(err, presence.ErrBadName) {
-		t.log.Warn().Str("user", a.user).Err(err).Msg("account write refused")
-		return false
-	}
-	t.Stats.Errors.Add(1)
-	t.logFailure(err).Str("user", a.user).Err(err).Msg("store write failed; will retry")
-	a.mu.Lock() // put the update back under any newer one
-	a.pending = presence.AccountUpdate{Status: pick(a.pending.Status, upd.Status), Text: pick(a.pending.Text, upd.Text)}
-	a.mu.Unlock()
-	return true
+	return false
 }
 
-// Renew renews the store-side expiry of every session this node holds, in one
-// bulk call, and re-opens any that the store no longer has.
+// Renew renews the store-side expiry of every session this node holds, in
+// one bulk call, and opens again any that the store no longer has.
 func (t *Tracker) Renew(ctx context.Context) error {
 	t.mu.Lock()
 	all := make([]*slot, 0, len(t.slots))
@@ -461,25 +442,22 @@ func (t *Tracker) Renew(ctx context.Context) error {
 	byID := make(map[string]*slot, len(all))
 	for _, s := range all {
 		s.mu.Lock()
-		if s.have.open {
-			refs = append(refs, presence.SessionRef{User: s.have.user, ID: s.id, Epoch: s.have.epoch})
+		if s.have.Open {
+			refs = append(refs, presence.SessionRef{User: s.have.User, ID: s.id, Epoch: s.have.Epoch})
 			byID[s.id] = s
 		}
 		s.mu.Unlock()
 	}
-	if len(refs) == 0 {
-		return nil
-	}
-	stale, err := t.store.Renew(ctx, t.node, refs, t.ttl)
+	stale, err := t.store.Renew(ctx, refs, t.plan.TTL)
 	if err != nil {
 		return err
 	}
 	for _, r := range stale {
 		s := byID[r.ID]
 		s.mu.Lock()
-		lost := s.have.open && s.have.epoch == r.Epoch
+		lost := s.have.Open && s.have.Epoch == r.Epoch
 		if lost {
-			s.have.open = false
+			s.have.Open = false
 		}
 		s.mu.Unlock()
 		if lost {
@@ -504,7 +482,7 @@ func (t *Tracker) Reassert() {
 	t.mu.Unlock()
 	for _, s := range all {
 		s.mu.Lock()
-		s.have.open = false
+		s.have.Open = false
 		s.mu.Unlock()
 		t.enqueue(s)
 	}

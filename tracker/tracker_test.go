@@ -1,4 +1,4 @@
-package node
+package tracker
 
 import (
 	"context"
@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
 )
@@ -65,30 +64,12 @@ func (s *countingStore) Update(ctx context.Context, r presence.SessionRef, u pre
 	return s.Memory.Update(ctx, r, u)
 }
 
-type feed struct {
-	mu  sync.Mutex
-	all []presence.Presence
-}
-
-func (f *feed) add(p presence.Presence) {
-	f.mu.Lock()
-	f.all = append(f.all, p)
-	f.mu.Unlock()
-}
-
-func (f *feed) snapshot() []presence.Presence {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]presence.Presence(nil), f.all...)
-}
-
-func newTestTracker(t *testing.T) (*Tracker, *countingStore, *feed, *clock) {
+func newTestTracker(t *testing.T) (*Tracker, *countingStore, *testkit.Changes, *clock) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now)}
-	f := &feed{}
-	cs.Watch(f.add)
-	tr := NewTracker(cs, "n1", time.Minute, 2, zerolog.Nop())
+	f := &testkit.Changes{}
+	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now, func(e store.Event) { f.Add(e.Aggregate) })}
+	tr := New(cs, Options{Node: "n1", TTL: time.Minute, Shards: 2, Log: zerolog.Nop()})
 	return tr, cs, f, clk
 }
 
@@ -101,17 +82,15 @@ func waitIdle(t *testing.T, tr *Tracker) {
 	}
 }
 
-func client(id string) *mqtt.Client { return &mqtt.Client{ID: id} }
-
 // Changes made before the worker runs coalesce into one write.
 func TestTrackerCoalesces(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
-	cl := client("alice-phone")
-	tr.Connect(cl, hooks.Identity{User: "alice", Device: "phone"})
-	tr.Established(cl)
+	const cl = 1
+	tr.Connect(cl, "alice-phone", "alice", "phone")
+	tr.Established(cl, "alice-phone")
 	for _, s := range []presence.Status{presence.Away, presence.Busy, presence.Idle} {
 		st := s
-		tr.Set(cl, "alice", presence.SetRequest{Scope: presence.ScopeSession, Status: &st})
+		tr.Set(cl, "alice-phone", "alice", presence.SetRequest{Scope: presence.ScopeSession, Status: &st})
 	}
 	tr.Start()
 	defer tr.Stop()
@@ -119,7 +98,7 @@ func TestTrackerCoalesces(t *testing.T) {
 	if opens, _, updates := cs.counts(); opens != 1 || updates != 0 {
 		t.Fatalf("opens %d updates %d, want 1 and 0", opens, updates)
 	}
-	got := f.snapshot()
+	got := f.All()
 	if len(got) != 1 || got[0].Status != presence.Idle {
 		t.Fatalf("feed: %+v", got)
 	}
@@ -131,19 +110,18 @@ func TestTrackerTakeover(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
 	tr.Start()
 	defer tr.Stop()
-	old := client("bob-phone")
-	tr.Connect(old, hooks.Identity{User: "bob"})
-	tr.Established(old)
+	const old, nu = 1, 2 // two connections with one client id
+	tr.Connect(old, "bob-phone", "bob", "")
+	tr.Established(old, "bob-phone")
 	waitIdle(t, tr)
-	nu := &mqtt.Client{ID: "bob-phone"}
-	tr.Connect(nu, hooks.Identity{User: "bob"})
-	tr.Disconnect(old, presence.EndTakeover) // mochi: before or after the new Established
-	tr.Established(nu)
+	tr.Connect(nu, "bob-phone", "bob", "")
+	tr.Disconnect(old, "bob-phone", presence.EndTakeover) // mochi: before or after the new Established
+	tr.Established(nu, "bob-phone")
 	waitIdle(t, tr)
 	if opens, ends, _ := cs.counts(); opens != 2 || ends != 0 {
 		t.Fatalf("opens %d ends %d, want 2 and 0", opens, ends)
 	}
-	for _, p := range f.snapshot() {
+	for _, p := range f.All() {
 		if p.Status != presence.Online {
 			t.Fatalf("feed showed %s during a takeover", p.Status)
 		}
@@ -156,9 +134,9 @@ func TestTrackerTakeover(t *testing.T) {
 		t.Fatalf("record: %+v", u)
 	}
 	// The new connection ends: offline.
-	tr.Disconnect(nu, presence.EndNetwork)
+	tr.Disconnect(nu, "bob-phone", presence.EndNetwork)
 	waitIdle(t, tr)
-	if got := f.snapshot(); got[len(got)-1].Status != presence.Offline {
+	if got := f.All(); got[len(got)-1].Status != presence.Offline {
 		t.Fatalf("after the last disconnect: %+v", got[len(got)-1])
 	}
 	if tr.Len() != 0 {
@@ -169,14 +147,13 @@ func TestTrackerTakeover(t *testing.T) {
 // A connection that ends before it was established never reaches the store.
 func TestTrackerNeverEstablished(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
-	cl := client("c")
-	tr.Connect(cl, hooks.Identity{User: "carol"})
-	tr.Disconnect(cl, presence.EndNetwork)
+	tr.Connect(1, "c", "carol", "")
+	tr.Disconnect(1, "c", presence.EndNetwork)
 	tr.Start()
 	defer tr.Stop()
 	waitIdle(t, tr)
-	if opens, _, _ := cs.counts(); opens != 0 || len(f.snapshot()) != 0 || tr.Len() != 0 {
-		t.Fatalf("opens %d feed %d slots %d", opens, len(f.snapshot()), tr.Len())
+	if opens, _, _ := cs.counts(); opens != 0 || len(f.All()) != 0 || tr.Len() != 0 {
+		t.Fatalf("opens %d feed %d slots %d", opens, len(f.All()), tr.Len())
 	}
 }
 
@@ -186,9 +163,8 @@ func TestTrackerRenewal(t *testing.T) {
 	tr, cs, f, clk := newTestTracker(t)
 	tr.Start()
 	defer tr.Stop()
-	cl := client("d")
-	tr.Connect(cl, hooks.Identity{User: "dave"})
-	tr.Established(cl)
+	tr.Connect(1, "d", "dave", "")
+	tr.Established(1, "d")
 	waitIdle(t, tr)
 	ctx := context.Background()
 	for range 5 { // 5 × 30 s: far past the 1 min TTL, renewed every 30 s
@@ -200,7 +176,7 @@ func TestTrackerRenewal(t *testing.T) {
 			t.Fatalf("reaped a renewed session")
 		}
 	}
-	first := f.snapshot()[0].Sessions[0].Epoch
+	first := f.All()[0].Sessions[0].Epoch
 	clk.advance(61 * time.Second) // the node stalled past the TTL
 	if n, _ := cs.Reap(ctx); n != 1 {
 		t.Fatalf("unrenewed session not reaped")
@@ -209,7 +185,7 @@ func TestTrackerRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitIdle(t, tr)
-	last := f.snapshot()[len(f.snapshot())-1]
+	last := f.All()[len(f.All())-1]
 	if last.Status != presence.Online || last.Sessions[0].Epoch <= first || tr.Stats.Lost.Load() != 1 {
 		t.Fatalf("after the store lost the session: %+v (lost %d)", last, tr.Stats.Lost.Load())
 	}

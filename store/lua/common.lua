@@ -1,8 +1,18 @@
 -- common.lua: shared by every presence script; store/redis.go prepends it to
--- each operation's file. It is the Lua twin of the presence package: the
--- record layout, the hybrid-logical-clock stamps, the aggregation rule and
--- the commit step (version bump, retention, change published). Every time is
--- the Redis server's (TIME), in milliseconds, so no node's clock matters.
+-- each operation's file: the record layout, the hybrid-logical-clock stamps,
+-- the aggregation rule and the commit step (version bump, retention, change
+-- published). Every time is the Redis server's (TIME), in milliseconds, so
+-- no node's clock matters.
+--
+-- Why the aggregation rule has a twin here. Its home is presence.Derive
+-- (presence/aggregate.go). But a version must move exactly when what
+-- observers see moves, and "since" comes from the previous aggregate: both
+-- are decided from the derived status, in the same atomic step as the write
+-- that changes it, or two nodes writing one user at once would race (read,
+-- derive, write back). Go cannot run inside that step, so the rule runs here
+-- too. TestRedisMatchesMemory keeps the twins equal: it applies random
+-- operations to both stores and compares every aggregate. Change both
+-- together.
 --
 -- A user's record is ONE hash, KEYS[1] = <prefix>{<user>}:
 --   name   user name            e      last epoch handed out
@@ -13,7 +23,7 @@
 --   ended  JSON list of the last 8 ended sessions, newest first
 --   s:<id> JSON of the live session <id>:
 --          {id, e (epoch, string), n (node), i (incarnation), d (device),
---           st, tx, c (connected ms), hb (last heartbeat ms), x (expires ms)}
+--           st, tx, c (connected ms), rn (last renewed ms), x (expires ms)}
 -- Epochs and versions are kept as decimal strings: they are close to 2^51
 -- and cjson would print them with 14 digits.
 

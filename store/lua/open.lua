@@ -19,7 +19,7 @@ local st = ARGV[6]
 if st == '' then st = 'online' end
 local ttl = tonumber(ARGV[8])
 local s = {id = id, e = fmt(e), n = ARGV[3], i = ARGV[4], d = ARGV[5], st = st, tx = ARGV[7],
-  c = now, hb = now, x = now + ttl}
+  c = now, rn = now, x = now + ttl}
 sess[id] = s
 save_session(key, s)
 commit(key, rec, sess, now, ARGV[9], ARGV[10], ARGV[11])

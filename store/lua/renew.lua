@@ -1,6 +1,6 @@
--- refresh.lua: renew a live session's expiry, only when the epoch matches.
--- Run in bulk (pipelined) by the session's node, rarely: liveness proper is
--- the node record's (see the README), this is the long backstop.
+-- renew.lua: extend a live session's store-side expiry, only when the epoch
+-- matches. Run in bulk (pipelined) by the session's node, rarely: a node's
+-- liveness is its node record's (see the README), this is the long backstop.
 -- KEYS[1] user record
 -- ARGV[1] session id  ARGV[2] epoch  ARGV[3] ttl (ms)
 -- Returns 1 when renewed, 0 when stale.
@@ -9,7 +9,7 @@ if not raw then return 0 end
 local s = cjson.decode(raw)
 if s.e ~= ARGV[2] then return 0 end
 local now = now_ms()
-s.hb = now
+s.rn = now
 s.x = now + tonumber(ARGV[3])
 save_session(KEYS[1], s)
 return 1

@@ -1,0 +1,358 @@
+// Package presenced adds presence to a mochi-mqtt v2 broker: who is online,
+// on which devices, with which status, on which node, published as a
+// retained message on presence/users/{user} and kept right across
+// reconnects, takeovers, silent deaths and, with Redis, many nodes.
+//
+// A program that runs its own broker adds presence in a few lines:
+//
+//	srv := mqtt.New(&mqtt.Options{InlineClient: true})
+//	_ = srv.AddHook(new(auth.Hook), &auth.Options{Ledger: ledger})
+//	p, err := presenced.Attach(srv, presenced.Config{NodeID: "node-1"})
+//	...
+//	_ = p.Start(ctx)         // loads presence; before Serve
+//	_ = srv.Serve()
+//	...
+//	_ = srv.Close()          // every connection ends as "shutdown"
+//	_ = p.Stop(ctx)          // writes those ends, stops and waits
+//
+// The data flows one way, one package per stage:
+//
+//	mochi event ─> hooks.Presence ─> tracker ─> store ─> feed ─> publisher ─> retained presence/users/{user}
+//	                                                                 ╰─> hooks.Delivery: in order, once, per subscriber
+//
+// hooks.Presence translates connection events and returns at once; the
+// tracker turns each connection's wanted state into store writes
+// (presence.Plan decides which); the store (memory or Redis) commits them
+// atomically, epoch-checked, and reports every change on its feed; the
+// pump, here, hands changes to the publisher and acts on the store's other
+// reports (a reset, a node lost); the publisher retains each new version;
+// hooks.Delivery makes each subscriber receive every version once, in
+// order, and makes good what mochi dropped for a full queue. presence, the
+// pure core, holds the types and every rule, and imports nothing of these.
+//
+// What presence needs from the server: Options.InlineClient (presence is
+// published by the broker itself; Attach fails without it) and an
+// authentication hook of the program's (mochi refuses every connection
+// without one). Attach adds two hooks and sets no capability. When
+// Capabilities.MaximumMessageExpiryInterval is above 0, mochi purges
+// retained messages older than that; presence stores its own retained
+// messages again every quarter of it, so they never expire while true.
+// mochi's own listeners write to a socket while holding the client's lock,
+// which every QoS 1 publish to that client also takes, so one client that
+// stops reading stalls every publisher to it: use this module's listener
+// package, whose writes never block.
+package presenced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/publisher"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/tracker"
+)
+
+// ErrNoInlineClient: the server was built without Options.InlineClient,
+// which presence needs to publish.
+var ErrNoInlineClient = errors.New("presenced: the mochi server needs Options.InlineClient")
+
+// Config is the plugin's configuration: the node_id, identity, presence and
+// redis sections of presenced.yaml (configs/presenced.yaml documents each
+// key), and the keep-alive given to clients that ask for none
+// (mqtt.server_keepalive). A zero value takes the default. With no Redis
+// address presence is kept in memory, for one node.
+type Config struct {
+	NodeID          string
+	ServerKeepAlive time.Duration
+	Identity        configs.IdentityConfig
+	Presence        configs.PresenceConfig
+	Redis           configs.RedisConfig
+}
+
+// ConfigFrom takes the plugin's part of a whole presenced configuration.
+func ConfigFrom(c configs.Config) Config {
+	return Config{NodeID: c.NodeID, ServerKeepAlive: c.MQTT.ServerKeepAlive.D(), Identity: c.Identity, Presence: c.Presence, Redis: c.Redis}
+}
+
+// complete applies the defaults and validates, with configs' rules.
+func (c Config) complete() (Config, error) {
+	full := configs.Config{NodeID: c.NodeID, Identity: c.Identity, Presence: c.Presence, Redis: c.Redis}
+	full.MQTT.ServerKeepAlive = configs.Duration(c.ServerKeepAlive)
+	full.ApplyDefaults()
+	if err := full.Validate(); err != nil {
+		return Config{}, err
+	}
+	return ConfigFrom(full), nil
+}
+
+// Option changes how the plugin is built.
+type Option func(*Plugin)
+
+// WithLogger sets the logger (default: the server's slog logger, through
+// zerolog).
+func WithLogger(l zerolog.Logger) Option { return func(p *Plugin) { p.log = l; p.logSet = true } }
+
+// WithClock sets the clock of the in-memory store and of the sweep's grace
+// (tests).
+func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = now } }
+
+// WithACL makes presence the server's access authority: policy is the
+// program's decision, and presence adds its own for presence topics on top
+// (hooks.Guard). mochi grants what any hook allows, so the program must then
+// add no other hook that answers OnACLCheck (mochi's auth.Hook and
+// auth.AllowHook do: authenticate with hooks.Authenticator instead). A nil
+// policy allows everything. Without WithACL, presence works beside the
+// program's access hooks, except that a message sent again for a
+// subscriber that missed it reaches every subscriber of that user, and a
+// subscriber whose writer is stuck may receive its first version of a user
+// twice (observers drop a version not above the last, see the README).
+func WithACL(policy hooks.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
+
+// WithRedisClient uses c instead of a client built from the redis section;
+// the plugin does not close it.
+func WithRedisClient(c redis.UniversalClient) Option { return func(p *Plugin) { p.redisC = c } }
+
+// Store is what the plugin needs of a presence store.
+type Store interface {
+	tracker.Store
+	// Load reports every current aggregate as a change.
+	Load(ctx context.Context) error
+	// Reap ends the sessions whose store-side expiry has passed.
+	Reap(ctx context.Context) (int, error)
+	// User returns a user's whole record.
+	User(ctx context.Context, user string) (presence.User, bool, error)
+}
+
+var (
+	_ Store = (*store.Memory)(nil)
+	_ Store = (*store.Redis)(nil)
+)
+
+// Plugin is presence attached to one mochi server.
+type Plugin struct {
+	cfg    Config
+	srv    *mqtt.Server
+	log    zerolog.Logger
+	logSet bool
+	now    func() time.Time
+
+	feed      *store.Feed
+	store     Store
+	redis     *store.Redis // nil with the in-memory store
+	redisC    redis.UniversalClient
+	ownClient bool
+	acl       *hooks.Policy
+	broker    broker
+
+	// The stages, for reading their counters (Stats has them all).
+	Hook      *hooks.Presence
+	Delivery  *hooks.Delivery
+	Tracker   *tracker.Tracker
+	Publisher *publisher.Publisher
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	startOnce sync.Once
+	stopOnce  sync.Once
+	started   bool
+}
+
+// trackerShards is how many workers write to the store side by side.
+const trackerShards = 4
+
+// Attach builds presence for srv and adds its two hooks. Call it before
+// srv.Serve, then Start.
+func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
+	if !srv.Options.InlineClient {
+		return nil, ErrNoInlineClient
+	}
+	cfg, err := cfg.complete()
+	if err != nil {
+		return nil, fmt.Errorf("presenced: %w", err)
+	}
+	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{})}
+	for _, o := range opts {
+		o(p)
+	}
+	if !p.logSet {
+		p.log = slogLogger(srv.Log)
+	}
+	logFor := func(c string) zerolog.Logger { return p.log.With().Str("component", c).Logger() }
+
+	if len(cfg.Redis.Addrs) > 0 || p.redisC != nil {
+		if p.redisC == nil {
+			p.redisC, p.ownClient = newRedisClient(cfg.Redis), true
+		}
+		p.redis = store.NewRedis(store.RedisOptions{
+			Client: p.redisC, Prefix: cfg.Redis.KeyPrefix, Node: cfg.NodeID,
+			Authoritative: cfg.Presence.AuthoritativeDevices,
+			NodeTTL:       cfg.Redis.NodeTTL.D(), Retention: cfg.Redis.Retention.D(),
+			Log: logFor("redis"), Report: p.feed.Push, Now: p.now,
+		})
+		p.store = p.redis
+	} else {
+		p.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), p.now, p.feed.Push)
+	}
+
+	p.Tracker = tracker.New(p.store, tracker.Options{
+		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL.D(), Shards: trackerShards,
+		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
+		Log:    logFor("tracker"),
+	})
+
+	p.Hook = hooks.New(hooks.Options{
+		Prefix: cfg.Presence.TopicPrefix,
+		Identity: hooks.IdentityRule{
+			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID,
+			Separator:    cfg.Identity.Separator,
+		},
+		ServerKeepAlive: cfg.ServerKeepAlive,
+		Server:          srv,
+		Tracker:         p.Tracker,
+		Log:             logFor("hook"),
+	})
+	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
+	p.broker = broker{srv: srv, d: p.Delivery}
+	p.Publisher = publisher.New(cfg.Presence.TopicPrefix, p.broker, logFor("publisher"))
+	if err := srv.AddHook(p.Hook, nil); err != nil {
+		return nil, fmt.Errorf("presenced: add hook: %w", err)
+	}
+	if err := srv.AddHook(p.Delivery, nil); err != nil {
+		return nil, fmt.Errorf("presenced: add delivery hook: %w", err)
+	}
+	if p.acl != nil {
+		if err := srv.AddHook(hooks.NewGuard(p.Delivery, *p.acl), nil); err != nil {
+			return nil, fmt.Errorf("presenced: add guard hook: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Start connects the store (with Redis: claims the node id, which fails
+// with store.ErrNodeIDInUse while another live node holds it), publishes
+// every presence it holds, and starts the workers. When it returns, every
+// known user's presence is retained.
+func (p *Plugin) Start(ctx context.Context) error {
+	err := errors.New("presenced: already started")
+	p.startOnce.Do(func() { err = p.start(ctx) })
+	return err
+}
+
+func (p *Plugin) start(ctx context.Context) error {
+	if p.redis != nil {
+		if err := p.redis.Start(ctx); err != nil {
+			return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
+		}
+	}
+	if err := p.store.Load(ctx); err != nil {
+		if p.redis != nil {
+			p.redis.Stop()
+		}
+		return fmt.Errorf("initial load: %w", err)
+	}
+	p.handle(p.feed.Take())
+	p.Tracker.Start()
+	p.started = true
+	p.wg.Add(1)
+	go p.pump()
+	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
+	if p.redis != nil {
+		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {
+			_, err := p.redis.Sweep(ctx)
+			return err
+		})
+	} else {
+		p.every("reap", p.cfg.Presence.ReapInterval.D(), func(ctx context.Context) error {
+			_, err := p.store.Reap(ctx)
+			return err
+		})
+	}
+	storeName := "memory"
+	if p.redis != nil {
+		storeName = "redis"
+	}
+	p.log.Info().Str("node", p.cfg.NodeID).Str("store", storeName).Msg("presence started")
+	return nil
+}
+
+// renew renews every session's store-side expiry; with Redis it then reaps
+// the sessions of this node that nothing renews any more (the backstop).
+func (p *Plugin) renew(ctx context.Context) error {
+	if err := p.Tracker.Renew(ctx); err != nil {
+		return err
+	}
+	if p.redis != nil {
+		_, err := p.redis.Reap(ctx)
+		return err
+	}
+	return nil
+}
+
+// Stop writes the ends of the sessions that ended (close the server first,
+// so that every connection has ended as "shutdown"), waiting at most until
+// ctx ends, publishes what is pending, then stops every goroutine and waits
+// for them.
+func (p *Plugin) Stop(ctx context.Context) error {
+	var err error
+	p.stopOnce.Do(func() {
+		if !p.started {
+			return
+		}
+		if derr := p.Tracker.Drain(ctx); derr != nil {
+			err = fmt.Errorf("presenced: drain presence writes: %w", derr)
+		}
+		close(p.stop)
+		p.wg.Wait()
+		p.Tracker.Stop()
+		if p.redis != nil {
+			p.redis.Stop()
+			if p.ownClient {
+				_ = p.redisC.Close()
+			}
+		}
+		p.log.Info().Msg("presence stopped")
+	})
+	return err
+}
+
+// Ready reports whether the store answers (false: degraded, still serving).
+func (p *Plugin) Ready() bool { return p.redis == nil || p.redis.Ready() }
+
+// Retained returns the retained payload of user, as observers receive it.
+func (p *Plugin) Retained(user string) ([]byte, bool) { return p.Publisher.Get(user) }
+
+// User returns a user's whole record from the store: account, live and
+// recently ended sessions with their end reasons.
+func (p *Plugin) User(ctx context.Context, user string) (presence.User, bool, error) {
+	return p.store.User(ctx, user)
+}
+
+// Config returns the configuration in use, defaults applied.
+func (p *Plugin) Config() Config { return p.cfg }
+
+// newRedisClient builds the go-redis client from the config: a cluster
+// client with redis.cluster, else a single-server client.
+func newRedisClient(c configs.RedisConfig) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:         c.Addrs,
+		IsClusterMode: c.Cluster,
+		Username:      c.Username,
+		Password:      string(c.Password),
+		DB:            c.DB,
+		DialTimeout:   c.DialTimeout.D(),
+		ReadTimeout:   c.ReadTimeout.D(),
+		WriteTimeout:  c.WriteTimeout.D(),
+		PoolSize:      c.PoolSize,
+		MaxRetries:    1,
+	})
+}

@@ -1,0 +1,496 @@
+package hooks
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+)
+
+// Delivery is the mochi hook that keeps presence in order for each
+// subscriber and makes good what mochi drops for one. With a Guard (presence
+// is then the server's ACL authority) it also keeps every version to one
+// copy per subscriber and sends what a subscriber missed to that subscriber
+// only.
+//
+// Two paths deliver presence to a subscriber: live, from the publisher, and
+// retained, when it subscribes (mochi indexes the subscription, writes the
+// SUBACK, then reads the retained messages). Interleaved, they could hand
+// it an older retained version after a newer live one, and mochi's reading
+// of the retained store races with its writing (Topics.Messages reads
+// without the lock RetainMessage writes under). So a SUBSCRIBE whose filters
+// can match presence/users/... holds a read fence, and every publish or
+// retain of presence holds it for writing (Publish, Exclusive):
+//
+//   - from OnSubscribe to OnSubscribed: the filter checks and the index;
+//   - through the SUBACK write, when that write cannot block: the socket is
+//     presenced's listener (whose writes never block), or the client's
+//     writer is idle right now (mochi's listeners write under the client's
+//     lock, which a writer stuck on a full socket holds). A subscriber whose
+//     writer is stuck writes its SUBACK outside the fence, so it holds up
+//     nobody; a version delivered live to it meanwhile is noted, and its
+//     retained copy refused (with a Guard);
+//   - from OnPacketSent of the SUBACK to OnPacketProcessed: mochi reads and
+//     queues the retained messages.
+//
+// Inside the fence there is only memory work: no socket write of a client
+// that might not read, so no client can hold every publish up.
+//
+// When mochi drops a presence message because a subscriber's queue is full,
+// Delivery notes what that subscriber missed; the pump asks for it
+// (TakeMissing) and publishes the current state again, to that subscriber
+// only with a Guard, to every subscriber of the user without one. A
+// subscriber whose queue is still full gets it less and less often (backoff
+// up to a second), and one that has missed presence for longer than
+// SlowAfter is disconnected as a slow consumer: it gets the whole snapshot
+// again when it comes back.
+type Delivery struct {
+	mqtt.HookBase
+	prefix    string
+	users     string // prefix/users/
+	server    *mqtt.Server
+	slowAfter time.Duration
+	log       zerolog.Logger
+
+	fence       sync.RWMutex
+	subscribing sync.Map                   // *mqtt.Client -> *subscription
+	live        atomic.Pointer[publishing] // the publish in progress, under the fence
+
+	// Lock order: mu before a lag's fields (all under mu).
+	mu      sync.Mutex
+	lagging map[*mqtt.Client]*lag
+
+	Counters DeliveryCounters
+}
+
+// DeliveryCounters are the hook's counts, read with atomic loads.
+type DeliveryCounters struct {
+	Dropped      atomic.Int64 // presence messages mochi dropped for a full subscriber queue
+	Repeats      atomic.Int64 // retained copies refused to a subscriber that had them live (Guard)
+	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
+	SlowExpelled atomic.Int64 // subscribers disconnected for missing presence longer than SlowAfter
+	Lagging      atomic.Int64 // subscribers missing presence now
+}
+
+// subscription is a SUBSCRIBE in progress that can match presence/users/...
+type subscription struct {
+	mu       sync.Mutex
+	held     bool                // holds the fence for reading
+	retained bool                // mochi is queueing its retained messages
+	live     map[string]struct{} // users delivered live while it did not hold the fence
+}
+
+// publishing is the publish of one user's presence in progress.
+type publishing struct {
+	topic, user string
+	version     uint64
+	targets     map[*mqtt.Client]struct{} // nil: every subscriber
+	missed      map[*mqtt.Client]struct{} // dropped or held back during this publish
+}
+
+// lag is what one subscriber missed.
+type lag struct {
+	missed  map[string]uint64 // user -> version it missed
+	since   time.Time         // when it began to miss
+	backoff time.Duration     // doubles with each miss in a row, up to maxBackoff
+	nextTry time.Time         // when what it missed may be sent again
+}
+
+// Backoff of what is sent again to one subscriber.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// DeliveryOptions configure the hook.
+type DeliveryOptions struct {
+	Prefix string       // topic prefix, e.g. "presence"
+	Server *mqtt.Server // to find a topic's subscribers
+	// SlowAfter is how long a subscriber may miss presence before it is
+	// disconnected as a slow consumer (default 10s).
+	SlowAfter time.Duration
+	Log       zerolog.Logger
+}
+
+// NewDelivery returns the hook.
+func NewDelivery(o DeliveryOptions) *Delivery {
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = 10 * time.Second
+	}
+	return &Delivery{
+		prefix: o.Prefix, users: o.Prefix + "/users/", server: o.Server, slowAfter: o.SlowAfter, log: o.Log,
+		lagging: make(map[*mqtt.Client]*lag),
+	}
+}
+
+// ID implements mqtt.Hook.
+func (d *Delivery) ID() string { return "presence-delivery" }
+
+// Provides implements mqtt.Hook. OnPacketSent and OnPacketProcessed run for
+// every packet and return at once for all but a SUBACK and a SUBSCRIBE.
+func (d *Delivery) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnPacketSent, mqtt.OnPacketProcessed,
+		mqtt.OnPublishDropped, mqtt.OnDisconnect:
+		return true
+	}
+	return false
+}
+
+// Publish runs fn, which publishes version of user's presence through mochi,
+// inside the fence. targets, when not nil, are the only subscribers that may
+// receive it (with a Guard): a message sent again. Afterwards every
+// subscriber that missed the user and was not dropped this time has it.
+func (d *Delivery) Publish(user string, version uint64, targets []*mqtt.Client, fn func()) {
+	p := &publishing{topic: d.users + user, user: user, version: version, missed: make(map[*mqtt.Client]struct{})}
+	if targets != nil {
+		p.targets = make(map[*mqtt.Client]struct{}, len(targets))
+		for _, cl := range targets {
+			p.targets[cl] = struct{}{}
+		}
+	}
+	d.fence.Lock()
+	d.live.Store(p)
+	fn()
+	d.live.Store(nil)
+	d.fence.Unlock()
+	if targets != nil {
+		d.Counters.Resent.Add(int64(len(targets)))
+	}
+	d.settle(p)
+}
+
+// Exclusive runs fn, which writes retained presence, inside the fence.
+func (d *Delivery) Exclusive(fn func()) {
+	d.fence.Lock()
+	defer d.fence.Unlock()
+	fn()
+}
+
+// settle forgets what the subscribers that received p had missed of p's user.
+func (d *Delivery) settle(p *publishing) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for cl, l := range d.lagging {
+		m, ok := l.missed[p.user]
+		if !ok || m > p.version {
+			continue
+		}
+		if _, missed := p.missed[cl]; missed {
+			continue
+		}
+		if _, target := p.targets[cl]; p.targets != nil && !target {
+			continue
+		}
+		if d.server != nil {
+			if _, sub := d.server.Topics.Subscribers(p.topic).Subscriptions[cl.ID]; !sub {
+				continue
+			}
+		}
+		delete(l.missed, p.user)
+		l.backoff = 0
+		if len(l.missed) == 0 {
+			d.unlag(cl)
+		}
+	}
+}
+
+// unlag forgets a subscriber that misses nothing. d.mu is held.
+func (d *Delivery) unlag(cl *mqtt.Client) {
+	if _, ok := d.lagging[cl]; ok {
+		delete(d.lagging, cl)
+		d.Counters.Lagging.Add(-1)
+	}
+}
+
+// OnSubscribe takes the fence for reading for a SUBSCRIBE whose filters can
+// match presence/users/...: mochi checks and indexes them next.
+func (d *Delivery) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	if cl.Net.Inline {
+		return pk
+	}
+	for _, f := range pk.Filters {
+		if d.canMatchUsers(f.Filter) {
+			d.fence.RLock()
+			d.subscribing.Store(cl, &subscription{held: true})
+			break
+		}
+	}
+	return pk
+}
+
+// OnSubscribed runs after the index, before the SUBACK is written: the
+// fence stays held through that write only if it cannot block.
+func (d *Delivery) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
+	v, ok := d.subscribing.Load(cl)
+	if !ok {
+		return
+	}
+	if writesNeverBlock(cl) || writerIdle(cl) {
+		return
+	}
+	s := v.(*subscription)
+	s.mu.Lock()
+	s.held = false
+	s.mu.Unlock()
+	d.fence.RUnlock()
+}
+
+// writesNeverBlock reports whether the client's connection says its writes
+// never block (presenced's listener).
+func writesNeverBlock(cl *mqtt.Client) bool {
+	nb, ok := cl.Net.Conn.(interface{ WritesNeverBlock() bool })
+	return ok && nb.WritesNeverBlock()
+}
+
+// writerIdle reports whether nothing holds the client's lock right now: mochi
+// writes to the socket under it, so a held lock may be a write stuck on a
+// client that does not read.
+func writerIdle(cl *mqtt.Client) bool {
+	if !cl.TryLock() {
+		return false
+	}
+	cl.Unlock()
+	return true
+}
+
+// OnPacketSent holds the fence for reading, once the SUBACK of a noted
+// SUBSCRIBE is written, while mochi reads and queues its retained messages.
+func (d *Delivery) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
+	if pk.FixedHeader.Type != packets.Suback {
+		return
+	}
+	v, ok := d.subscribing.Load(cl)
+	if !ok {
+		return
+	}
+	s := v.(*subscription)
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if !held {
+		d.fence.RLock()
+	}
+	s.mu.Lock()
+	s.held, s.retained = true, true
+	s.mu.Unlock()
+}
+
+// OnPacketProcessed releases the fence after a SUBSCRIBE. It is called for
+// every packet, so it returns at once for everything else.
+func (d *Delivery) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, _ error) {
+	if pk.FixedHeader.Type != packets.Subscribe {
+		return
+	}
+	v, ok := d.subscribing.LoadAndDelete(cl)
+	if !ok {
+		return
+	}
+	s := v.(*subscription)
+	s.mu.Lock()
+	held := s.held
+	s.mu.Unlock()
+	if held {
+		d.fence.RUnlock()
+	}
+}
+
+// mayDeliver is the Guard's decision for a read of topic by cl, which the
+// program's policy has allowed: a live delivery during a publish, a retained
+// one while cl subscribes, or a SUBSCRIBE's filter check.
+func (d *Delivery) mayDeliver(cl *mqtt.Client, topic string) bool {
+	if topic == DiscardedWillTopic {
+		return false
+	}
+	user, ok := d.user(topic)
+	if !ok {
+		return true
+	}
+	v, subscribing := d.subscribing.Load(cl)
+	if p := d.live.Load(); p != nil && p.topic == topic {
+		// A live delivery: the publisher holds the fence, so no filter
+		// check and no retained reading runs now.
+		if _, target := p.targets[cl]; p.targets != nil && !target {
+			return false // sent again for others
+		}
+		if subscribing {
+			s := v.(*subscription)
+			s.mu.Lock()
+			if !s.held {
+				if s.live == nil {
+					s.live = make(map[string]struct{})
+				}
+				s.live[user] = struct{}{}
+			}
+			s.mu.Unlock()
+		}
+		return true
+	}
+	if subscribing {
+		s := v.(*subscription)
+		s.mu.Lock()
+		_, had := s.live[user]
+		retained := s.retained
+		s.mu.Unlock()
+		if retained && had {
+			// It got this user live while it did not hold the fence; the
+			// retained copy read after is the same version or older.
+			d.Counters.Repeats.Add(1)
+			return false
+		}
+	}
+	return true
+}
+
+// canMatchUsers reports whether a filter can match prefix/users/{user}.
+func (d *Delivery) canMatchUsers(filter string) bool {
+	if strings.HasPrefix(filter, "$share/") {
+		return false // shared subscriptions get no retained messages
+	}
+	want := strings.Split(d.users+"x", "/")
+	got := strings.Split(filter, "/")
+	for i, level := range got {
+		if level == "#" {
+			return true
+		}
+		if i >= len(want) {
+			return false
+		}
+		if level != "+" && level != want[i] && i != len(want)-1 {
+			return false
+		}
+	}
+	return len(got) == len(want)
+}
+
+// user returns the user of a presence/users/{user} topic.
+func (d *Delivery) user(topic string) (string, bool) {
+	u, ok := strings.CutPrefix(topic, d.users)
+	return u, ok && u != "" && !strings.Contains(u, "/")
+}
+
+// Version returns the version of a presence/users/{user} payload, written by
+// presence.Aggregate.AppendJSON: the first `,"version":` is the field
+// (inside a string value a quote is always escaped).
+func Version(payload []byte) (uint64, bool) {
+	const key = `,"version":`
+	i := bytes.Index(payload, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	rest := payload[i+len(key):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	v, err := strconv.ParseUint(string(rest[:j]), 10, 64)
+	return v, err == nil
+}
+
+// OnPublishDropped notes a presence message mochi dropped for cl because its
+// outbound queue (mqtt.max_writes_pending) was full.
+func (d *Delivery) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
+	user, ok := d.user(pk.TopicName)
+	if !ok {
+		return
+	}
+	version, ok := Version(pk.Payload)
+	if !ok {
+		return
+	}
+	d.Counters.Dropped.Add(1)
+	if p := d.live.Load(); p != nil && p.topic == pk.TopicName {
+		p.missed[cl] = struct{}{} // the publisher's own goroutine, inside the fence
+	}
+	d.miss(cl, user, version)
+}
+
+// miss notes that cl missed version of user.
+func (d *Delivery) miss(cl *mqtt.Client, user string, version uint64) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.lagging[cl]
+	if l == nil {
+		l = &lag{missed: make(map[string]uint64), since: now}
+		d.lagging[cl] = l
+		d.Counters.Lagging.Add(1)
+	}
+	l.missed[user] = max(l.missed[user], version)
+	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
+	l.nextTry = now.Add(l.backoff)
+}
+
+// OnDisconnect forgets the subscriber.
+func (d *Delivery) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	d.mu.Lock()
+	d.unlag(cl)
+	d.mu.Unlock()
+}
+
+// TakeMissing returns, for up to n users, the subscribers whose backoff has
+// passed that missed them: what to send again, and to whom. Those
+// subscribers are not asked about again before their backoff passes once
+// more; a miss doubles it, a delivery resets it.
+func (d *Delivery) TakeMissing(n int, now time.Time) map[string][]*mqtt.Client {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string][]*mqtt.Client)
+	for cl, l := range d.lagging {
+		if now.Before(l.nextTry) {
+			continue
+		}
+		for u := range l.missed {
+			if _, ok := out[u]; !ok && len(out) == n {
+				continue
+			}
+			out[u] = append(out[u], cl)
+		}
+		l.nextTry = now.Add(max(l.backoff, minBackoff))
+	}
+	return out
+}
+
+// Tidy disconnects, as slow consumers, the subscribers that have missed
+// presence for longer than SlowAfter, and forgets what they missed on topics
+// they no longer subscribe to. The pump calls it now and then.
+func (d *Delivery) Tidy(now time.Time) {
+	var slow []*mqtt.Client
+	d.mu.Lock()
+	for cl, l := range d.lagging {
+		if cl.Closed() {
+			d.unlag(cl)
+			continue
+		}
+		if d.server != nil {
+			for u := range l.missed {
+				if _, ok := d.server.Topics.Subscribers(d.users + u).Subscriptions[cl.ID]; !ok {
+					delete(l.missed, u)
+				}
+			}
+		}
+		if len(l.missed) == 0 {
+			d.unlag(cl)
+			continue
+		}
+		if now.Sub(l.since) > d.slowAfter {
+			slow = append(slow, cl)
+			d.log.Warn().Str("client", cl.ID).Int("missed_users", len(l.missed)).Dur("for", d.slowAfter).
+				Msg("disconnecting a slow subscriber: it has not taken the presence sent again")
+			d.unlag(cl)
+		}
+	}
+	d.mu.Unlock()
+	for _, cl := range slow {
+		d.Counters.SlowExpelled.Add(1)
+		// Stop closes the socket without writing to it (a DISCONNECT
+		// would wait on the very queue that is full).
+		cl.Stop(packets.ErrPendingClientWritesExceeded)
+	}
+}

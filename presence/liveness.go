@@ -1,0 +1,43 @@
+package presence
+
+import "time"
+
+// Liveness of nodes, shared by every node of a deployment.
+//
+// Each run of a node is an incarnation. A node keeps a record naming its
+// live incarnation and refreshes it; the sessions of an incarnation whose
+// record is gone, or names another incarnation, are swept: ended as
+// node_lost by whichever node sees it first.
+
+// Sweep is what to do about one incarnation that may hold sessions.
+type Sweep uint8
+
+// The answers of SweepDecision.
+const (
+	KeepIncarnation  Sweep = iota // its record names it: the node is alive
+	WaitIncarnation               // replaced by a restart: give its devices time to move over
+	SweepIncarnation              // gone: end its sessions
+)
+
+// SweepDecision decides about incarnation inc given the incarnation its
+// node's record names now (live; "" when the record is gone). A record
+// that names another incarnation means the node restarted: its devices are
+// reconnecting, and each new session takes the old one over in the same
+// step, so sweeping at once would show them offline in between. Such an
+// incarnation is swept only once grace has passed since a sweeper first saw
+// it replaced (seen; zero when this is the first time): the returned time
+// is what to remember as seen. Only the sweeper's own clock is compared
+// with itself, never another node's.
+func SweepDecision(inc, live string, seen, now time.Time, grace time.Duration) (Sweep, time.Time) {
+	switch {
+	case live == inc:
+		return KeepIncarnation, time.Time{}
+	case live == "":
+		return SweepIncarnation, time.Time{}
+	case seen.IsZero():
+		return WaitIncarnation, now
+	case now.Sub(seen) >= grace:
+		return SweepIncarnation, time.Time{}
+	}
+	return WaitIncarnation, seen
+}

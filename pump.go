@@ -1,0 +1,123 @@
+package presenced
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/presenced/presenced/store"
+)
+
+// Pacing of the pump.
+const (
+	// resendEvery and resendBatch pace the messages sent again for
+	// subscribers that missed them: a full queue holds
+	// mqtt.max_writes_pending messages, so a batch at a time lets it drain.
+	resendEvery = 20 * time.Millisecond
+	resendBatch = 128
+	// tidyEvery is how often slow subscribers are looked for.
+	tidyEvery = time.Second
+)
+
+// pump is the one goroutine that acts on the store's feed: it publishes
+// every change (the publisher is only ever called from here), opens every
+// session again after a reset, and paces what is sent again for
+// subscribers that missed it. It owns nothing that blocks on a client.
+func (p *Plugin) pump() {
+	defer p.wg.Done()
+	resend := time.NewTicker(resendEvery)
+	defer resend.Stop()
+	tidy := time.NewTicker(tidyEvery)
+	defer tidy.Stop()
+	var refresh <-chan time.Time
+	if max := p.srv.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 {
+		t := time.NewTicker(time.Duration(max) * time.Second / 4)
+		defer t.Stop()
+		refresh = t.C
+	}
+	for {
+		select {
+		case <-p.stop:
+			p.handle(p.feed.Take()) // the last ends the tracker wrote
+			return
+		case <-p.feed.Ready():
+			p.handle(p.feed.Take())
+		case now := <-resend.C:
+			for user, to := range p.Delivery.TakeMissing(resendBatch, now) {
+				p.Publisher.Resend(user, p.broker.resend(user, to))
+			}
+		case now := <-tidy.C:
+			p.Delivery.Tidy(now)
+		case <-refresh:
+			p.Publisher.Refresh()
+		}
+	}
+}
+
+// handle acts on events of the feed, in order.
+func (p *Plugin) handle(events []store.Event) {
+	for _, e := range events {
+		switch e.Kind {
+		case store.Changed:
+			p.Publisher.Publish(e.Aggregate)
+		case store.Reset:
+			p.Tracker.Reassert()
+			p.tombstoneAfter(e.Settle)
+		case store.NodeLost:
+			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
+		}
+	}
+}
+
+// tombstoneAfter records as offline, once settle has passed, every user
+// this node shows whom the store lost (only Redis resets): by then every
+// live node has opened its sessions again, so a user still missing has
+// none.
+func (p *Plugin) tombstoneAfter(settle time.Duration) {
+	if p.redis == nil {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTimer(settle)
+		defer t.Stop()
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := p.redis.Tombstone(ctx, p.Publisher.Versions()); err != nil {
+			p.log.Debug().Err(err).Msg("tombstones not written")
+		}
+	}()
+}
+
+// every runs fn every interval until Stop; each run gets the interval as
+// its deadline.
+func (p *Plugin) every(name string, interval time.Duration, fn func(context.Context) error) {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), interval)
+				if err := fn(ctx); err != nil {
+					ev := p.log.Warn()
+					if errors.Is(err, store.ErrUnavailable) {
+						ev = p.log.Debug() // the store logs an outage once
+					}
+					ev.Err(err).Str("loop", name).Msg("periodic task failed")
+				}
+				cancel()
+			}
+		}
+	}()
+}

@@ -1,0 +1,78 @@
+package presenced
+
+import (
+	"sync/atomic"
+
+	"github.com/presenced/presenced/store"
+)
+
+// Stats is a snapshot of every stage's counters.
+type Stats struct {
+	Node            string `json:"node"`
+	Connections     int64  `json:"connections"`
+	TrackedSessions int    `json:"tracked_sessions"`
+	RetainedUsers   int    `json:"retained_users"`
+	TrackerDepth    int64  `json:"tracker_queue_depth"`
+	TrackerRetrying int64  `json:"tracker_retrying"`
+	FeedDepth       int64  `json:"feed_queue_depth"`
+	Opened          int64  `json:"sessions_opened"`
+	Ended           int64  `json:"sessions_ended"`
+	Updated         int64  `json:"sessions_updated"`
+	StaleWrites     int64  `json:"stale_writes"`
+	StaleEvents     int64  `json:"stale_events"`
+	StoreErrors     int64  `json:"store_errors"`
+	LostSessions    int64  `json:"lost_sessions"`
+	Published       int64  `json:"published"`
+	OldVersions     int64  `json:"old_versions_dropped"`
+	SetAccepted     int64  `json:"set_accepted"`
+	SetRejected     int64  `json:"set_rejected"`
+	WritesDenied    int64  `json:"writes_denied"`
+	WillsDiscarded  int64  `json:"wills_discarded"`
+	WillsSuppressed int64  `json:"wills_suppressed"`
+	BadIdentity     int64  `json:"bad_identity"`
+	DroppedForQueue int64  `json:"dropped_full_queue"`
+	Resent          int64  `json:"resent"`
+	Repeats         int64  `json:"retained_repeats_refused"`
+	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
+	Lagging         int64  `json:"subscribers_lagging"`
+	store.RedisStats
+}
+
+// Stats returns every counter of the plugin (and the Redis store's, zero
+// with the in-memory store).
+func (p *Plugin) Stats() Stats {
+	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Counters, &p.Delivery.Counters
+	s := Stats{
+		Node:            p.cfg.NodeID,
+		Connections:     atomic.LoadInt64(&p.srv.Info.ClientsConnected),
+		TrackedSessions: p.Tracker.Len(),
+		RetainedUsers:   p.Publisher.Users(),
+		TrackerDepth:    t.Depth.Load(),
+		TrackerRetrying: t.Retrying.Load(),
+		FeedDepth:       p.feed.Depth(),
+		Opened:          t.Opened.Load(),
+		Ended:           t.Ended.Load(),
+		Updated:         t.Updated.Load(),
+		StaleWrites:     t.Stale.Load(),
+		StaleEvents:     t.StaleEvents.Load(),
+		StoreErrors:     t.Errors.Load(),
+		LostSessions:    t.Lost.Load(),
+		Published:       pb.Published.Load(),
+		OldVersions:     pb.Old.Load(),
+		SetAccepted:     h.SetAccepted.Load(),
+		SetRejected:     h.SetRejected.Load(),
+		WritesDenied:    h.WritesDenied.Load(),
+		WillsDiscarded:  h.WillsDiscarded.Load(),
+		WillsSuppressed: h.WillsSuppressed.Load(),
+		BadIdentity:     h.BadIdentity.Load(),
+		DroppedForQueue: d.Dropped.Load(),
+		Resent:          d.Resent.Load(),
+		Repeats:         d.Repeats.Load(),
+		SlowExpelled:    d.SlowExpelled.Load(),
+		Lagging:         d.Lagging.Load(),
+	}
+	if p.redis != nil {
+		s.RedisStats = p.redis.Stats()
+	}
+	return s
+}

@@ -1,0 +1,131 @@
+// Package store holds the presence stores: Memory, the embedded default for
+// a single node, and Redis, shared by many nodes (with lua/, one script per
+// operation). Every operation is atomic and epoch-checked: a write naming a
+// session at an epoch that is not its live one is refused as stale and
+// changes nothing.
+//
+// A store never calls into the node that uses it. It reports what happened
+// as Events (a committed change, a reset of this node's sessions, a node
+// swept) to the function it was given, in commit order per user; a Feed is
+// the queue a node gives it. The initial load reports through the same
+// function, so the load and the live changes take one path.
+//
+// The words for time in a store: a session's store-side expiry is renewed
+// (in bulk, rarely: the backstop; a client's heartbeat is its MQTT
+// keep-alive, which never reaches the store); sessions whose expiry passed
+// are reaped; the sessions of a node that is gone are swept; a node's record
+// in Redis is refreshed.
+package store
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// EventKind says what a store reports on its feed.
+type EventKind uint8
+
+// The events of a feed.
+const (
+	// Changed: a user's aggregate was committed (or loaded) with a version.
+	Changed EventKind = iota + 1
+	// Reset: the store lost this node's sessions (Redis came back empty, or
+	// this node was cut off for longer than its record lives and the other
+	// nodes swept it). The node has a new incarnation by then; whoever runs
+	// the node opens its live sessions again.
+	Reset
+	// NodeLost: this node swept the sessions of a dead incarnation.
+	NodeLost
+)
+
+// Event is one thing a store reports. The store never calls into the node:
+// it reports, and whoever composes the parts decides what to do.
+type Event struct {
+	Kind EventKind
+	// Aggregate is the committed aggregate (Changed).
+	Aggregate presence.Aggregate
+	// Settle is how long the other nodes may take to open their sessions
+	// again after the store lost them (Reset): users still unknown to the
+	// store after it were lost with it.
+	Settle time.Duration
+	// Node, Incarnation and Sessions describe a swept incarnation (NodeLost).
+	Node, Incarnation string
+	Sessions          int
+}
+
+// Feed is a store's change feed: a queue that never blocks the store, which
+// pushes to it while it commits. Changes coalesce per user (the highest
+// version wins) and the other events coalesce by kind and node, so it holds
+// at most one event per user and per swept incarnation, whatever the rate
+// of commits. The consumer waits on Ready and drains with Take.
+type Feed struct {
+	mu     sync.Mutex
+	events []Event
+	users  map[string]int // user -> index of its pending change in events
+	ready  chan struct{}
+	depth  atomic.Int64
+}
+
+// NewFeed returns an empty feed.
+func NewFeed() *Feed {
+	return &Feed{users: make(map[string]int), ready: make(chan struct{}, 1)}
+}
+
+// Push queues e. It never blocks.
+func (f *Feed) Push(e Event) {
+	f.mu.Lock()
+	switch e.Kind {
+	case Changed:
+		if i, ok := f.users[e.Aggregate.User]; ok {
+			if f.events[i].Aggregate.Version < e.Aggregate.Version {
+				f.events[i] = e
+			}
+			f.mu.Unlock()
+			return
+		}
+		f.users[e.Aggregate.User] = len(f.events)
+	case Reset:
+		for i := range f.events {
+			if f.events[i].Kind == Reset {
+				f.events[i].Settle = max(f.events[i].Settle, e.Settle)
+				f.mu.Unlock()
+				return
+			}
+		}
+	case NodeLost:
+		for i := range f.events {
+			if p := &f.events[i]; p.Kind == NodeLost && p.Node == e.Node && p.Incarnation == e.Incarnation {
+				p.Sessions += e.Sessions
+				f.mu.Unlock()
+				return
+			}
+		}
+	}
+	f.events = append(f.events, e)
+	f.depth.Store(int64(len(f.events)))
+	f.mu.Unlock()
+	select {
+	case f.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Ready is signalled when events are waiting.
+func (f *Feed) Ready() <-chan struct{} { return f.ready }
+
+// Take returns every waiting event in the order they were first pushed.
+func (f *Feed) Take() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	evs := f.events
+	f.events = nil
+	clear(f.users)
+	f.depth.Store(0)
+	return evs
+}
+
+// Depth returns how many events are waiting.
+func (f *Feed) Depth() int64 { return f.depth.Load() }

@@ -1,0 +1,46 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// A feed holds at most one change per user (the highest version) and one
+// event per reset or swept incarnation, in the order they first came.
+func TestFeedCoalesces(t *testing.T) {
+	f := NewFeed()
+	ch := func(user string, v uint64) Event {
+		return Event{Kind: Changed, Aggregate: presence.Aggregate{User: user, Version: v}}
+	}
+	f.Push(ch("amy", 1))
+	f.Push(ch("bob", 5))
+	f.Push(ch("amy", 3))
+	f.Push(ch("amy", 2)) // late: the pending 3 stays
+	f.Push(Event{Kind: Reset, Settle: time.Second})
+	f.Push(Event{Kind: NodeLost, Node: "a", Incarnation: "i1", Sessions: 2})
+	f.Push(Event{Kind: Reset, Settle: 2 * time.Second})
+	f.Push(Event{Kind: NodeLost, Node: "a", Incarnation: "i1", Sessions: 1})
+	if d := f.Depth(); d != 4 {
+		t.Fatalf("depth %d, want 4", d)
+	}
+	select {
+	case <-f.Ready():
+	default:
+		t.Fatal("not ready")
+	}
+	got := f.Take()
+	if len(got) != 4 || got[0].Aggregate.User != "amy" || got[0].Aggregate.Version != 3 ||
+		got[1].Aggregate.User != "bob" || got[2].Kind != Reset || got[2].Settle != 2*time.Second ||
+		got[3].Kind != NodeLost || got[3].Sessions != 3 {
+		t.Fatalf("took %+v", got)
+	}
+	if f.Depth() != 0 || len(f.Take()) != 0 {
+		t.Fatal("not empty after Take")
+	}
+	f.Push(ch("amy", 1)) // after a Take, a user starts again
+	if got := f.Take(); len(got) != 1 || got[0].Aggregate.Version != 1 {
+		t.Fatalf("after take: %+v", got)
+	}
+}

@@ -1,0 +1,194 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// ensureRegistered adds user to this incarnation's set before its first
+// session is opened, so that a crash right after the open leaves nothing the
+// sweep cannot find.
+func (r *Redis) ensureRegistered(ctx context.Context, user string) error {
+	r.mu.Lock()
+	_, ok := r.registered[user]
+	m := member(r.node, r.inc)
+	r.mu.Unlock()
+	if ok {
+		return nil
+	}
+	// The incarnation too: Redis may have restarted empty since this node
+	// last registered, and an incarnation missing from the registry would
+	// never be swept.
+	if err := r.c.SAdd(ctx, r.k.registry(), m).Err(); err != nil {
+		return r.fail("register", err)
+	}
+	if err := r.c.SAdd(ctx, r.k.nodeUsers(m), user).Err(); err != nil {
+		return r.fail("register user", err)
+	}
+	r.mu.Lock()
+	if member(r.node, r.inc) == m {
+		r.registered[user] = struct{}{}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Open starts a session with the user's next epoch, taking over a live
+// session with the same id in the same step.
+func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error) {
+	if err := a.Validate(); err != nil {
+		return presence.Session{}, fmt.Errorf("open %s/%s: %w", a.User, a.ID, err)
+	}
+	if err := r.ensureRegistered(ctx, a.User); err != nil {
+		return presence.Session{}, err
+	}
+	inc := r.Incarnation()
+	res, err := scriptOpen.Run(ctx, r.c, []string{r.k.user(a.User)},
+		a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
+		r.auth, r.k.feed(), ms(r.retention)).StringSlice()
+	if err != nil {
+		return presence.Session{}, r.fail("open", err)
+	}
+	r.up()
+	if len(res) != 3 {
+		return presence.Session{}, fmt.Errorf("open %s/%s: unexpected reply %q", a.User, a.ID, res)
+	}
+	epoch, err := strconv.ParseUint(res[0], 10, 64)
+	if err != nil {
+		return presence.Session{}, fmt.Errorf("open: epoch %q: %w", res[0], err)
+	}
+	c, _ := msString(res[1])
+	x, _ := msString(res[2])
+	st := a.Status
+	if st == "" {
+		st = presence.Online
+	}
+	return presence.Session{User: a.User, ID: a.ID, Epoch: epoch, Node: r.node, Device: a.Device, Status: st, Text: a.Text,
+		State: presence.Active, ConnectedAt: c, RenewedAt: c, ExpiresAt: x}, nil
+}
+
+func staleOr(op string, ref presence.SessionRef, n int) error {
+	if n == 1 {
+		return nil
+	}
+	return fmt.Errorf("%s %s/%s: %w: epoch %d is not the live one", op, ref.User, ref.ID, presence.ErrStaleEpoch, ref.Epoch)
+}
+
+// End ends a live session when the epoch is its current one.
+func (r *Redis) End(ctx context.Context, a presence.EndArgs) error {
+	if !a.Reason.Valid() {
+		return fmt.Errorf("end %s/%s: %w: reason %q", a.User, a.ID, presence.ErrBadTransition, a.Reason)
+	}
+	n, err := scriptEnd.Run(ctx, r.c, []string{r.k.user(a.User)},
+		a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
+		r.auth, r.k.feed(), ms(r.retention)).Int()
+	if err != nil {
+		return r.fail("end", err)
+	}
+	r.up()
+	return staleOr("end", presence.SessionRef{User: a.User, ID: a.ID, Epoch: a.Epoch}, n)
+}
+
+// Update changes a live session's own status, text or device.
+func (r *Redis) Update(ctx context.Context, ref presence.SessionRef, upd presence.Update) error {
+	probe := presence.Session{User: ref.User, ID: ref.ID, Epoch: 1, State: presence.Active}
+	if _, err := probe.Update(1, upd); err != nil { // the same checks as the memory store
+		return fmt.Errorf("update %s/%s: %w", ref.User, ref.ID, err)
+	}
+	args := append([]any{ref.ID, strconv.FormatUint(ref.Epoch, 10)}, updateArgs(upd)...)
+	args = append(args, r.auth, r.k.feed(), ms(r.retention))
+	n, err := scriptUpdate.Run(ctx, r.c, []string{r.k.user(ref.User)}, args...).Int()
+	if err != nil {
+		return r.fail("update", err)
+	}
+	r.up()
+	return staleOr("update", ref, n)
+}
+
+// SetAccount changes a user's account setting.
+func (r *Redis) SetAccount(ctx context.Context, user string, upd presence.AccountUpdate) error {
+	if err := presence.ValidUser(user); err != nil {
+		return fmt.Errorf("set account: %w", err)
+	}
+	if _, err := (presence.User{Name: user}).SetAccount(upd); err != nil {
+		return fmt.Errorf("set account %s: %w", user, err)
+	}
+	err := scriptAccount.Run(ctx, r.c, []string{r.k.user(user)},
+		user, flag(upd.Status != nil), deref(upd.Status), flag(upd.Text != nil), deref(upd.Text),
+		r.auth, r.k.feed(), ms(r.retention)).Err()
+	if err != nil {
+		return r.fail("set account", err)
+	}
+	r.up()
+	return nil
+}
+
+// Renew extends the store-side expiry of the named sessions in one
+// pipelined round of epoch-checked scripts, and returns those the store no
+// longer has live at that epoch.
+func (r *Redis) Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error) {
+	held := make(map[string]struct{}, len(refs))
+	cmds := make([]*redis.Cmd, len(refs))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, ref := range refs {
+			held[ref.User] = struct{}{}
+			cmds[i] = scriptRenew.EvalSha(ctx, p, []string{r.k.user(ref.User)}, ref.ID, strconv.FormatUint(ref.Epoch, 10), ms(ttl))
+		}
+		return nil
+	})
+	if err != nil && !isNoScript(err) {
+		return nil, r.fail("renew", err)
+	}
+	var stale []presence.SessionRef
+	for i, c := range cmds {
+		n, err := c.Int()
+		if isNoScript(err) { // first use on this server: run it once the slow way
+			n, err = scriptRenew.Run(ctx, r.c, []string{r.k.user(refs[i].User)}, refs[i].ID, strconv.FormatUint(refs[i].Epoch, 10), ms(ttl)).Int()
+		}
+		if err != nil {
+			return nil, r.fail("renew", err)
+		}
+		if n == 0 {
+			stale = append(stale, refs[i])
+		}
+	}
+	r.up()
+	r.mu.Lock()
+	r.renewed = held
+	r.mu.Unlock()
+	return stale, nil
+}
+
+// Reap ends, as timeouts, the sessions whose store-side expiry has passed,
+// among the users this incarnation opened sessions for. The users whose
+// sessions the last Renew renewed are skipped: none of their sessions on
+// this node can have expired since, and each node reaps its own. It is the
+// backstop against a session this node lost track of, so it runs rarely
+// (after each renewal).
+func (r *Redis) Reap(ctx context.Context) (int, error) {
+	users, err := r.c.SMembers(ctx, r.k.nodeUsers(member(r.node, r.Incarnation()))).Result()
+	if err != nil {
+		return 0, r.fail("reap", err)
+	}
+	r.mu.Lock()
+	renewed := r.renewed
+	r.mu.Unlock()
+	reaped := 0
+	for _, u := range users {
+		if _, ok := renewed[u]; ok {
+			continue
+		}
+		n, err := scriptReap.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention)).Int()
+		if err != nil {
+			return reaped, r.fail("reap", err)
+		}
+		reaped += n
+	}
+	return reaped, nil
+}
