@@ -47,15 +47,16 @@ import (
 // (TakeMissing) and publishes the current state again, to that subscriber
 // only with a Guard, to every subscriber of the user without one. A
 // subscriber whose queue is still full gets it less and less often (backoff
-// up to a second), and one that has missed presence for longer than
-// SlowAfter is disconnected as a slow consumer: it gets the whole snapshot
-// again when it comes back.
+// up to a second), and one that misses presence and takes none for longer
+// than SlowAfter is disconnected as a slow consumer: it gets the whole
+// snapshot again when it comes back.
 type Delivery struct {
 	mqtt.HookBase
 	prefix    string
 	users     string // prefix/users/
 	server    *mqtt.Server
 	slowAfter time.Duration
+	now       func() time.Time
 	log       zerolog.Logger
 
 	fence       sync.RWMutex
@@ -74,7 +75,7 @@ type DeliveryCounters struct {
 	Dropped      atomic.Int64 // presence messages mochi dropped for a full subscriber queue
 	Repeats      atomic.Int64 // retained copies refused to a subscriber that had them live (Guard)
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
-	SlowExpelled atomic.Int64 // subscribers disconnected for missing presence longer than SlowAfter
+	SlowExpelled atomic.Int64 // subscribers disconnected for taking no presence for SlowAfter while missing some
 	Lagging      atomic.Int64 // subscribers missing presence now
 }
 
@@ -97,7 +98,7 @@ type publishing struct {
 // lag is what one subscriber missed.
 type lag struct {
 	missed  map[string]uint64 // user -> version it missed
-	since   time.Time         // when it began to miss
+	since   time.Time         // when it last took presence while missing some
 	backoff time.Duration     // doubles with each miss in a row, up to maxBackoff
 	nextTry time.Time         // when what it missed may be sent again
 }
@@ -112,9 +113,10 @@ const (
 type DeliveryOptions struct {
 	Prefix string       // topic prefix, e.g. "presence"
 	Server *mqtt.Server // to find a topic's subscribers
-	// SlowAfter is how long a subscriber may miss presence before it is
-	// disconnected as a slow consumer (default 10s).
+	// SlowAfter is how long a subscriber may miss presence and take none
+	// before it is disconnected as a slow consumer (default 10s).
 	SlowAfter time.Duration
+	Now       func() time.Time // the clock of backoffs and SlowAfter (default time.Now)
 	Log       zerolog.Logger
 }
 
@@ -123,8 +125,11 @@ func NewDelivery(o DeliveryOptions) *Delivery {
 	if o.SlowAfter <= 0 {
 		o.SlowAfter = 10 * time.Second
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Delivery{
-		prefix: o.Prefix, users: o.Prefix + "/users/", server: o.Server, slowAfter: o.SlowAfter, log: o.Log,
+		prefix: o.Prefix, users: o.Prefix + "/users/", server: o.Server, slowAfter: o.SlowAfter, now: o.Now, log: o.Log,
 		lagging: make(map[*mqtt.Client]*lag),
 	}
 }
@@ -173,30 +178,37 @@ func (d *Delivery) Exclusive(fn func()) {
 	fn()
 }
 
-// settle forgets what the subscribers that received p had missed of p's user.
+// settle records what p delivered to the subscribers that are missing
+// something: one that took p (it subscribes to p's topic and p was neither
+// dropped nor held back for it) is making progress, so its backoff ends,
+// and it no longer misses p's user at p's version or below.
 func (d *Delivery) settle(p *publishing) {
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if len(d.lagging) == 0 {
+		return
+	}
+	var subs map[string]packets.Subscription
+	if d.server != nil {
+		subs = d.server.Topics.Subscribers(p.topic).Subscriptions
+	}
 	for cl, l := range d.lagging {
-		m, ok := l.missed[p.user]
-		if !ok || m > p.version {
-			continue
-		}
 		if _, missed := p.missed[cl]; missed {
 			continue
 		}
 		if _, target := p.targets[cl]; p.targets != nil && !target {
 			continue
 		}
-		if d.server != nil {
-			if _, sub := d.server.Topics.Subscribers(p.topic).Subscriptions[cl.ID]; !sub {
-				continue
-			}
+		if _, sub := subs[cl.ID]; subs != nil && !sub {
+			continue
 		}
-		delete(l.missed, p.user)
-		l.backoff = 0
-		if len(l.missed) == 0 {
-			d.unlag(cl)
+		l.backoff, l.nextTry, l.since = 0, time.Time{}, now
+		if m, ok := l.missed[p.user]; ok && m <= p.version {
+			delete(l.missed, p.user)
+			if len(l.missed) == 0 {
+				d.unlag(cl)
+			}
 		}
 	}
 }
@@ -413,7 +425,7 @@ func (d *Delivery) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 
 // miss notes that cl missed version of user.
 func (d *Delivery) miss(cl *mqtt.Client, user string, version uint64) {
-	now := time.Now()
+	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := d.lagging[cl]
@@ -457,9 +469,10 @@ func (d *Delivery) TakeMissing(n int, now time.Time) map[string][]*mqtt.Client {
 	return out
 }
 
-// Tidy disconnects, as slow consumers, the subscribers that have missed
-// presence for longer than SlowAfter, and forgets what they missed on topics
-// they no longer subscribe to. The pump calls it now and then.
+// Tidy disconnects, as slow consumers, the subscribers that miss presence
+// and have taken none for longer than SlowAfter, and forgets what they
+// missed on topics they no longer subscribe to. The pump calls it now and
+// then.
 func (d *Delivery) Tidy(now time.Time) {
 	var slow []*mqtt.Client
 	d.mu.Lock()

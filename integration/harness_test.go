@@ -168,7 +168,7 @@ func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ..
 		// and can deadlock with a client leaving at that moment (presenced's
 		// listeners avoid it). End the connections first, as
 		// examples/embed does, so nothing leaves during Close.
-		closeClients(srv)
+		closeClients(t, srv)
 		_ = srv.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -180,17 +180,17 @@ func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ..
 }
 
 // closeClients disconnects every client and waits until mochi has let go of
-// them (at most a few seconds).
-func closeClients(srv *mqtt.Server) {
+// them.
+func closeClients(t *testing.T, srv *mqtt.Server) {
 	for _, cl := range srv.Clients.GetAll() {
 		if !cl.Net.Inline && !cl.Closed() {
 			_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for atomic.LoadInt64(&srv.Info.ClientsConnected) > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Wait(t, waitTimeout, "every client gone", func() error {
+		n := atomic.LoadInt64(&srv.Info.ClientsConnected)
+		return testkit.Why(n == 0, fmt.Sprintf("%d connected", n))
+	})
 }
 
 // freeAddr returns a loopback address with a port free at the moment.

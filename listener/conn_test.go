@@ -12,6 +12,8 @@ import (
 	"unsafe"
 
 	"go.uber.org/goleak"
+
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // wrap registers the server end of a pair with a tracker for cfg, as a
@@ -95,7 +97,7 @@ func TestIdleConnCost(t *testing.T) {
 	if tr.stats().Backlogged != 1 {
 		t.Log("the socket took 4 MiB at once; the backlog was not exercised")
 	}
-	eventually(t, waitTimeout, "backlog drained", func() bool { return tr.stats() == Stats{Open: 1} })
+	testkit.Wait(t, waitTimeout, "backlog drained", func() error { return testkit.Why(tr.stats() == Stats{Open: 1}, "not yet") })
 	c.mu.Lock()
 	idle := c.out == nil
 	c.mu.Unlock()
@@ -103,8 +105,8 @@ func TestIdleConnCost(t *testing.T) {
 		t.Fatal("the backlog is still allocated after draining")
 	}
 	// The only goroutine left besides the test's is the peer's reader.
-	eventually(t, waitTimeout, "flusher ended", func() bool {
-		return goleak.Find(base, goleak.IgnoreAnyFunction("github.com/presenced/presenced/listener.readAll.func1")) == nil
+	testkit.Wait(t, waitTimeout, "flusher ended", func() error {
+		return goleak.Find(base, goleak.IgnoreAnyFunction("github.com/presenced/presenced/listener.readAll.func1"))
 	})
 	closeTracker(t, tr)
 	if b := waitBytes(t, got); !bytes.Equal(b, data) {
@@ -169,7 +171,7 @@ func TestConnWithoutDescriptor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, waitTimeout, "backlog drained", func() bool { return tr.stats().Backlogged == 0 })
+	testkit.Wait(t, waitTimeout, "backlog drained", func() error { return testkit.Why(tr.stats().Backlogged == 0, "not yet") })
 	closeTracker(t, tr)
 	if b := waitBytes(t, got); !bytes.Equal(b, data) {
 		t.Fatalf("peer got %d bytes, differing from the %d written", len(b), len(data))
@@ -197,7 +199,7 @@ func TestConnSlowConsumerOverBacklog(t *testing.T) {
 		t.Fatalf("read after: %v", err)
 	}
 	// The flusher drops the backlog as its write fails.
-	eventually(t, waitTimeout, "backlog dropped", func() bool { return tr.stats() == Stats{SlowConsumers: 1} })
+	testkit.Wait(t, waitTimeout, "backlog dropped", func() error { return testkit.Why(tr.stats() == Stats{SlowConsumers: 1}, "not yet") })
 	if err := closedByPeer(peer, waitTimeout); err != nil {
 		t.Fatalf("peer: %v", err)
 	}
@@ -214,11 +216,11 @@ func TestConnSlowConsumerNoProgress(t *testing.T) {
 	if _, err := c.Write(pattern(8 << 20)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "slow consumer", c.SlowConsumer)
+	testkit.Wait(t, waitTimeout, "slow consumer", func() error { return testkit.Why(c.SlowConsumer(), "not yet") })
 	if d := time.Since(start); d < timeout {
 		t.Fatalf("slow consumer after %v, before WriteTimeout %v", d, timeout)
 	}
-	eventually(t, waitTimeout, "connection released", func() bool { return tr.stats() == Stats{SlowConsumers: 1} })
+	testkit.Wait(t, waitTimeout, "connection released", func() error { return testkit.Why(tr.stats() == Stats{SlowConsumers: 1}, "not yet") })
 	if err := closedByPeer(peer, waitTimeout); err != nil {
 		t.Fatalf("peer: %v", err)
 	}
@@ -236,7 +238,7 @@ func TestConnWriteDeadline(t *testing.T) {
 	if _, err := c.Write(pattern(8 << 20)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "connection released", func() bool { return tr.stats().Open == 0 })
+	testkit.Wait(t, waitTimeout, "connection released", func() error { return testkit.Why(tr.stats().Open == 0, "not yet") })
 	if _, err := c.Write([]byte{1}); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("write after: %v", err)
 	}
@@ -269,7 +271,7 @@ func TestConnWriteDeadlineMoved(t *testing.T) {
 		t.Fatal("the connection failed at a deadline that had been removed")
 	}
 	got := readAll(peer)
-	eventually(t, waitTimeout, "backlog drained", func() bool { return tr.stats().Backlogged == 0 })
+	testkit.Wait(t, waitTimeout, "backlog drained", func() error { return testkit.Why(tr.stats().Backlogged == 0, "not yet") })
 	closeTracker(t, tr)
 	if b := waitBytes(t, got); !bytes.Equal(b, data) {
 		t.Fatalf("peer got %d bytes, differing from the %d written", len(b), len(data))
@@ -341,7 +343,7 @@ func TestConnCloseDrainIsBounded(t *testing.T) {
 	}
 	start := time.Now()
 	_ = c.Close()
-	eventually(t, 3*time.Second, "connection released", func() bool { return tr.stats() == Stats{} })
+	testkit.Wait(t, 3*time.Second, "connection released", func() error { return testkit.Why(tr.stats() == Stats{}, "not yet") })
 	d := time.Since(start)
 	t.Logf("released %v after Close", d.Round(time.Millisecond))
 	if d < maxDrain-50*time.Millisecond {

@@ -24,19 +24,6 @@ import (
 // waitTimeout bounds every wait for something that should happen promptly.
 const waitTimeout = 10 * time.Second
 
-// eventually polls cond until it holds, and fails the test with what once
-// within has passed.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // statsListener is either listener of this package.
 type statsListener interface {
 	listeners.Listener

@@ -16,6 +16,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"go.uber.org/goleak"
+
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 var kinds = []string{"tcp", "ws"}
@@ -96,7 +98,7 @@ func TestConnectTimeout(t *testing.T) {
 			if d := time.Since(start); d < timeout/2 {
 				t.Fatalf("closed after %v, before the timeout of %v", d, timeout)
 			}
-			eventually(t, waitTimeout, "no connection left open", func() bool { return b.l.Stats().Open == 0 })
+			testkit.Wait(t, waitTimeout, "no connection left open", func() error { return testkit.Why(b.l.Stats().Open == 0, "not yet") })
 		})
 	}
 }
@@ -115,7 +117,7 @@ func TestCloseWithSilentSockets(t *testing.T) {
 			}
 			connected := b.dial(t, 0)
 			connected.connect("connected")
-			eventually(t, waitTimeout, "every socket accepted", func() bool { return b.l.Stats().Open == int64(len(socks)+1) })
+			testkit.Wait(t, waitTimeout, "every socket accepted", func() error { return testkit.Why(b.l.Stats().Open == int64(len(socks)+1), "not yet") })
 
 			took := b.close(t)
 			if took > 5*time.Second {
@@ -158,9 +160,9 @@ func TestStalledClientDoesNotBlockPublisher(t *testing.T) {
 				if s := b.l.Stats(); s.SlowConsumers != 1 {
 					t.Fatalf("stats: %+v", s)
 				}
-				eventually(t, waitTimeout, "no bytes left waiting", func() bool {
+				testkit.Wait(t, waitTimeout, "no bytes left waiting", func() error {
 					s := b.l.Stats()
-					return s.Backlogged == 0 && s.BacklogBytes == 0 && s.Open == 1
+					return testkit.Why(s.Backlogged == 0 && s.BacklogBytes == 0 && s.Open == 1, fmt.Sprintf("stats %+v", s))
 				})
 			})
 		}
@@ -254,14 +256,14 @@ func stalledScenario(t *testing.T, b *broker, slowEnded func(Stats) bool) {
 	}
 	t.Logf("%d publishes returned in %v; all delivered to the well-behaved client in %v", messages, publishing.Round(time.Microsecond), delivered.Round(time.Microsecond))
 
-	eventually(t, waitTimeout, "stalled client ended as a slow consumer", func() bool { return slowEnded(b.l.Stats()) })
+	testkit.Wait(t, waitTimeout, "stalled client ended as a slow consumer", func() error { return testkit.Why(slowEnded(b.l.Stats()), "not yet") })
 	t.Logf("slow consumer after %v", time.Since(start).Round(time.Millisecond))
 	if err := closedByPeer(stalled.sock, waitTimeout); err != nil {
 		t.Fatalf("stalled client's socket was not closed by the broker: %v", err)
 	}
-	eventually(t, waitTimeout, "mochi forgot the stalled client", func() bool {
+	testkit.Wait(t, waitTimeout, "mochi forgot the stalled client", func() error {
 		_, ok := b.srv.Clients.Get("stalled")
-		return !ok
+		return testkit.Why(!ok, "still listed")
 	})
 }
 
@@ -398,7 +400,7 @@ func TestShutdownDisconnectReachesBusyClient(t *testing.T) {
 	if err := b.srv.Publish("big", payload, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitTimeout, "bytes waiting for the client", func() bool { return b.l.Stats().Backlogged == 1 })
+	testkit.Wait(t, waitTimeout, "bytes waiting for the client", func() error { return testkit.Why(b.l.Stats().Backlogged == 1, "not yet") })
 
 	closed := make(chan struct{})
 	b.closeOnce.Do(func() {})

@@ -1,0 +1,151 @@
+package hooks
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+)
+
+// newDeliveryServer returns a mochi server (no listener) with a Delivery
+// and a Guard, and n clients subscribed to presence/users/+.
+func newDeliveryServer(t *testing.T, n int) (*clock, *Delivery, *Guard, []*mqtt.Client) {
+	t.Helper()
+	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.now, Log: zerolog.Nop()})
+	g := NewGuard(d, nil)
+	var cls []*mqtt.Client
+	for i := range n {
+		a, b := net.Pipe()
+		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+		cl := srv.NewClient(a, "t", "sub-"+string(rune('a'+i)), false)
+		srv.Topics.Subscribe(cl.ID, packets.Subscription{Filter: "presence/users/+"})
+		cls = append(cls, cl)
+	}
+	return clk, d, g, cls
+}
+
+// clock is a clock the test moves.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// What a subscriber missed is offered again after its backoff, which
+// doubles with each miss in a row; a delivery it takes ends it.
+func TestDeliveryMissedBackoffAndSettle(t *testing.T) {
+	clk, d, _, cls := newDeliveryServer(t, 2)
+	a := cls[0]
+	d.miss(a, "amy", 5)
+	if got := d.TakeMissing(10, clk.now()); len(got) != 0 {
+		t.Fatalf("offered before the backoff passed: %v", got)
+	}
+	clk.advance(minBackoff)
+	got := d.TakeMissing(10, clk.now())
+	if len(got) != 1 || len(got["amy"]) != 1 || got["amy"][0] != a {
+		t.Fatalf("TakeMissing = %v, want amy for a", got)
+	}
+	if got := d.TakeMissing(10, clk.now()); len(got) != 0 {
+		t.Fatalf("offered twice in a row: %v", got)
+	}
+	d.miss(a, "amy", 5) // dropped again: the backoff doubles
+	if got := d.TakeMissing(10, clk.now().Add(minBackoff+minBackoff/2)); len(got) != 0 {
+		t.Fatalf("offered before the doubled backoff: %v", got)
+	}
+	if got := d.TakeMissing(10, clk.now().Add(2*minBackoff)); len(got["amy"]) != 1 {
+		t.Fatalf("not offered after the doubled backoff: %v", got)
+	}
+	// Sent again to a only, and taken: a misses nothing any more.
+	d.Publish("amy", 5, []*mqtt.Client{a}, func() {})
+	if d.Counters.Lagging.Load() != 0 || len(d.TakeMissing(10, clk.now().Add(time.Hour))) != 0 {
+		t.Fatalf("still lagging after a delivery: %d", d.Counters.Lagging.Load())
+	}
+	// An older version sent does not satisfy a newer miss.
+	d.miss(a, "amy", 9)
+	d.Publish("amy", 8, nil, func() {})
+	if d.Counters.Lagging.Load() != 1 {
+		t.Fatalf("a delivery of version 8 settled a miss of version 9")
+	}
+}
+
+// With a Guard, a message sent again reaches only its targets, and a live
+// delivery reaches everyone; a drop during the publish keeps the miss.
+func TestGuardTargetsAndDrops(t *testing.T) {
+	_, d, g, cls := newDeliveryServer(t, 2)
+	a, b := cls[0], cls[1]
+	d.miss(a, "amy", 5)
+	var allowedA, allowedB bool
+	d.Publish("amy", 5, []*mqtt.Client{a}, func() {
+		allowedA = g.OnACLCheck(a, "presence/users/amy", false)
+		allowedB = g.OnACLCheck(b, "presence/users/amy", false)
+		d.OnPublishDropped(a, packets.Packet{TopicName: "presence/users/amy", Payload: []byte(`{"user":"amy","status":"online","text":"","version":5}`)})
+	})
+	if !allowedA || allowedB {
+		t.Fatalf("resend allowed to a %v, to b %v; want only a", allowedA, allowedB)
+	}
+	if d.Counters.Lagging.Load() != 1 {
+		t.Fatalf("a drop during the resend settled the miss")
+	}
+	d.Publish("bob", 1, nil, func() {
+		allowedA = g.OnACLCheck(a, "presence/users/bob", false)
+		allowedB = g.OnACLCheck(b, "presence/users/bob", false)
+	})
+	if !allowedA || !allowedB || g.OnACLCheck(a, DiscardedWillTopic, false) {
+		t.Fatalf("live delivery allowed a %v b %v, discarded will allowed", allowedA, allowedB)
+	}
+}
+
+// A subscriber that misses presence and takes none for SlowAfter is
+// disconnected as a slow consumer; one that takes some is not.
+func TestDeliveryTidyExpelsOnlyTheStuck(t *testing.T) {
+	clk, d, _, cls := newDeliveryServer(t, 2)
+	stuck, busy := cls[0], cls[1]
+	d.miss(stuck, "amy", 5)
+	d.miss(busy, "amy", 5)
+	d.miss(busy, "bob", 3)
+	clk.advance(600 * time.Millisecond)
+	// busy takes amy's next version (still missing bob's); stuck does not.
+	d.Publish("amy", 6, nil, func() {
+		d.OnPublishDropped(stuck, packets.Packet{TopicName: "presence/users/amy", Payload: []byte(`{"user":"amy","status":"online","text":"","version":6}`)})
+	})
+	d.Tidy(clk.now())
+	if stuck.Closed() || busy.Closed() {
+		t.Fatal("disconnected before SlowAfter")
+	}
+	clk.advance(600 * time.Millisecond)
+	d.Tidy(clk.now())
+	if !stuck.Closed() || d.Counters.SlowExpelled.Load() != 1 {
+		t.Fatalf("the stuck subscriber was not disconnected (expelled %d)", d.Counters.SlowExpelled.Load())
+	}
+	if busy.Closed() {
+		t.Fatal("the subscriber that took amy's presence was disconnected")
+	}
+	if !errorsIsCode(stuck.StopCause(), packets.ErrPendingClientWritesExceeded) {
+		t.Fatalf("stop cause %v", stuck.StopCause())
+	}
+}
+
+func errorsIsCode(err error, c packets.Code) bool {
+	code, ok := err.(packets.Code)
+	return ok && code.Code == c.Code
+}
+
+func TestVersion(t *testing.T) {
+	for payload, want := range map[string]uint64{
+		`{"user":"a","status":"online","text":"x\",\"version\":9","version":42,"since":null}`: 42,
+		`{"user":"a","version":7}`: 7,
+	} {
+		if v, ok := Version([]byte(payload)); !ok || v != want {
+			t.Errorf("Version(%s) = %d, %v; want %d", payload, v, ok, want)
+		}
+	}
+	if _, ok := Version([]byte(`{"user":"a"}`)); ok {
+		t.Error("a payload without a version has one")
+	}
+}
