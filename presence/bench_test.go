@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-func BenchmarkAggregate(b *testing.B) {
+func BenchmarkDerive(b *testing.B) {
 	rules := NewRules([]string{"desk"})
 	u := withSessions(Account{Text: "hello"},
 		live("c1", "phone", Online, "from phone", 1),
