@@ -217,3 +217,42 @@ func disconnectClients(c Config, closeClients listeners.CloseFn) {
 
 // discard is the logger of a listener that mochi has not initialised.
 var discard = slog.New(slog.DiscardHandler)
+
+// base is what both listeners share: their settings, their connections and
+// counters, and the bound socket.
+type base struct {
+	cfg Config
+	t   *tracker
+	ln  net.Listener
+	log *slog.Logger
+}
+
+func newBase(c Config) base { return base{cfg: c, t: newTracker(c), log: discard} }
+
+// ID returns the listener's ID.
+func (b *base) ID() string { return b.cfg.ID }
+
+// Address returns the address the listener is bound to, once it is, and the
+// configured address before.
+func (b *base) Address() string {
+	if b.ln != nil {
+		return b.ln.Addr().String()
+	}
+	return b.cfg.Address
+}
+
+// Stats returns the listener's counters.
+func (b *base) Stats() Stats { return b.t.stats() }
+
+// bind binds the configured address and takes mochi's logger.
+func (b *base) bind(log *slog.Logger) error {
+	if log != nil {
+		b.log = log
+	}
+	ln, err := net.Listen("tcp", b.cfg.Address)
+	if err != nil {
+		return err
+	}
+	b.ln = ln
+	return nil
+}

@@ -13,10 +13,7 @@ import (
 // TCP is an MQTT listener on plain TCP. It implements mochi's
 // listeners.Listener; add it with Server.AddListener.
 type TCP struct {
-	cfg       Config
-	t         *tracker
-	ln        net.Listener
-	log       *slog.Logger
+	base
 	closeOnce sync.Once
 }
 
@@ -24,40 +21,15 @@ type TCP struct {
 // initialises it (Server.AddListener).
 func NewTCP(c Config) *TCP {
 	c = c.withDefaults()
-	return &TCP{cfg: c, t: newTracker(c), log: discard}
+	return &TCP{base: newBase(c)}
 }
-
-// ID returns the listener's ID.
-func (l *TCP) ID() string { return l.cfg.ID }
 
 // Protocol returns "tcp".
 func (l *TCP) Protocol() string { return "tcp" }
 
-// Address returns the address the listener is bound to, once it is, and the
-// configured address before.
-func (l *TCP) Address() string {
-	if l.ln != nil {
-		return l.ln.Addr().String()
-	}
-	return l.cfg.Address
-}
-
-// Stats returns the listener's counters.
-func (l *TCP) Stats() Stats { return l.t.stats() }
-
 // Init binds the listener's address. mochi calls it from AddListener, which
 // returns its error.
-func (l *TCP) Init(log *slog.Logger) error {
-	if log != nil {
-		l.log = log
-	}
-	ln, err := net.Listen("tcp", l.cfg.Address)
-	if err != nil {
-		return err
-	}
-	l.ln = ln
-	return nil
-}
+func (l *TCP) Init(log *slog.Logger) error { return l.bind(log) }
 
 // Serve accepts connections until Close, and hands each to mochi (establish)
 // in a goroutine of its own.

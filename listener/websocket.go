@@ -21,13 +21,10 @@ import (
 // socket gorilla/websocket writes its frames to after the upgrade is a
 // *Conn, whose writes never block.
 type WebSocket struct {
-	cfg       Config
-	t         *tracker
-	ln        net.Listener // the bound socket, wrapped by acceptor
+	base      // ln is the bound socket, wrapped by acceptor
 	srv       *http.Server
 	upgrader  websocket.Upgrader
 	establish listeners.EstablishFn
-	log       *slog.Logger
 	closeOnce sync.Once
 }
 
@@ -40,41 +37,21 @@ func NewWebSocket(c Config) *WebSocket {
 		check = func(*http.Request) bool { return true }
 	}
 	return &WebSocket{
-		cfg: c, t: newTracker(c), log: discard,
+		base:     newBase(c),
 		upgrader: websocket.Upgrader{Subprotocols: []string{"mqtt"}, CheckOrigin: check},
 	}
 }
 
-// ID returns the listener's ID.
-func (l *WebSocket) ID() string { return l.cfg.ID }
-
 // Protocol returns "ws".
 func (l *WebSocket) Protocol() string { return "ws" }
-
-// Address returns the address the listener is bound to, once it is, and the
-// configured address before.
-func (l *WebSocket) Address() string {
-	if l.ln != nil {
-		return l.ln.Addr().String()
-	}
-	return l.cfg.Address
-}
-
-// Stats returns the listener's counters.
-func (l *WebSocket) Stats() Stats { return l.t.stats() }
 
 // Init binds the listener's address. mochi calls it from AddListener, which
 // returns its error. (mochi's own WebSocket listener binds in Serve and can
 // only log a failure there.)
 func (l *WebSocket) Init(log *slog.Logger) error {
-	if log != nil {
-		l.log = log
-	}
-	ln, err := net.Listen("tcp", l.cfg.Address)
-	if err != nil {
+	if err := l.bind(log); err != nil {
 		return err
 	}
-	l.ln = ln
 	l.srv = &http.Server{
 		Handler: http.HandlerFunc(l.handle),
 		// A connection that never completes its upgrade request, or idles
