@@ -89,6 +89,8 @@ type Config struct {
 	Identity IdentityConfig `yaml:"identity"`
 	Presence PresenceConfig `yaml:"presence"`
 	Redis    RedisConfig    `yaml:"redis"`
+	Auth     AuthConfig     `yaml:"auth"`
+	TLS      TLSConfig      `yaml:"tls"`
 }
 
 // LogConfig configures the process logger.
@@ -106,11 +108,23 @@ type MQTTConfig struct {
 	MaxWritesPending int      `yaml:"max_writes_pending"` // per-connection outbound queue (mochi MaximumClientWritesPending); default 256; 16..65535
 	ReadBufferSize   int      `yaml:"read_buffer_size"`   // default 1024; 256..1048576
 	WriteBufferSize  int      `yaml:"write_buffer_size"`  // default 1024; 256..1048576
+
+	MaxPacketSize            int      `yaml:"max_packet_size"`             // bytes, refused before it is read; default 1 MiB; 1024..268435455
+	MaxConnections           int      `yaml:"max_connections"`             // per node; default 50000
+	MaxConnectionsPerAddress int      `yaml:"max_connections_per_address"` // per source IP; default 1000
+	MaxKeepAlive             Duration `yaml:"max_keepalive"`               // keep-alive ceiling, server_keepalive included; default 600s (or server_keepalive when above); whole seconds, 1s..65535s
+	MaxSubscriptions         int      `yaml:"max_subscriptions"`           // topic filters per connection; default 100
+	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter; default 256
+	MaxTopicLevels           int      `yaml:"max_topic_levels"`            // levels of a topic filter; default 16
+	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do
+	WSAllowedOrigins         []string `yaml:"ws_allowed_origins"`          // Origin values a WebSocket upgrade may carry; default empty: any
 }
 
 // AdminConfig configures the HTTP admin listener.
 type AdminConfig struct {
-	Addr string `yaml:"addr"` // default "127.0.0.1:8080"; "off" disables
+	Addr      string `yaml:"addr"`       // default "127.0.0.1:8080"; "off" disables
+	Token     Secret `yaml:"token"`      // bearer token for everything but /healthz and /readyz (PRESENCED_ADMIN_TOKEN)
+	TokenFile string `yaml:"token_file"` // or a file holding it
 }
 
 // IdentityConfig says how a connection maps to a user and a device.
@@ -127,6 +141,12 @@ type PresenceConfig struct {
 	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
 	RenewInterval        Duration `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
 	ReapInterval         Duration `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
+	Visibility           string   `yaml:"visibility"`            // open|self: who reads whose presence; default open
+	Observers            []string `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
+	MaxSessionsPerUser   int      `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
+	SetRate              int      `yaml:"set_rate"`              // presence/set per second per session; default 5
+	SetBurst             int      `yaml:"set_burst"`             // presence/set burst per session; default 10
+	OfflineRetention     Duration `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
 }
 
 // RedisConfig configures the shared Redis store. No address means the
@@ -145,6 +165,45 @@ type RedisConfig struct {
 	NodeTTL       Duration `yaml:"node_ttl"`       // a node record lives this long unless refreshed; default 10s
 	SweepInterval Duration `yaml:"sweep_interval"` // how often nodes look for dead nodes' sessions; default 2s
 	Retention     Duration `yaml:"retention"`      // how long an offline user is kept; default 720h (30 days)
+}
+
+// AuthConfig configures who may connect. With no method configured
+// (password_file, jwt keys, tls.cert_user_from) every client may connect
+// with any username, and presenced listens on loopback only unless
+// allow_anonymous is set.
+type AuthConfig struct {
+	AllowAnonymous bool      `yaml:"allow_anonymous"` // no method: listen beyond loopback anyway; with a method: clients without credentials connect as anonymous observers
+	PasswordFile   string    `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
+	JWT            JWTConfig `yaml:"jwt"`
+	CertUserFrom   string    `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+}
+
+// JWTConfig configures tokens carried in the CONNECT password.
+type JWTConfig struct {
+	HS256SecretFile     string   `yaml:"hs256_secret_file"`      // shared secret for HS256
+	PublicKeysFile      string   `yaml:"public_keys_file"`       // PEM or JWKS: RS256, ES256, EdDSA
+	UserClaim           string   `yaml:"user_claim"`             // default "sub"
+	GroupsClaim         string   `yaml:"groups_claim"`           // default "groups"
+	ObserverClaim       string   `yaml:"observer_claim"`         // a boolean claim that makes the user a service account
+	ClientIDClaim       string   `yaml:"client_id_claim"`        // the client id must equal it
+	ClientIDPrefixClaim string   `yaml:"client_id_prefix_claim"` // the client id must start with it
+	Audience            string   `yaml:"audience"`
+	Issuer              string   `yaml:"issuer"`
+	Leeway              Duration `yaml:"leeway"` // for exp and nbf; default 30s
+}
+
+// TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
+type TLSConfig struct {
+	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
+	KeyFile           string `yaml:"key_file"`            // its key (PEM)
+	ClientCAFile      string `yaml:"client_ca_file"`      // CAs of client certificates (mutual TLS)
+	RequireClientCert bool   `yaml:"require_client_cert"` // refuse clients without a certificate
+}
+
+// AuthEnabled reports whether any authentication method is configured.
+func (c Config) AuthEnabled() bool {
+	a := c.Auth
+	return a.PasswordFile != "" || a.JWT.HS256SecretFile != "" || a.JWT.PublicKeysFile != "" || a.CertUserFrom != ""
 }
 
 // Secret is a string that prints as "***" (in logs, errors and dumps).
@@ -168,6 +227,9 @@ const (
 	// UserFromUsername and UserFromClientID are the values of identity.user_from.
 	UserFromUsername = "username"
 	UserFromClientID = "client_id"
+	// VisibilityOpen and VisibilitySelf are the values of presence.visibility.
+	VisibilityOpen = "open"
+	VisibilitySelf = "self"
 )
 
 // Default values. NodeID defaults to the host name and RenewInterval to
@@ -197,6 +259,21 @@ const (
 	defaultNodeTTL             = Duration(10 * time.Second)
 	defaultSweepInterval       = Duration(2 * time.Second)
 	defaultRetention           = Duration(30 * 24 * time.Hour)
+	defaultMaxPacketSize       = 1 << 20
+	defaultMaxConnections      = 50000
+	defaultMaxPerAddress       = 1000
+	defaultMaxKeepAlive        = Duration(600 * time.Second)
+	defaultMaxSubscriptions    = 100
+	defaultMaxTopicLength      = 256
+	defaultMaxTopicLevels      = 16
+	defaultRetainedExpiry      = Duration(24 * time.Hour)
+	defaultVisibility          = VisibilityOpen
+	defaultMaxSessionsPerUser  = 16
+	defaultSetRate             = 5
+	defaultSetBurst            = 10
+	defaultUserClaim           = "sub"
+	defaultGroupsClaim         = "groups"
+	defaultJWTLeeway           = Duration(30 * time.Second)
 )
 
 // Defaults returns the config with every default applied.
@@ -222,6 +299,19 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxWritesPending, defaultMaxWritesPending)
 	setInt(&c.MQTT.ReadBufferSize, defaultReadBufferSize)
 	setInt(&c.MQTT.WriteBufferSize, defaultWriteBufferSize)
+	setInt(&c.MQTT.MaxPacketSize, defaultMaxPacketSize)
+	setInt(&c.MQTT.MaxConnections, defaultMaxConnections)
+	setInt(&c.MQTT.MaxConnectionsPerAddress, defaultMaxPerAddress)
+	// The ceiling is at least the keep-alive given to clients that ask for
+	// none (a server keep-alive above it would be capped at once).
+	setDuration(&c.MQTT.MaxKeepAlive, max(defaultMaxKeepAlive, min(c.MQTT.ServerKeepAlive, maxServerKeepAlive)))
+	setInt(&c.MQTT.MaxSubscriptions, defaultMaxSubscriptions)
+	setInt(&c.MQTT.MaxTopicLength, defaultMaxTopicLength)
+	setInt(&c.MQTT.MaxTopicLevels, defaultMaxTopicLevels)
+	setDuration(&c.MQTT.RetainedExpiry, defaultRetainedExpiry)
+	if c.MQTT.WSAllowedOrigins == nil { // empty and unset mean the same: any origin
+		c.MQTT.WSAllowedOrigins = []string{}
+	}
 
 	setString(&c.Admin.Addr, defaultAdminAddr)
 
@@ -236,6 +326,18 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Presence.SessionTTL, defaultSessionTTL)
 	setDuration(&c.Presence.RenewInterval, c.Presence.SessionTTL/defaultRenewDivisor) // after SessionTTL
 	setDuration(&c.Presence.ReapInterval, defaultReapInterval)
+	setString(&c.Presence.Visibility, defaultVisibility)
+	if c.Presence.Observers == nil {
+		c.Presence.Observers = []string{}
+	}
+	setInt(&c.Presence.MaxSessionsPerUser, defaultMaxSessionsPerUser)
+	setInt(&c.Presence.SetRate, defaultSetRate)
+	setInt(&c.Presence.SetBurst, defaultSetBurst)
+	setDuration(&c.Presence.OfflineRetention, defaultRetention)
+
+	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
+	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
+	setDuration(&c.Auth.JWT.Leeway, defaultJWTLeeway)
 
 	setString(&c.Redis.KeyPrefix, defaultKeyPrefix)
 	setDuration(&c.Redis.DialTimeout, defaultDialTimeout)
@@ -346,7 +448,35 @@ func (c Config) validate() []*keyError {
 	v.check("mqtt.read_buffer_size", intBetween(c.MQTT.ReadBufferSize, minBufferSize, maxBufferSize))
 	v.check("mqtt.write_buffer_size", intBetween(c.MQTT.WriteBufferSize, minBufferSize, maxBufferSize))
 
+	v.check("mqtt.max_packet_size", intBetween(c.MQTT.MaxPacketSize, 1024, 268435455))
+	v.check("mqtt.max_connections", intBetween(c.MQTT.MaxConnections, 1, 10_000_000))
+	v.check("mqtt.max_connections_per_address", intBetween(c.MQTT.MaxConnectionsPerAddress, 1, 10_000_000))
+	if p := durationBetween(c.MQTT.MaxKeepAlive, minServerKeepAlive, maxServerKeepAlive); p != "" {
+		v.check("mqtt.max_keepalive", p)
+	} else if c.MQTT.MaxKeepAlive%Duration(time.Second) != 0 {
+		v.add("mqtt.max_keepalive", "must be a whole number of seconds (got %s)", c.MQTT.MaxKeepAlive)
+	}
+	v.check("mqtt.max_subscriptions", intBetween(c.MQTT.MaxSubscriptions, 1, 100_000))
+	v.check("mqtt.max_topic_length", intBetween(c.MQTT.MaxTopicLength, 16, maxTopicBytes))
+	v.check("mqtt.max_topic_levels", intBetween(c.MQTT.MaxTopicLevels, 4, 1000))
+	if c.MQTT.RetainedExpiry < Duration(time.Second) {
+		v.add("mqtt.retained_expiry", "must be at least 1s (got %s)", c.MQTT.RetainedExpiry)
+	}
+	for i, o := range c.MQTT.WSAllowedOrigins {
+		if o == "" || strings.ContainsAny(o, " \t\n") {
+			v.add("mqtt.ws_allowed_origins", "item %d must be an origin such as https://app.example.com (got %q)", i, o)
+		}
+	}
+
 	v.check("admin.addr", validAddr(c.Admin.Addr))
+	if c.Admin.Token != "" && c.Admin.TokenFile != "" {
+		v.add("admin.token", "set admin.token or admin.token_file, not both")
+	}
+	adminOK := validAddr(c.Admin.Addr) == "" && distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr) == "" &&
+		distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr) == ""
+	if adminOK && c.Admin.Addr != Off && !loopbackAddr(c.Admin.Addr) && c.Admin.Token == "" && c.Admin.TokenFile == "" {
+		v.add("admin.addr", "%q is reachable beyond this machine: set admin.token or admin.token_file, or listen on 127.0.0.1", c.Admin.Addr)
+	}
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr))
 
@@ -364,6 +494,36 @@ func (c Config) validate() []*keyError {
 			c.Presence.SessionTTL, c.Presence.RenewInterval)
 	}
 	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
+	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf))
+	for i, u := range c.Presence.Observers {
+		if u == "" || strings.ContainsAny(u, "/+#") {
+			v.add("presence.observers", "item %d must be a user name (got %q)", i, u)
+		}
+	}
+	v.check("presence.max_sessions_per_user", intBetween(c.Presence.MaxSessionsPerUser, 1, 10_000))
+	v.check("presence.set_rate", intBetween(c.Presence.SetRate, 1, 10_000))
+	v.check("presence.set_burst", intBetween(c.Presence.SetBurst, 1, 100_000))
+	if c.Presence.OfflineRetention < Duration(time.Minute) {
+		v.add("presence.offline_retention", "must be at least 1m (got %s)", c.Presence.OfflineRetention)
+	}
+
+	if p := oneOf(c.Auth.CertUserFrom, "", "cn", "san"); p != "" {
+		v.add("auth.cert_user_from", "must be empty, cn or san (got %q)", c.Auth.CertUserFrom)
+	} else if c.Auth.CertUserFrom != "" && c.TLS.ClientCAFile == "" {
+		v.add("auth.cert_user_from", "needs tls.client_ca_file: only a verified client certificate can name a user")
+	}
+	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
+		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		v.add("tls.cert_file", "tls.cert_file and tls.key_file go together")
+	}
+	if (c.TLS.ClientCAFile != "" || c.TLS.RequireClientCert) && c.TLS.CertFile == "" {
+		v.add("tls.client_ca_file", "client certificates need TLS: set tls.cert_file and tls.key_file")
+	}
+	if c.TLS.RequireClientCert && c.TLS.ClientCAFile == "" {
+		v.add("tls.require_client_cert", "needs tls.client_ca_file")
+	}
 
 	for _, a := range c.Redis.Addrs {
 		if p := validAddr(a); p != "" || a == Off {
@@ -445,6 +605,19 @@ func shortDuration(d Duration) string {
 		return strconv.FormatInt(int64(d/Duration(time.Second)), 10) + "s"
 	}
 	return d.String()
+}
+
+// loopbackAddr reports whether a host:port address is on loopback only.
+func loopbackAddr(s string) bool {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // validAddr accepts "off" or host:port with a numeric port (0 picks a free
