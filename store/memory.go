@@ -133,6 +133,24 @@ func (m *Memory) Reap(context.Context) (int, error) {
 	return n, nil
 }
 
+// Forget drops the users who are offline and were last seen before
+// before: the memory store keeps an offline user for a retention, as Redis
+// does with a key expiry. It returns how many it dropped. The user's
+// presence is not reported again: whoever publishes it forgets it by the
+// same rule (publisher.Forget).
+func (m *Memory) Forget(before time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for name, u := range m.users {
+		if len(u.Sessions) == 0 && u.Current.Status == presence.Offline && u.LastSeen.Before(before) {
+			delete(m.users, name)
+			n++
+		}
+	}
+	return n
+}
+
 // Get returns a user's current aggregate (tests compare the stores with it).
 func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, error) {
 	m.mu.Lock()

@@ -190,3 +190,28 @@ func changesTo(feed *[]presence.Aggregate) func(Event) {
 		}
 	}
 }
+
+// An offline user is forgotten once last seen before the cut; an online
+// one, or one seen since, is kept.
+func TestMemoryForget(t *testing.T) {
+	m, clk, _ := newTestStore()
+	ctx := context.Background()
+	old := open(t, m, "old", "a")
+	if err := m.End(ctx, presence.EndArgs{User: "old", ID: "a", Epoch: old.Epoch, Reason: presence.EndClean}); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(time.Hour)
+	recent := open(t, m, "recent", "b")
+	if err := m.End(ctx, presence.EndArgs{User: "recent", ID: "b", Epoch: recent.Epoch, Reason: presence.EndClean}); err != nil {
+		t.Fatal(err)
+	}
+	open(t, m, "online", "c")
+	if n := m.Forget(clk.now().Add(-30 * time.Minute)); n != 1 {
+		t.Fatalf("forgot %d, want 1", n)
+	}
+	for user, want := range map[string]bool{"old": false, "recent": true, "online": true} {
+		if _, ok, _ := m.User(ctx, user); ok != want {
+			t.Errorf("%s kept: %v, want %v", user, ok, want)
+		}
+	}
+}

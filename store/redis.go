@@ -64,8 +64,9 @@ type Redis struct {
 
 	mu         sync.Mutex
 	inc        string               // this node's incarnation
-	registered map[string]struct{}  // users in this incarnation's set
+	registered map[string]time.Time // users in this incarnation's set, and when they were added
 	renewed    map[string]struct{}  // users whose sessions the last Renew renewed
+	renewedAt  time.Time            // when the last Renew began
 	replaced   map[string]time.Time // incarnations seen replaced by a restart, and since when
 	started    bool
 
@@ -105,7 +106,7 @@ func NewRedis(o RedisOptions) *Redis {
 		auth: strings.Join(o.Authoritative, ","), nodeTTL: o.NodeTTL, retention: o.Retention,
 		log: o.Log, report: o.Report, now: now,
 		inc:        newIncarnation(),
-		registered: make(map[string]struct{}),
+		registered: make(map[string]time.Time),
 		renewed:    make(map[string]struct{}),
 		replaced:   make(map[string]time.Time),
 		stop:       make(chan struct{}),
@@ -345,7 +346,7 @@ func (r *Redis) reset(ctx context.Context) {
 	r.stats.resets.Add(1)
 	r.mu.Lock()
 	r.inc = newIncarnation()
-	r.registered = make(map[string]struct{})
+	r.registered = make(map[string]time.Time)
 	r.mu.Unlock()
 	r.log.Warn().Str("node", r.node).Msg("redis lost this node's record (restarted empty, or this node was cut off): opening every session again")
 	if err := r.register(ctx); err != nil {

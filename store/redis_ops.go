@@ -22,6 +22,7 @@ func (r *Redis) ensureRegistered(ctx context.Context, user string) error {
 	if ok {
 		return nil
 	}
+	at := time.Now()
 	// The incarnation too: Redis may have restarted empty since this node
 	// last registered, and an incarnation missing from the registry would
 	// never be swept.
@@ -33,7 +34,7 @@ func (r *Redis) ensureRegistered(ctx context.Context, user string) error {
 	}
 	r.mu.Lock()
 	if member(r.node, r.inc) == m {
-		r.registered[user] = struct{}{}
+		r.registered[user] = at
 	}
 	r.mu.Unlock()
 	return nil
@@ -133,6 +134,7 @@ func (r *Redis) SetAccount(ctx context.Context, user string, upd presence.Accoun
 // pipelined round of epoch-checked scripts, and returns those the store no
 // longer has live at that epoch.
 func (r *Redis) Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error) {
+	started := time.Now()
 	held := make(map[string]struct{}, len(refs))
 	cmds := make([]*redis.Cmd, len(refs))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -160,35 +162,57 @@ func (r *Redis) Renew(ctx context.Context, refs []presence.SessionRef, ttl time.
 	}
 	r.up()
 	r.mu.Lock()
-	r.renewed = held
+	r.renewed, r.renewedAt = held, started
 	r.mu.Unlock()
 	return stale, nil
 }
 
 // Reap ends, as timeouts, the sessions whose store-side expiry has passed,
-// among the users this incarnation opened sessions for. The users whose
-// sessions the last Renew renewed are skipped: none of their sessions on
-// this node can have expired since, and each node reaps its own. It is the
-// backstop against a session this node lost track of, so it runs rarely
-// (after each renewal).
+// among the users this incarnation opened sessions for, and drops from this
+// incarnation's set the users it no longer has a session of, so the set does
+// not grow without bound. The users whose sessions the last Renew renewed
+// are skipped: none of their sessions on this node can have expired since,
+// and each node reaps its own. A user registered again after that Renew
+// began is kept in the set (an open may be on its way). It is the backstop
+// against a session this node lost track of, so it runs rarely (after each
+// renewal).
 func (r *Redis) Reap(ctx context.Context) (int, error) {
-	users, err := r.c.SMembers(ctx, r.k.nodeUsers(member(r.node, r.Incarnation()))).Result()
+	r.mu.Lock()
+	inc, renewed, since := r.inc, r.renewed, r.renewedAt
+	r.mu.Unlock()
+	m := member(r.node, inc)
+	users, err := r.c.SMembers(ctx, r.k.nodeUsers(m)).Result()
 	if err != nil {
 		return 0, r.fail("reap", err)
 	}
-	r.mu.Lock()
-	renewed := r.renewed
-	r.mu.Unlock()
 	reaped := 0
 	for _, u := range users {
 		if _, ok := renewed[u]; ok {
 			continue
 		}
-		n, err := scriptReap.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention)).Int()
+		res, err := scriptReap.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention), r.node, inc).Int64Slice()
 		if err != nil {
 			return reaped, r.fail("reap", err)
 		}
-		reaped += n
+		if len(res) != 2 {
+			return reaped, fmt.Errorf("reap %s: unexpected reply %v", u, res)
+		}
+		reaped += int(res[0])
+		if res[1] > 0 {
+			continue
+		}
+		r.mu.Lock()
+		at, registered := r.registered[u]
+		drop := r.inc == inc && (!registered || at.Before(since))
+		if drop {
+			delete(r.registered, u)
+		}
+		r.mu.Unlock()
+		if drop {
+			if err := r.c.SRem(ctx, r.k.nodeUsers(m), u).Err(); err != nil {
+				return reaped, r.fail("reap", err)
+			}
+		}
 	}
 	return reaped, nil
 }

@@ -422,3 +422,41 @@ func TestRedisResetAndTombstone(t *testing.T) {
 		t.Fatalf("a second tombstone wrote %d", n)
 	}
 }
+
+// The per-incarnation user set keeps only the users the node still has a
+// session of: one whose sessions all ended leaves it at the next reap.
+func TestRedisReapDropsUsersWithoutSessions(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	r, _ := newRedisStore(t, c, "n1")
+	ctx := context.Background()
+	set := "t:" + t.Name() + ":nu:" + member("n1", r.Incarnation())
+	gone, err := r.Open(ctx, presence.OpenArgs{User: "gone", ID: "g", Node: "n1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := r.Open(ctx, presence.OpenArgs{User: "kept", ID: "k", Node: "n1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.End(ctx, presence.EndArgs{User: "gone", ID: "g", Epoch: gone.Epoch, Reason: presence.EndClean}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Renew(ctx, []presence.SessionRef{{User: "kept", ID: "k", Epoch: kept.Epoch}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	members, err := c.SMembers(ctx, set).Result()
+	if err != nil || len(members) != 1 || members[0] != "kept" {
+		t.Fatalf("set %s = %v (%v), want only kept", set, members, err)
+	}
+	// gone comes back: registered again.
+	if _, err := r.Open(ctx, presence.OpenArgs{User: "gone", ID: "g2", Node: "n1", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := c.SIsMember(ctx, set, "gone").Result(); !ok {
+		t.Fatal("a returning user is not in the set")
+	}
+}
