@@ -43,9 +43,26 @@
 //   - both bind their port in Init, so a port in use is an error from
 //     Server.AddListener, and an Address of ":0" reports the port it got.
 //
+// # TLS
+//
+// With Config.TLS set, the TCP listener serves MQTT over TLS and the
+// WebSocket listener serves wss. The TLS layer sits on top of the *Conn
+// (socket, *Conn, crypto/tls, then WebSocket for wss), so it hands its
+// encrypted records to a Write that never waits: everything above holds for
+// TLS clients too. The handshake runs in the connection's own goroutine,
+// within ConnectTimeout; a client that never completes it is closed then,
+// and Close does not wait for it. Failed handshakes count in
+// Stats.TLSFailures.
+//
+// LoadTLS reads the certificate, key and optional client CAs from PEM
+// files, and its Reload reads them again (on SIGHUP, say) for the
+// handshakes that follow. With client CAs, PeerCertificate(cl.Net.Conn)
+// gives a hook the client's verified certificate.
+//
 // # Use
 //
 //	srv := mqtt.New(&mqtt.Options{InlineClient: true})
+//	srv.Options.Capabilities.MaximumPacketSize = 1 << 20 // refuse larger packets before reading them
 //	tcp := listener.NewTCP(listener.Config{ID: "tcp", Address: ":1883", Server: srv})
 //	if err := srv.AddListener(tcp); err != nil {
 //		return err // the port is in use, for example
@@ -54,14 +71,25 @@
 //	if err := srv.AddListener(ws); err != nil {
 //		return err
 //	}
+//	certs, err := listener.LoadTLS(listener.TLSFiles{CertFile: "server.pem", KeyFile: "server.key"})
+//	if err != nil {
+//		return err // the error names the file
+//	}
+//	mqtts := listener.NewTCP(listener.Config{ID: "tls", Address: ":8883", Server: srv, TLS: certs.Config()})
+//	if err := srv.AddListener(mqtts); err != nil {
+//		return err
+//	}
+//	// and on SIGHUP: if err := certs.Reload(); err != nil { log it; the old certificate stays }
 //	return srv.Serve()
 //
 // A hook can tell a slow consumer from other ends in OnDisconnect: the error
-// mochi passes is ErrSlowConsumer, for TCP and WebSocket clients alike (and
-// From(cl.Net.Conn) gives the *Conn, whose SlowConsumer reports it too).
+// mochi passes is ErrSlowConsumer, for TCP and WebSocket clients alike, with
+// TLS or without (and From(cl.Net.Conn) gives the *Conn, whose SlowConsumer
+// reports it too).
 package listener
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -102,11 +130,13 @@ const (
 	released                    // the socket is closed and the listener no longer counts the Conn
 	slow                        // it was closed as a slow consumer
 	timedOut                    // it was closed because its own write deadline passed with bytes waiting
+	closing                     // the TLS layer above is closing: write deadlines are ignored
 )
 
 // Conn is a connection accepted by one of this package's listeners. It is
-// what mochi sees as Client.Net.Conn (for WebSocket, wrapped once more; see
-// From). Its Write never waits for the network, see the package comment.
+// what mochi sees as Client.Net.Conn on plain TCP; for WebSocket and TLS it
+// sits under the WebSocket or TLS layer, and From finds it. Its Write never
+// waits for the network, see the package comment.
 //
 // Deadlines: a read deadline works as usual. A write deadline cannot make
 // Write wait, so it applies to the bytes waiting in the backlog instead:
@@ -417,7 +447,7 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state.Load()&closed != 0 {
+	if c.state.Load()&(closed|closing) != 0 {
 		return nil
 	}
 	c.wdl = unixNano(t)
@@ -426,6 +456,12 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 	}
 	return nil
 }
+
+// ignoreWriteDeadlines makes SetWriteDeadline do nothing from now on. The
+// TLS layer calls it as it closes: crypto/tls writes its close_notify alert
+// and then sets a write deadline of now, which on a Conn would drop the
+// bytes still waiting, the alert among them. Close bounds the drain anyway.
+func (c *Conn) ignoreWriteDeadlines() { c.state.Or(closing) }
 
 // LocalAddr returns the local network address.
 func (c *Conn) LocalAddr() net.Addr { return c.nc.LocalAddr() }
@@ -456,13 +492,18 @@ func (c *Conn) Pending() int {
 func (c *Conn) WritesNeverBlock() bool { return true }
 
 // From returns the *Conn under a connection mochi holds (Client.Net.Conn),
-// for either listener of this package, and false for any other connection.
+// for either listener of this package, with TLS or without, and false for
+// any other connection. It also sees through a *tls.Conn over a *Conn.
 func From(nc net.Conn) (*Conn, bool) {
 	switch c := nc.(type) {
 	case *Conn:
 		return c, true
 	case *wsConn:
 		return c.Conn, true
+	case *tlsConn:
+		return c.c, true
+	case *tls.Conn:
+		return From(c.NetConn())
 	}
 	return nil, false
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -34,7 +35,8 @@ type statsListener interface {
 type broker struct {
 	srv       *mqtt.Server
 	l         statsListener
-	kind      string // "tcp" or "ws"
+	kind      string      // "tcp" or "ws"
+	tls       *tls.Config // the clients' TLS configuration when the listener serves TLS
 	closeOnce sync.Once
 }
 
@@ -51,7 +53,15 @@ func newServer(t testing.TB) *mqtt.Server {
 // 127.0.0.1. The caller defers b.close.
 func startBroker(t testing.TB, kind string, cfg Config) *broker {
 	t.Helper()
-	b := &broker{srv: newServer(t), kind: kind}
+	return startBrokerOn(t, newServer(t), kind, cfg, nil)
+}
+
+// startBrokerOn starts srv with a listener of kind, as startBroker. With
+// cfg.TLS the listener serves TLS, and clientTLS is what b.dial's clients
+// use.
+func startBrokerOn(t testing.TB, srv *mqtt.Server, kind string, cfg Config, clientTLS *tls.Config) *broker {
+	t.Helper()
+	b := &broker{srv: srv, kind: kind, tls: clientTLS}
 	cfg.ID, cfg.Address, cfg.Server = kind, "127.0.0.1:0", b.srv
 	if kind == "tcp" {
 		b.l = NewTCP(cfg)
@@ -131,10 +141,46 @@ func rcvbufDialer(rcvbuf int) *net.Dialer {
 // dial opens a client connection to the broker's listener.
 func (b *broker) dial(t testing.TB, rcvbuf int) *client {
 	t.Helper()
-	if b.kind == "tcp" {
+	switch {
+	case b.kind == "tcp" && b.tls != nil:
+		return dialTLS(t, b.l.Address(), rcvbuf, b.tls)
+	case b.kind == "tcp":
 		return dialTCP(t, b.l.Address(), rcvbuf)
 	}
-	return dialWS(t, b.l.Address(), rcvbuf)
+	return dialWSWith(t, b.l.Address(), rcvbuf, b.tls)
+}
+
+// dialTLS opens an MQTT over TLS connection, with the handshake done.
+func dialTLS(t testing.TB, addr string, rcvbuf int, cfg *tls.Config) *client {
+	t.Helper()
+	c, err := tryTLS(addr, rcvbuf, cfg)
+	if err != nil {
+		t.Fatalf("TLS dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = c.sock.Close() })
+	c.t = t
+	return c
+}
+
+// tryTLS opens an MQTT over TLS connection and returns the handshake's
+// error, the socket closed then.
+func tryTLS(addr string, rcvbuf int, cfg *tls.Config) (*client, error) {
+	conn, err := rcvbufDialer(rcvbuf).Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(conn, cfg)
+	_ = tc.SetDeadline(time.Now().Add(waitTimeout))
+	if err := tc.Handshake(); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return &client{tr: tc, br: bufio.NewReader(tc), sock: conn}, nil
 }
 
 func dialTCP(t testing.TB, addr string, rcvbuf int) *client {
@@ -149,28 +195,55 @@ func dialTCP(t testing.TB, addr string, rcvbuf int) *client {
 
 func dialWS(t testing.TB, addr string, rcvbuf int) *client {
 	t.Helper()
+	return dialWSWith(t, addr, rcvbuf, nil)
+}
+
+// dialWSWith opens a WebSocket connection, wss if cfg is set.
+func dialWSWith(t testing.TB, addr string, rcvbuf int, cfg *tls.Config) *client {
+	t.Helper()
+	c, err := tryWS(addr, rcvbuf, cfg)
+	if err != nil {
+		t.Fatalf("websocket dial %s: %v", addr, err)
+	}
+	c.t = t
+	t.Cleanup(func() { _ = c.tr.Close() })
+	if c.tr.(*wsTransport).ws.Subprotocol() != "mqtt" {
+		t.Fatalf("subprotocol %q, want mqtt", c.tr.(*wsTransport).ws.Subprotocol())
+	}
+	return c
+}
+
+// tryWS opens a WebSocket connection (wss if cfg is set) as a browser
+// would, with the subprotocol "mqtt", and returns the dial's error.
+func tryWS(addr string, rcvbuf int, cfg *tls.Config) (*client, error) {
 	var sock net.Conn
 	nd := rcvbufDialer(rcvbuf)
 	d := websocket.Dialer{
 		Subprotocols:     []string{"mqtt"},
 		HandshakeTimeout: waitTimeout,
+		TLSClientConfig:  cfg,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := nd.DialContext(ctx, network, addr)
 			sock = c
 			return c, err
 		},
 	}
-	ws, resp, err := d.Dial("ws://"+addr+"/mqtt", nil)
-	if err != nil {
-		t.Fatalf("websocket dial %s: %v", addr, err)
+	scheme := "ws"
+	if cfg != nil {
+		scheme = "wss"
 	}
-	_ = resp.Body.Close()
-	if ws.Subprotocol() != "mqtt" {
-		t.Fatalf("subprotocol %q, want mqtt", ws.Subprotocol())
+	ws, resp, err := d.Dial(scheme+"://"+addr+"/mqtt", nil)
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	if err != nil {
+		if sock != nil {
+			_ = sock.Close()
+		}
+		return nil, err
 	}
 	tr := &wsTransport{ws: ws}
-	t.Cleanup(func() { _ = ws.Close() })
-	return &client{t: t, tr: tr, br: bufio.NewReader(tr), sock: sock}
+	return &client{tr: tr, br: bufio.NewReader(tr), sock: sock}, nil
 }
 
 // wsTransport carries bytes in binary WebSocket messages, one per write.

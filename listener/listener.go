@@ -1,6 +1,8 @@
 package listener
 
 import (
+	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,8 +35,9 @@ type Config struct {
 	Address string
 
 	// ConnectTimeout bounds the time from accepting a connection to reading
-	// its CONNECT packet (for WebSocket, the HTTP upgrade included); after
-	// CONNECT, mochi's keep-alive takes over. Default 10 s.
+	// its CONNECT packet (the TLS handshake included, and for WebSocket the
+	// HTTP upgrade); after CONNECT, mochi's keep-alive takes over. Default
+	// 10 s.
 	ConnectTimeout time.Duration
 
 	// MaxBacklog is how many bytes may wait for a client that does not read
@@ -58,6 +61,13 @@ type Config struct {
 	// deadlocks if a client connects or disconnects in between. Set it.
 	Server *mqtt.Server
 
+	// TLS, when set, makes the listener serve TLS with this configuration:
+	// MQTT over TLS for TCP, wss (WebSocket over HTTPS) for WebSocket. The
+	// handshake counts in ConnectTimeout. LoadTLS makes one from PEM files
+	// that can be reloaded. For WebSocket the listener removes "h2" from
+	// its ALPN protocols, as an upgrade needs HTTP/1.1.
+	TLS *tls.Config
+
 	// CheckOrigin decides, for the WebSocket listener, whether a browser's
 	// upgrade request may come from its Origin (see gorilla/websocket's
 	// Upgrader.CheckOrigin). nil accepts every origin, as mochi's listener
@@ -80,11 +90,23 @@ func (c Config) withDefaults() Config {
 }
 
 // Stats counts a listener's connections and the bytes waiting for them.
+// The counts of closed connections run from the listener's creation.
+//
+// TooLarge and TLSFailures count refusals that hooks do not see, because
+// no MQTT session exists yet. TooLarge counts every connection that mochi
+// ended because a packet's length was over its
+// Capabilities.MaximumPacketSize (mochi refuses it before reading or
+// allocating the packet): a CONNECT mostly, but a later packet counts too.
+// TLSFailures counts the TLS handshakes that failed or did not complete
+// within ConnectTimeout; not a socket closed before it sent anything (a TCP
+// health check), nor one that the listener's Close ended.
 type Stats struct {
 	Open          int64 `json:"open"`           // connections accepted and not yet closed
 	Backlogged    int64 `json:"backlogged"`     // connections with bytes waiting for their client now
 	BacklogBytes  int64 `json:"backlog_bytes"`  // bytes waiting for clients now, over all connections
-	SlowConsumers int64 `json:"slow_consumers"` // connections closed as slow consumers since the listener was made
+	SlowConsumers int64 `json:"slow_consumers"` // connections closed as slow consumers
+	TooLarge      int64 `json:"too_large"`      // connections ended for a packet over mochi's MaximumPacketSize
+	TLSFailures   int64 `json:"tls_failures"`   // TLS handshakes that failed or timed out
 }
 
 // tracker is what a listener shares with its connections: their settings,
@@ -99,6 +121,7 @@ type Stats struct {
 type tracker struct {
 	maxBacklog   int
 	writeTimeout time.Duration
+	log          *slog.Logger // mochi's, once the listener is initialised
 
 	mu   sync.Mutex
 	head *Conn // open connections, linked through Conn.prev/next
@@ -106,10 +129,11 @@ type tracker struct {
 	wg   sync.WaitGroup
 
 	open, backlogged, pending, slowConsumers atomic.Int64
+	tooLarge, tlsFailures                    atomic.Int64
 }
 
 func newTracker(c Config) *tracker {
-	return &tracker{maxBacklog: c.MaxBacklog, writeTimeout: c.WriteTimeout}
+	return &tracker{maxBacklog: c.MaxBacklog, writeTimeout: c.WriteTimeout, log: discard}
 }
 
 // add wraps and registers a newly accepted socket. It fails once Close has
@@ -194,6 +218,16 @@ func (t *tracker) stats() Stats {
 		Backlogged:    t.backlogged.Load(),
 		BacklogBytes:  t.pending.Load(),
 		SlowConsumers: t.slowConsumers.Load(),
+		TooLarge:      t.tooLarge.Load(),
+		TLSFailures:   t.tlsFailures.Load(),
+	}
+}
+
+// ended counts what the error mochi's establish function returned says
+// about a connection that ended.
+func (t *tracker) ended(err error) {
+	if errors.Is(err, packets.ErrPacketTooLarge) {
+		t.tooLarge.Add(1)
 	}
 }
 
@@ -222,12 +256,15 @@ var discard = slog.New(slog.DiscardHandler)
 // counters, and the bound socket.
 type base struct {
 	cfg Config
+	tls *tls.Config // the TLS configuration served, nil for none
 	t   *tracker
 	ln  net.Listener
 	log *slog.Logger
 }
 
-func newBase(c Config) base { return base{cfg: c, t: newTracker(c), log: discard} }
+func newBase(c Config, tlsCfg *tls.Config) base {
+	return base{cfg: c, tls: tlsCfg, t: newTracker(c), log: discard}
+}
 
 // ID returns the listener's ID.
 func (b *base) ID() string { return b.cfg.ID }
@@ -248,6 +285,7 @@ func (b *base) Stats() Stats { return b.t.stats() }
 func (b *base) bind(log *slog.Logger) error {
 	if log != nil {
 		b.log = log
+		b.t.log = log.With("listener", b.cfg.ID)
 	}
 	ln, err := net.Listen("tcp", b.cfg.Address)
 	if err != nil {

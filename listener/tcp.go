@@ -10,8 +10,12 @@ import (
 	"github.com/mochi-mqtt/server/v2/listeners"
 )
 
-// TCP is an MQTT listener on plain TCP. It implements mochi's
-// listeners.Listener; add it with Server.AddListener.
+// TCP is an MQTT listener on TCP, with TLS when Config.TLS is set. It
+// implements mochi's listeners.Listener; add it with Server.AddListener.
+//
+// With TLS, mochi gets a connection that embeds the *tls.Conn (so a hook
+// can call ConnectionState, or PeerCertificate) over the *Conn, and that
+// has the WritesNeverBlock method too.
 type TCP struct {
 	base
 	closeOnce sync.Once
@@ -21,11 +25,16 @@ type TCP struct {
 // initialises it (Server.AddListener).
 func NewTCP(c Config) *TCP {
 	c = c.withDefaults()
-	return &TCP{base: newBase(c)}
+	return &TCP{base: newBase(c, c.TLS)}
 }
 
-// Protocol returns "tcp".
-func (l *TCP) Protocol() string { return "tcp" }
+// Protocol returns "tcp", or "tcp+tls" with TLS.
+func (l *TCP) Protocol() string {
+	if l.tls != nil {
+		return "tcp+tls"
+	}
+	return "tcp"
+}
 
 // Init binds the listener's address. mochi calls it from AddListener, which
 // returns its error.
@@ -58,17 +67,32 @@ func (l *TCP) Serve(establish listeners.EstablishFn) {
 			_ = nc.Close()
 			return
 		}
-		// mochi sets no deadline until it has read CONNECT.
+		// mochi sets no deadline until it has read CONNECT; the TLS
+		// handshake comes within it.
 		_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
 		l.t.wg.Add(1) // safe: c is counted until it is closed, below at the latest
-		go func() {
-			defer l.t.wg.Done()
-			err := establish(l.cfg.ID, c)
-			_ = c.Close() // mochi has closed it already, except on a panic in a hook
-			if err != nil {
-				l.log.Debug("client ended", "error", err, "listener", l.cfg.ID, "remote", c.RemoteAddr().String())
-			}
-		}()
+		go l.serveConn(c, establish)
+	}
+}
+
+// serveConn runs the TLS handshake if the listener serves TLS, and hands
+// the connection to mochi, in a goroutine of the connection.
+func (l *TCP) serveConn(c *Conn, establish listeners.EstablishFn) {
+	defer l.t.wg.Done()
+	var nc net.Conn = c
+	if l.tls != nil {
+		tc := newTLSConn(c, l.tls)
+		if err := tc.handshake(); err != nil {
+			_ = tc.Close()
+			return
+		}
+		nc = tc
+	}
+	err := establish(l.cfg.ID, nc)
+	_ = nc.Close() // mochi has closed it already, except on a panic in a hook
+	l.t.ended(err)
+	if err != nil {
+		l.log.Debug("client ended", "error", err, "listener", l.cfg.ID, "remote", c.RemoteAddr().String())
 	}
 }
 

@@ -20,6 +20,11 @@ import (
 // Its connections are wrapped as they are accepted, before HTTP, so the
 // socket gorilla/websocket writes its frames to after the upgrade is a
 // *Conn, whose writes never block.
+//
+// With Config.TLS it serves wss: the TLS layer sits on the *Conn, under
+// HTTP. The handshake runs as net/http first reads the connection, within
+// ConnectTimeout; net/http does not know the connection is TLS (it cannot
+// see a *tls.Conn), so it serves HTTP/1.1 only and its Request.TLS is nil.
 type WebSocket struct {
 	base      // ln is the bound socket, wrapped by acceptor
 	srv       *http.Server
@@ -37,13 +42,18 @@ func NewWebSocket(c Config) *WebSocket {
 		check = func(*http.Request) bool { return true }
 	}
 	return &WebSocket{
-		base:     newBase(c),
+		base:     newBase(c, withoutH2(c.TLS)),
 		upgrader: websocket.Upgrader{Subprotocols: []string{"mqtt"}, CheckOrigin: check},
 	}
 }
 
-// Protocol returns "ws".
-func (l *WebSocket) Protocol() string { return "ws" }
+// Protocol returns "ws", or "wss" with TLS.
+func (l *WebSocket) Protocol() string {
+	if l.tls != nil {
+		return "wss"
+	}
+	return "ws"
+}
 
 // Init binds the listener's address. mochi calls it from AddListener, which
 // returns its error. (mochi's own WebSocket listener binds in Serve and can
@@ -93,7 +103,8 @@ func (l *WebSocket) Serve(establish listeners.EstablishFn) {
 	}
 }
 
-// acceptor wraps every accepted socket in a *Conn and registers it.
+// acceptor wraps every accepted socket in a *Conn and registers it, and
+// puts the TLS layer on it if the listener serves TLS.
 type acceptor struct {
 	net.Listener
 	l *WebSocket
@@ -112,6 +123,9 @@ func (a *acceptor) Accept() (net.Conn, error) {
 	// Until the request header is read; net/http then takes over, and after
 	// the upgrade handle sets the CONNECT deadline.
 	_ = c.SetDeadline(time.Now().Add(a.l.cfg.ConnectTimeout))
+	if a.l.tls != nil {
+		return newTLSConn(c, a.l.tls), nil
+	}
 	return c, nil
 }
 
@@ -128,7 +142,7 @@ func (l *WebSocket) handle(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the upgrader has answered with the error
 	}
-	c, ok := ws.UnderlyingConn().(*Conn)
+	c, ok := From(ws.UnderlyingConn())
 	if !ok { // cannot happen: acceptor wraps every connection
 		_ = ws.Close()
 		return
@@ -148,8 +162,10 @@ func (l *WebSocket) handle(w http.ResponseWriter, r *http.Request) {
 	// net/http and the upgrader have cleared the deadlines; mochi sets none
 	// until it has read CONNECT.
 	_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
-	err = l.establish(l.cfg.ID, &wsConn{Conn: c, ws: ws})
-	_ = c.Close()
+	wc := &wsConn{Conn: c, ws: ws}
+	err = l.establish(l.cfg.ID, wc)
+	_ = wc.Close()
+	l.t.ended(err)
 	if err != nil {
 		l.log.Debug("websocket client ended", "error", err, "listener", l.cfg.ID, "remote", c.RemoteAddr().String())
 	}
@@ -179,8 +195,8 @@ func (l *WebSocket) Close(closeClients listeners.CloseFn) {
 
 // wsConn is the net.Conn mochi reads MQTT from and writes MQTT to: one
 // binary message per write, any number of binary messages for the reads.
-// It embeds the *Conn under the WebSocket, so deadlines, Close,
-// SlowConsumer and WritesNeverBlock are the socket's.
+// It embeds the *Conn under the WebSocket (and under TLS, for wss), so
+// deadlines, SlowConsumer and WritesNeverBlock are the socket's.
 type wsConn struct {
 	*Conn
 	ws *websocket.Conn
@@ -188,6 +204,11 @@ type wsConn struct {
 }
 
 var errNotBinary = errors.New("listener: websocket message is not binary")
+
+// Close closes the connection under the WebSocket: the *Conn, or for wss
+// the TLS layer, which sends its close_notify alert and closes the *Conn.
+// Either lets the bytes waiting drain (see Conn.Close).
+func (c *wsConn) Close() error { return c.ws.UnderlyingConn().Close() }
 
 func (c *wsConn) Read(p []byte) (int, error) {
 	for {
