@@ -65,6 +65,10 @@ func FuzzParseSetRequest(f *testing.F) {
 		if r.Text != nil && (len(*r.Text) > MaxTextBytes || !utf8.ValidString(*r.Text)) {
 			t.Fatalf("accepted %q: text of %d bytes (valid UTF-8: %v)", b, len(*r.Text), utf8.ValidString(*r.Text))
 		}
+		// The text has no control character or bidi control.
+		if r.Text != nil && !refText(*r.Text) {
+			t.Fatalf("accepted %q: text %q breaks the text rule", b, *r.Text)
+		}
 	})
 }
 

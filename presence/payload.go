@@ -193,7 +193,9 @@ type wireSet struct {
 // Every field is optional; scope defaults to session. At account scope the
 // status may be away, busy or dnd, or online to clear the override, and "text": ""
 // clears the text; device is not allowed there. The payload is at most 1 KiB
-// of UTF-8 JSON, one object with no other fields, the text at most 256 bytes.
+// of UTF-8 JSON, one object with no other fields; the text passes ValidText
+// (at most 256 bytes, no control character or bidi control) and the device
+// ValidDevice.
 func ParseSetRequest(b []byte) (SetRequest, error) {
 	if len(b) > MaxSetPayload {
 		return SetRequest{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrBadPayload, len(b), MaxSetPayload)
@@ -232,8 +234,10 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 		}
 		r.Status = &s
 	}
-	if r.Text != nil && len(*r.Text) > MaxTextBytes {
-		return SetRequest{}, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*r.Text), MaxTextBytes)
+	if r.Text != nil {
+		if err := ValidText(*r.Text); err != nil {
+			return SetRequest{}, err
+		}
 	}
 	if r.Device != nil {
 		if r.Scope == ScopeAccount {

@@ -135,8 +135,8 @@ func (s Session) Update(epoch uint64, u Update) (Session, error) {
 		s.Status = *u.Status
 	}
 	if u.Text != nil {
-		if len(*u.Text) > MaxTextBytes {
-			return s, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*u.Text), MaxTextBytes)
+		if err := ValidText(*u.Text); err != nil {
+			return s, err
 		}
 		s.Text = *u.Text
 	}

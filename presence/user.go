@@ -64,8 +64,8 @@ func (a OpenArgs) Validate() error {
 	if a.Status != "" && !a.Status.SessionStatus() {
 		return fmt.Errorf("%w: %q on a session", ErrBadStatus, a.Status)
 	}
-	if len(a.Text) > MaxTextBytes {
-		return fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(a.Text), MaxTextBytes)
+	if err := ValidText(a.Text); err != nil {
+		return err
 	}
 	if a.TTL <= 0 {
 		return fmt.Errorf("%w: session ttl %v", ErrBadTransition, a.TTL)
@@ -202,8 +202,10 @@ func (u User) SetAccount(upd AccountUpdate) (User, error) {
 	if upd.Status != nil && *upd.Status != Online && !upd.Status.AccountStatus() {
 		return u, fmt.Errorf("%w: %q at account scope (want away, busy, dnd, or online to clear)", ErrBadStatus, *upd.Status)
 	}
-	if upd.Text != nil && len(*upd.Text) > MaxTextBytes {
-		return u, fmt.Errorf("%w: text is %d bytes, at most %d", ErrBadPayload, len(*upd.Text), MaxTextBytes)
+	if upd.Text != nil {
+		if err := ValidText(*upd.Text); err != nil {
+			return u, err
+		}
 	}
 	u = u.clone()
 	if upd.Status != nil {
