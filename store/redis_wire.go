@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -47,23 +48,35 @@ type wireSession struct {
 	Ea float64 `json:"ea"`
 }
 
+// maxMillis is 9999-12-31T23:59:59.999Z: a time beyond it, or before 1970,
+// has no RFC 3339 form that observers could read.
+const maxMillis = 253402300799999
+
+// msTime reads a time the scripts write as milliseconds; anything that is
+// not a whole number of milliseconds from 1970 to 9999 reads as no time.
 func msTime(v float64) time.Time {
-	if v == 0 {
+	if v <= 0 || v > maxMillis || v != float64(int64(v)) {
 		return time.Time{}
 	}
 	return time.UnixMilli(int64(v)).UTC()
 }
 
+// msString reads a time written as a decimal string of milliseconds: "" and
+// "0" are no time; anything but plain digits (no sign, no leading zero) in
+// the range of msTime is an error.
 func msString(s string) (time.Time, error) {
 	if s == "" || s == "0" {
 		return time.Time{}, nil
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}, err
+	if err != nil || s[0] < '1' || s[0] > '9' || n > maxMillis {
+		return time.Time{}, fmt.Errorf("time %q: not milliseconds from 1970 to 9999", s)
 	}
 	return time.UnixMilli(n).UTC(), nil
 }
+
+// validStatus accepts the statuses an aggregate or a session may carry.
+func validStatus(s presence.Status) bool { return s == presence.Offline || s.SessionStatus() }
 
 // decodeChange turns a feed message into the aggregate observers get.
 func decodeChange(b []byte) (presence.Aggregate, error) {
@@ -78,6 +91,15 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	v, err := strconv.ParseUint(w.V, 10, 64)
 	if err != nil {
 		return presence.Aggregate{}, fmt.Errorf("feed version %q: %w", w.V, err)
+	}
+	if v == 0 {
+		return presence.Aggregate{}, errors.New("feed version 0")
+	}
+	if err := presence.ValidUser(w.U); err != nil {
+		return presence.Aggregate{}, fmt.Errorf("feed user: %w", err)
+	}
+	if !validStatus(presence.Status(w.St)) {
+		return presence.Aggregate{}, fmt.Errorf("feed status %q", w.St)
 	}
 	p := presence.Aggregate{User: w.U, Status: presence.Status(w.St), Text: w.Tx, Version: v, Sessions: []presence.SessionView{}}
 	if p.Since, err = msString(w.Since); err != nil {
@@ -100,6 +122,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 		c, err := msString(sv.C)
 		if err != nil {
 			return presence.Aggregate{}, err
+		}
+		if !validStatus(presence.Status(sv.St)) || sv.St == string(presence.Offline) {
+			return presence.Aggregate{}, fmt.Errorf("feed session status %q", sv.St)
 		}
 		p.Sessions = append(p.Sessions, presence.SessionView{ID: sv.ID, Epoch: e, Node: sv.N, Device: sv.D, Status: presence.Status(sv.St), ConnectedAt: c})
 	}
@@ -138,6 +163,9 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		var ws wireSession
 		if err := json.Unmarshal([]byte(v), &ws); err != nil {
 			return u, presence.Aggregate{}, false, fmt.Errorf("session %s of %s: %w", f, user, err)
+		}
+		if ws.ID != f[2:] {
+			return u, presence.Aggregate{}, false, fmt.Errorf("session %s of %s holds session %q", f, user, ws.ID)
 		}
 		s, err := ws.session(user)
 		if err != nil {
