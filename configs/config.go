@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/presenced/presenced/presence"
 )
 
 // Sentinel errors. Every error returned by this package wraps one of them, and
@@ -496,8 +498,8 @@ func (c Config) validate() []*keyError {
 	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
 	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf))
 	for i, u := range c.Presence.Observers {
-		if u == "" || strings.ContainsAny(u, "/+#") {
-			v.add("presence.observers", "item %d must be a user name (got %q)", i, u)
+		if err := presence.ValidUser(u); err != nil {
+			v.add("presence.observers", "item %d must be a user name: %v", i, err)
 		}
 	}
 	v.check("presence.max_sessions_per_user", intBetween(c.Presence.MaxSessionsPerUser, 1, 10_000))
@@ -704,6 +706,8 @@ func validDevices(devices []string) string {
 			return fmt.Sprintf("item %d must not be empty", i)
 		case strings.ContainsAny(d, "+#") || strings.ContainsRune(d, 0) || !utf8.ValidString(d):
 			return fmt.Sprintf("item %d must be UTF-8 without +, # or NUL (got %q)", i, d)
+		case presence.ValidDevice(d) != nil:
+			return fmt.Sprintf("item %d can never be a device label: %v", i, presence.ValidDevice(d))
 		case seen[d]:
 			return fmt.Sprintf("item %d repeats %q", i, d)
 		}
