@@ -24,7 +24,9 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -114,10 +116,12 @@ type MQTTConfig struct {
 	MaxPacketSize            int      `yaml:"max_packet_size"`             // bytes, refused before it is read; default 1 MiB; 1024..268435455
 	MaxConnections           int      `yaml:"max_connections"`             // per node; default 50000
 	MaxConnectionsPerAddress int      `yaml:"max_connections_per_address"` // per source IP; default 1000
+	AddressLimitExempt       []string `yaml:"address_limit_exempt"`        // CIDRs max_connections_per_address does not apply to; default loopback; explicit empty: none
 	MaxKeepAlive             Duration `yaml:"max_keepalive"`               // keep-alive ceiling, server_keepalive included; default 600s (or server_keepalive when above); whole seconds, 1s..65535s
 	MaxSubscriptions         int      `yaml:"max_subscriptions"`           // topic filters per connection; default 100
 	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter; default 256
 	MaxTopicLevels           int      `yaml:"max_topic_levels"`            // levels of a topic filter; default 16
+	MaxSessionExpiry         Duration `yaml:"max_session_expiry"`          // a persistent session (clean start off) is kept this long after its connection ends; default 2h; 1s..4294967295s, whole seconds
 	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do
 	WSAllowedOrigins         []string `yaml:"ws_allowed_origins"`          // Origin values a WebSocket upgrade may carry; default empty: any
 }
@@ -269,6 +273,7 @@ const (
 	defaultMaxTopicLength      = 256
 	defaultMaxTopicLevels      = 16
 	defaultRetainedExpiry      = Duration(24 * time.Hour)
+	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
 	defaultVisibility          = VisibilityOpen
 	defaultMaxSessionsPerUser  = 16
 	defaultSetRate             = 5
@@ -310,7 +315,11 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxSubscriptions, defaultMaxSubscriptions)
 	setInt(&c.MQTT.MaxTopicLength, defaultMaxTopicLength)
 	setInt(&c.MQTT.MaxTopicLevels, defaultMaxTopicLevels)
+	setDuration(&c.MQTT.MaxSessionExpiry, defaultMaxSessionExpiry)
 	setDuration(&c.MQTT.RetainedExpiry, defaultRetainedExpiry)
+	if c.MQTT.AddressLimitExempt == nil { // an explicit empty list stays empty
+		c.MQTT.AddressLimitExempt = []string{"127.0.0.0/8", "::1/128"}
+	}
 	if c.MQTT.WSAllowedOrigins == nil { // empty and unset mean the same: any origin
 		c.MQTT.WSAllowedOrigins = []string{}
 	}
@@ -453,6 +462,11 @@ func (c Config) validate() []*keyError {
 	v.check("mqtt.max_packet_size", intBetween(c.MQTT.MaxPacketSize, 1024, 268435455))
 	v.check("mqtt.max_connections", intBetween(c.MQTT.MaxConnections, 1, 10_000_000))
 	v.check("mqtt.max_connections_per_address", intBetween(c.MQTT.MaxConnectionsPerAddress, 1, 10_000_000))
+	for i, a := range c.MQTT.AddressLimitExempt {
+		if _, err := ParsePrefix(a); err != nil {
+			v.add("mqtt.address_limit_exempt", "item %d must be an IP address or CIDR prefix (got %q)", i, a)
+		}
+	}
 	if p := durationBetween(c.MQTT.MaxKeepAlive, minServerKeepAlive, maxServerKeepAlive); p != "" {
 		v.check("mqtt.max_keepalive", p)
 	} else if c.MQTT.MaxKeepAlive%Duration(time.Second) != 0 {
@@ -461,6 +475,9 @@ func (c Config) validate() []*keyError {
 	v.check("mqtt.max_subscriptions", intBetween(c.MQTT.MaxSubscriptions, 1, 100_000))
 	v.check("mqtt.max_topic_length", intBetween(c.MQTT.MaxTopicLength, 16, maxTopicBytes))
 	v.check("mqtt.max_topic_levels", intBetween(c.MQTT.MaxTopicLevels, 4, 1000))
+	if c.MQTT.MaxSessionExpiry < Duration(time.Second) || c.MQTT.MaxSessionExpiry > Duration(math.MaxUint32*time.Second) || c.MQTT.MaxSessionExpiry%Duration(time.Second) != 0 {
+		v.add("mqtt.max_session_expiry", "must be whole seconds from 1s to 4294967295s (got %s)", c.MQTT.MaxSessionExpiry)
+	}
 	if c.MQTT.RetainedExpiry < Duration(time.Second) {
 		v.add("mqtt.retained_expiry", "must be at least 1s (got %s)", c.MQTT.RetainedExpiry)
 	}
@@ -607,6 +624,19 @@ func shortDuration(d Duration) string {
 		return strconv.FormatInt(int64(d/Duration(time.Second)), 10) + "s"
 	}
 	return d.String()
+}
+
+// ParsePrefix reads a CIDR prefix, or one IP address as the prefix of
+// just that address.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // loopbackAddr reports whether a host:port address is on loopback only.
