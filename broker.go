@@ -47,3 +47,9 @@ func (b broker) Retain(topic string, payload []byte) {
 	}
 	b.d.Exclusive(func() { b.srv.Topics.RetainMessage(pk) })
 }
+
+// Clear removes topic's retained message, delivering nothing.
+func (b broker) Clear(topic string) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
+	b.d.Exclusive(func() { b.srv.Topics.RetainMessage(pk) })
+}

@@ -14,6 +14,7 @@ package publisher
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -29,6 +30,8 @@ type Broker interface {
 	// delivering it, so that the broker's purge of old retained messages
 	// never removes presence that is still true.
 	Retain(topic string, payload []byte)
+	// Clear removes topic's retained message, delivering nothing.
+	Clear(topic string)
 }
 
 // Publisher publishes presence. Its methods are called from one goroutine;
@@ -51,11 +54,13 @@ type Stats struct {
 	Old       atomic.Int64 // aggregates dropped for a version not above the published one
 	Errors    atomic.Int64
 	Resent    atomic.Int64 // current states sent again for subscribers that missed them
+	Forgotten atomic.Int64 // offline users forgotten after the retention
 }
 
 type view struct {
 	version uint64
 	payload []byte
+	gone    time.Time // last seen, while offline; zero while online
 }
 
 // New returns a publisher of presence under prefix (e.g. "presence").
@@ -84,7 +89,11 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 		return
 	}
 	p.mu.Lock()
-	p.views[a.User] = view{version: a.Version, payload: payload}
+	v := view{version: a.Version, payload: payload}
+	if a.Status == presence.Offline {
+		v.gone = a.LastSeen
+	}
+	p.views[a.User] = v
 	p.mu.Unlock()
 	p.Stats.Published.Add(1)
 }
@@ -119,6 +128,30 @@ func (p *Publisher) Refresh() {
 	for u, payload := range all {
 		p.broker.Retain(p.Topic(u), payload)
 	}
+}
+
+// Forget removes the retained presence of every user who is offline and
+// was last seen before before, and forgets it, so that presence held for
+// users who never come back cannot grow without bound. The store forgets
+// them by the same rule (store.Memory.Forget; Redis expires their keys),
+// and versions are stamps of the clock, so a user who comes back later
+// still gets versions above every one published before. It returns how
+// many it forgot.
+func (p *Publisher) Forget(before time.Time) int {
+	var topics []string
+	p.mu.Lock()
+	for u, v := range p.views {
+		if !v.gone.IsZero() && v.gone.Before(before) {
+			delete(p.views, u)
+			topics = append(topics, p.Topic(u))
+		}
+	}
+	p.mu.Unlock()
+	for _, t := range topics {
+		p.broker.Clear(t)
+	}
+	p.Stats.Forgotten.Add(int64(len(topics)))
+	return len(topics)
 }
 
 // Get returns the payload published for user.

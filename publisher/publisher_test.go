@@ -3,6 +3,7 @@ package publisher
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -40,6 +41,12 @@ func (s *sink) Retain(topic string, payload []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retained[topic] = "refreshed " + string(payload)
+}
+
+func (s *sink) Clear(topic string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.retained, topic)
 }
 
 func (s *sink) snapshot() []string {
@@ -83,5 +90,36 @@ func TestPublisherVersionsAndResend(t *testing.T) {
 	}
 	if v, _ := p.Get("amy"); s.retained["presence/users/amy"] != "refreshed "+string(v) {
 		t.Fatalf("retained after refresh: %q", s.retained["presence/users/amy"])
+	}
+}
+
+// Offline users last seen before the cut are forgotten and their retained
+// presence removed; online users and recent ones are kept.
+func TestPublisherForget(t *testing.T) {
+	s := &sink{}
+	p := New("presence", s, zerolog.Nop())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p.Publish(presence.Aggregate{User: "old", Status: presence.Offline, Version: 1, LastSeen: t0})
+	p.Publish(presence.Aggregate{User: "recent", Status: presence.Offline, Version: 1, LastSeen: t0.Add(time.Hour)})
+	p.Publish(presence.Aggregate{User: "online", Status: presence.Online, Version: 1})
+	if n := p.Forget(t0.Add(time.Minute)); n != 1 {
+		t.Fatalf("forgot %d, want 1", n)
+	}
+	if _, ok := p.Get("old"); ok {
+		t.Fatal("old is still published")
+	}
+	if _, ok := s.retained["presence/users/old"]; ok {
+		t.Fatal("old is still retained")
+	}
+	for _, u := range []string{"recent", "online"} {
+		if _, ok := s.retained["presence/users/"+u]; !ok {
+			t.Fatalf("%s was removed", u)
+		}
+	}
+	// Coming back online, then offline again, the user is kept until the
+	// new last seen is old enough.
+	p.Publish(presence.Aggregate{User: "recent", Status: presence.Online, Version: 2})
+	if n := p.Forget(t0.Add(24 * time.Hour)); n != 0 || p.Users() != 2 || p.Stats.Forgotten.Load() != 1 {
+		t.Fatalf("forgot %d, users %d, counted %d", n, p.Users(), p.Stats.Forgotten.Load())
 	}
 }
