@@ -58,6 +58,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -79,26 +80,75 @@ var ErrNoInlineClient = errors.New("presenced: the mochi server needs Options.In
 
 // Config is the plugin's configuration: the node_id, identity, presence and
 // redis sections of presenced.yaml (configs/presenced.yaml documents each
-// key), and the keep-alive given to clients that ask for none
-// (mqtt.server_keepalive). A zero value takes the default. With no Redis
-// address presence is kept in memory, for one node.
+// key), the keep-alive given to clients that ask for none
+// (mqtt.server_keepalive) and the limits of one connection. A zero value
+// takes the default. With no Redis address presence is kept in memory, for
+// one node.
 type Config struct {
 	NodeID          string
 	ServerKeepAlive time.Duration
+	Limits          Limits
 	Identity        configs.IdentityConfig
 	Presence        configs.PresenceConfig
 	Redis           configs.RedisConfig
 }
 
+// Limits bound what one connection may do: the mqtt section's keys of the
+// same names. The presence section holds the limits of a user
+// (max_sessions_per_user, set_rate, set_burst).
+type Limits struct {
+	MaxKeepAlive             time.Duration // keep-alive ceiling, ServerKeepAlive included
+	MaxConnectionsPerAddress int           // connections from one IP address
+	// AddressLimitExempt are the addresses MaxConnectionsPerAddress does
+	// not apply to (a proxy on this host); nil: loopback, empty: none.
+	AddressLimitExempt []netip.Prefix
+	MaxSubscriptions   int // topic filters per connection
+	MaxTopicLength     int // bytes of a topic filter
+	MaxTopicLevels     int // levels of a topic filter
+}
+
 // ConfigFrom takes the plugin's part of a whole presenced configuration.
 func ConfigFrom(c configs.Config) Config {
-	return Config{NodeID: c.NodeID, ServerKeepAlive: c.MQTT.ServerKeepAlive.D(), Identity: c.Identity, Presence: c.Presence, Redis: c.Redis}
+	return Config{
+		NodeID: c.NodeID, ServerKeepAlive: c.MQTT.ServerKeepAlive.D(),
+		Limits: Limits{
+			MaxKeepAlive:             c.MQTT.MaxKeepAlive.D(),
+			MaxConnectionsPerAddress: c.MQTT.MaxConnectionsPerAddress,
+			AddressLimitExempt:       prefixes(c.MQTT.AddressLimitExempt),
+			MaxSubscriptions:         c.MQTT.MaxSubscriptions,
+			MaxTopicLength:           c.MQTT.MaxTopicLength,
+			MaxTopicLevels:           c.MQTT.MaxTopicLevels,
+		},
+		Identity: c.Identity, Presence: c.Presence, Redis: c.Redis,
+	}
+}
+
+// prefixes parses validated prefixes.
+func prefixes(list []string) []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		if p, err := configs.ParsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // complete applies the defaults and validates, with configs' rules.
 func (c Config) complete() (Config, error) {
 	full := configs.Config{NodeID: c.NodeID, Identity: c.Identity, Presence: c.Presence, Redis: c.Redis}
 	full.MQTT.ServerKeepAlive = configs.Duration(c.ServerKeepAlive)
+	full.MQTT.MaxKeepAlive = configs.Duration(c.Limits.MaxKeepAlive)
+	full.MQTT.MaxConnectionsPerAddress = c.Limits.MaxConnectionsPerAddress
+	if c.Limits.AddressLimitExempt != nil {
+		full.MQTT.AddressLimitExempt = make([]string, len(c.Limits.AddressLimitExempt))
+		for i, p := range c.Limits.AddressLimitExempt {
+			full.MQTT.AddressLimitExempt[i] = p.String()
+		}
+	}
+	full.MQTT.MaxSubscriptions = c.Limits.MaxSubscriptions
+	full.MQTT.MaxTopicLength = c.Limits.MaxTopicLength
+	full.MQTT.MaxTopicLevels = c.Limits.MaxTopicLevels
 	full.ApplyDefaults()
 	if err := full.Validate(); err != nil {
 		return Config{}, err
@@ -128,6 +178,14 @@ func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = n
 // subscriber whose writer is stuck may receive its first version of a user
 // twice (observers drop a version not above the last, see the README).
 func WithACL(policy hooks.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
+
+// WithServiceAccounts says which connections are service accounts, which
+// may read all presence, "#" and $SYS (with WithACL; the users listed in
+// presence.observers are too). Without it and without presence.observers,
+// every connection is one: presence does not know the program's accounts.
+func WithServiceAccounts(service func(cl *mqtt.Client) bool) Option {
+	return func(p *Plugin) { p.service = service }
+}
 
 // WithRedisClient uses c instead of a client built from the redis section;
 // the plugin does not close it.
@@ -163,6 +221,7 @@ type Plugin struct {
 	redisC    redis.UniversalClient
 	ownClient bool
 	acl       *hooks.Policy
+	service   func(cl *mqtt.Client) bool
 	broker    broker
 
 	// The stages, for reading their counters (Stats has them all).
@@ -221,16 +280,35 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Log:    logFor("tracker"),
 	})
 
+	if cfg.Presence.Visibility == configs.VisibilitySelf && p.acl == nil {
+		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
+	}
+	service := p.service
+	if service == nil && len(cfg.Presence.Observers) == 0 {
+		service = func(*mqtt.Client) bool { return true }
+	}
 	p.Hook = hooks.New(hooks.Options{
 		Prefix: cfg.Presence.TopicPrefix,
 		Identity: hooks.IdentityRule{
 			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID,
 			Separator:    cfg.Identity.Separator,
 		},
-		ServerKeepAlive: cfg.ServerKeepAlive,
-		Server:          srv,
-		Tracker:         p.Tracker,
-		Log:             logFor("hook"),
+		ServerKeepAlive:    cfg.ServerKeepAlive,
+		MaxKeepAlive:       cfg.Limits.MaxKeepAlive,
+		Server:             srv,
+		Tracker:            p.Tracker,
+		Log:                logFor("hook"),
+		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser,
+		MaxPerAddress:      cfg.Limits.MaxConnectionsPerAddress,
+		Unlimited:          cfg.Limits.AddressLimitExempt,
+		SetRate:            cfg.Presence.SetRate,
+		SetBurst:           cfg.Presence.SetBurst,
+		MaxSubscriptions:   cfg.Limits.MaxSubscriptions,
+		MaxTopicLength:     cfg.Limits.MaxTopicLength,
+		MaxTopicLevels:     cfg.Limits.MaxTopicLevels,
+		Observers:          cfg.Presence.Observers,
+		Service:            service,
+		Now:                p.now,
 	})
 	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
 	p.broker = broker{srv: srv, d: p.Delivery}
@@ -242,7 +320,11 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: add delivery hook: %w", err)
 	}
 	if p.acl != nil {
-		if err := srv.AddHook(hooks.NewGuard(p.Delivery, *p.acl), nil); err != nil {
+		guard := hooks.NewGuard(hooks.GuardOptions{
+			Delivery: p.Delivery, Presence: p.Hook, Policy: *p.acl,
+			SelfOnly: cfg.Presence.Visibility == configs.VisibilitySelf,
+		})
+		if err := srv.AddHook(guard, nil); err != nil {
 			return nil, fmt.Errorf("presenced: add guard hook: %w", err)
 		}
 	}

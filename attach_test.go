@@ -31,6 +31,16 @@ func TestAttachRefuses(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "node_id") {
 		t.Errorf("bad node id: %v", err)
 	}
+	// Only the server's one OnACLCheck can keep a user's presence from
+	// another user.
+	var self presenced.Config
+	self.Presence.Visibility = "self"
+	if _, err := presenced.Attach(newServer(true), self); err == nil || !strings.Contains(err.Error(), "WithACL") {
+		t.Errorf("visibility self without WithACL: %v", err)
+	}
+	if _, err := presenced.Attach(newServer(true), self, presenced.WithACL(nil)); err != nil {
+		t.Errorf("visibility self with WithACL: %v", err)
+	}
 }
 
 // Stop stops and waits for every goroutine Start started, with either

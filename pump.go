@@ -15,8 +15,12 @@ const (
 	// mqtt.max_writes_pending messages, so a batch at a time lets it drain.
 	resendEvery = 20 * time.Millisecond
 	resendBatch = 128
-	// tidyEvery is how often slow subscribers are looked for.
+	// tidyEvery is how often slow subscribers, and connections mochi never
+	// reported the end of, are looked for.
 	tidyEvery = time.Second
+	// forgetEvery is the most time between two looks for offline users to
+	// forget.
+	forgetEvery = time.Hour
 )
 
 // pump is the one goroutine that acts on the store's feed: it publishes
@@ -29,6 +33,9 @@ func (p *Plugin) pump() {
 	defer resend.Stop()
 	tidy := time.NewTicker(tidyEvery)
 	defer tidy.Stop()
+	retention := p.retention()
+	forget := time.NewTicker(min(forgetEvery, retention/4))
+	defer forget.Stop()
 	var refresh <-chan time.Time
 	if max := p.srv.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 {
 		t := time.NewTicker(time.Duration(max) * time.Second / 4)
@@ -48,9 +55,32 @@ func (p *Plugin) pump() {
 			}
 		case now := <-tidy.C:
 			p.Delivery.Tidy(now)
+			p.Hook.Tidy()
+		case <-forget.C:
+			p.forget(p.now().Add(-retention))
 		case <-refresh:
 			p.Publisher.Refresh()
 		}
+	}
+}
+
+// retention is how long an offline user is kept: presence.offline_retention
+// in memory, redis.retention (the expiry of the user's keys) with Redis.
+func (p *Plugin) retention() time.Duration {
+	if p.redis != nil {
+		return p.cfg.Redis.Retention.D()
+	}
+	return p.cfg.Presence.OfflineRetention.D()
+}
+
+// forget drops the users offline since before: from the memory store, and
+// their retained presence (every node forgets by the same rule).
+func (p *Plugin) forget(before time.Time) {
+	if m, ok := p.store.(*store.Memory); ok {
+		m.Forget(before)
+	}
+	if n := p.Publisher.Forget(before); n > 0 {
+		p.log.Debug().Int("users", n).Msg("offline users forgotten")
 	}
 }
 

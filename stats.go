@@ -30,6 +30,14 @@ type Stats struct {
 	WillsDiscarded  int64  `json:"wills_discarded"`
 	WillsSuppressed int64  `json:"wills_suppressed"`
 	BadIdentity     int64  `json:"bad_identity"`
+	ClientIDTaken   int64  `json:"client_id_taken"`
+	PerAddress      int64  `json:"refused_per_address"`
+	KeepAliveCapped int64  `json:"keepalive_capped"`
+	SessionsKicked  int64  `json:"sessions_kicked_over_limit"`
+	SetLimited      int64  `json:"set_rate_limited"`
+	FiltersRefused  int64  `json:"filters_refused"`
+	Abandoned       int64  `json:"connections_abandoned"`
+	Forgotten       int64  `json:"offline_users_forgotten"`
 	DroppedForQueue int64  `json:"dropped_full_queue"`
 	Resent          int64  `json:"resent"`
 	Repeats         int64  `json:"retained_repeats_refused"`
@@ -65,6 +73,14 @@ func (p *Plugin) Stats() Stats {
 		WillsDiscarded:  h.WillsDiscarded.Load(),
 		WillsSuppressed: h.WillsSuppressed.Load(),
 		BadIdentity:     h.BadIdentity.Load(),
+		ClientIDTaken:   h.ClientIDTaken.Load(),
+		PerAddress:      h.PerAddress.Load(),
+		KeepAliveCapped: h.KeepAliveCapped.Load(),
+		SessionsKicked:  h.SessionsKicked.Load(),
+		SetLimited:      h.SetLimited.Load(),
+		FiltersRefused:  h.FiltersRefused.Load(),
+		Abandoned:       h.Abandoned.Load(),
+		Forgotten:       pb.Forgotten.Load(),
 		DroppedForQueue: d.Dropped.Load(),
 		Resent:          d.Resent.Load(),
 		Repeats:         d.Repeats.Load(),

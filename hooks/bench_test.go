@@ -67,7 +67,7 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	if err := srv.AddHook(d, nil); err != nil {
 		tb.Fatal(err)
 	}
-	if err := srv.AddHook(hooks.NewGuard(d, nil), nil); err != nil {
+	if err := srv.AddHook(hooks.NewGuard(hooks.GuardOptions{Delivery: d}), nil); err != nil {
 		tb.Fatal(err)
 	}
 	return srv, h

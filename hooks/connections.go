@@ -19,7 +19,10 @@
 package hooks
 
 import (
+	"bytes"
 	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,16 +60,32 @@ type Tracker interface {
 // message on this topic before it is written, so it reaches nobody.
 const DiscardedWillTopic = "$SYS/presenced/discarded-will"
 
-// Options configure the hook.
+// Options configure the hook. A zero limit is no limit.
 type Options struct {
 	Prefix          string        // topic prefix, e.g. "presence"
 	Identity        IdentityRule  // where users come from
 	ServerKeepAlive time.Duration // given to clients that connect with keep-alive 0
+	MaxKeepAlive    time.Duration // the keep-alive ceiling, ServerKeepAlive included
 	// Server is the broker the hook is added to: the hook clears the will
 	// of a connection taken over, and answers a refused CONNECT itself.
 	Server  *mqtt.Server
 	Tracker Tracker
 	Log     zerolog.Logger
+
+	MaxSessionsPerUser int            // live sessions of one user on this node; one more ends the oldest as kicked
+	MaxPerAddress      int            // connections from one IP address
+	Unlimited          []netip.Prefix // addresses MaxPerAddress does not apply to
+	SetRate            int            // presence/set per second per session
+	SetBurst           int            // and at once
+	MaxSubscriptions   int            // topic filters per connection
+	MaxTopicLength     int            // bytes of a topic filter
+	MaxTopicLevels     int            // levels of a topic filter
+	// Observers are the users who may read all presence (service
+	// accounts); Service, when set, also says whether a connection
+	// authenticated as one (a token's claim).
+	Observers []string
+	Service   func(cl *mqtt.Client) bool
+	Now       func() time.Time
 }
 
 // Counters are the hook's counts, read with atomic loads.
@@ -77,6 +96,13 @@ type Counters struct {
 	WillsDiscarded  atomic.Int64 // wills under the prefix rewritten away
 	WillsSuppressed atomic.Int64 // wills of taken-over connections cleared
 	BadIdentity     atomic.Int64 // connections refused for a bad user or device
+	ClientIDTaken   atomic.Int64 // connections refused: the client id is another user's session
+	PerAddress      atomic.Int64 // connections refused: too many from one address
+	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
+	SessionsKicked  atomic.Int64 // oldest sessions ended for a user's session limit
+	SetLimited      atomic.Int64 // presence/set over the rate
+	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
+	Abandoned       atomic.Int64 // connections that ended before their CONNACK, cleaned up
 }
 
 // Presence is the mochi hook that turns connection events into presence
@@ -87,25 +113,44 @@ type Counters struct {
 // would not hold beside an allow-all authentication hook.
 type Presence struct {
 	mqtt.HookBase
-	o      Options
-	set    string // prefix/set
-	under  string // prefix/
-	gate   gate
-	conns  sync.Map // *mqtt.Client -> link, for connections with a user
-	nextID atomic.Uint64
+	o         Options
+	set       string // prefix/set
+	under     string // prefix/
+	observers map[string]struct{}
+	gate      gate
+	nextID    atomic.Uint64
+
+	// Lock order: mu, then a link's bucket lock. No socket write under mu.
+	mu     sync.RWMutex
+	links  map[*mqtt.Client]*link    // every connection past OnConnect
+	byUser map[string][]*mqtt.Client // connections with a user, oldest first
+	perIP  map[string]int
 
 	Counters Counters
 }
 
-// link is what the hook keeps of a connection with a user.
+// link is what the hook keeps of a connection.
 type link struct {
-	conn presence.ConnID
-	user string
+	conn        presence.ConnID // 0: no user (an observer), or not yet established
+	user        string
+	ip          string
+	service     bool // may read all presence
+	established bool
+	set         bucket // presence/set rate
 }
 
 // New returns the hook.
 func New(o Options) *Presence {
-	return &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/"}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/",
+		observers: make(map[string]struct{}, len(o.Observers)),
+		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client), perIP: make(map[string]int)}
+	for _, u := range o.Observers {
+		h.observers[u] = struct{}{}
+	}
+	return h
 }
 
 // ID implements mqtt.Hook.
@@ -118,7 +163,7 @@ func (h *Presence) ID() string { return "presence" }
 func (h *Presence) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill:
+		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnClientExpired:
 		return true
 	}
 	return false
@@ -132,10 +177,20 @@ func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
 // has already answered it with CONNACK "bad user name or password".
 var errBadIdentity = errors.New("presence: bad identity")
 
-// OnConnect refuses a connection whose user, client id or device cannot
-// be used (CONNACK "bad user name or password"), and gives a client that
-// asked for keep-alive 0 the server keep-alive, so that no session can live
-// forever on a half-open socket.
+// OnConnect refuses, with the CONNACK code that fits:
+//   - a user, client id or device that cannot be used (0x86 "bad user name
+//     or password");
+//   - a client id that is a live or persisted session of another user (0x85
+//     "client identifier not valid"; 3.1.1: 0x02): a client id belongs to one
+//     user, and the other user's session is left alone;
+//   - one connection more than MaxPerAddress from one IP address (0x97
+//     "quota exceeded"; 3.1.1: 0x03 "server unavailable"), unless the
+//     address is one of Unlimited.
+//
+// It gives a client that asked for keep-alive 0 the server keep-alive, so
+// that no session can live forever on a half-open socket, and holds one
+// that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
+// CONNACK; a 3.1.1 client's deadline is simply shorter).
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	_, err := h.identify(cl)
 	if err == nil {
@@ -146,16 +201,71 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if err != nil {
 		h.Counters.BadIdentity.Add(1)
 		h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Err(err).Msg("connection refused: bad identity")
-		if h.o.Server != nil {
-			_ = h.o.Server.SendConnack(cl, packets.ErrBadUsernameOrPassword, false, nil)
-		}
+		refuseConnect(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
-	if pk.Connect.Keepalive == 0 && h.o.ServerKeepAlive > 0 {
-		cl.State.Keepalive = uint16(h.o.ServerKeepAlive / time.Second)
-		cl.State.ServerKeepalive = true
+	if h.o.Server != nil {
+		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
+			h.Counters.ClientIDTaken.Add(1)
+			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
+				Msg("connection refused: the client id is another user's session")
+			refuseConnect(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+			return errBadIdentity
+		}
 	}
+	ip := remoteIP(cl.Net.Remote)
+	h.mu.Lock()
+	if h.o.MaxPerAddress > 0 && h.perIP[ip] >= h.o.MaxPerAddress && !h.unlimited(ip) {
+		h.mu.Unlock()
+		h.Counters.PerAddress.Add(1)
+		h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
+		refuseConnect(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
+		return errBadIdentity
+	}
+	h.perIP[ip]++
+	h.links[cl] = &link{ip: ip, set: bucket{tokens: float64(h.o.SetBurst)}}
+	h.mu.Unlock()
+
+	ka := time.Duration(pk.Connect.Keepalive) * time.Second
+	switch {
+	case pk.Connect.Keepalive == 0 && h.o.ServerKeepAlive > 0:
+		ka = h.o.ServerKeepAlive
+		if h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive {
+			ka = h.o.MaxKeepAlive
+		}
+	case h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive:
+		ka = h.o.MaxKeepAlive
+		h.Counters.KeepAliveCapped.Add(1)
+	default:
+		return nil
+	}
+	cl.State.Keepalive = uint16(ka / time.Second)
+	cl.State.ServerKeepalive = true
 	return nil
+}
+
+// unlimited reports whether the per-address limit spares ip.
+func (h *Presence) unlimited(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range h.o.Unlimited {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteIP returns the host part of a remote address.
+func remoteIP(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
 }
 
 // device returns the MQTT 5 CONNECT user property "device".
@@ -176,7 +286,9 @@ func (h *Presence) underPrefix(topic string) bool {
 // OnSessionEstablish runs before CONNACK and before mochi takes over an
 // existing connection with the same client id. It clears that connection's
 // will flag, so that mochi's sendLWT skips it when the old socket closes: a
-// takeover is not a death.
+// takeover is not a death. When the user already has MaxSessionsPerUser
+// connections on this node (a takeover does not add one), the oldest is
+// ended as kicked.
 func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.gate.enter(cl)
 	if h.o.Server != nil {
@@ -187,30 +299,112 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		}
 	}
 	id, err := h.identify(cl)
-	if err != nil || id.Observer() {
+	if err != nil {
+		return
+	}
+	_, listed := h.observers[id.User]
+	if id.Observer() {
+		_, listed = h.observers[string(cl.Properties.Username)]
+	}
+	service := listed || (h.o.Service != nil && h.o.Service(cl))
+	h.mu.Lock()
+	l := h.links[cl]
+	if l == nil { // OnConnect did not run (a test, or a hook that skips it)
+		l = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
+		h.links[cl] = l
+		h.perIP[l.ip]++
+	}
+	l.service = service
+	if id.Observer() {
+		h.mu.Unlock()
 		return
 	}
 	if d := device(pk); d != "" {
 		id.Device = d
 	}
-	conn := presence.ConnID(h.nextID.Add(1))
-	h.conns.Store(cl, link{conn: conn, user: id.User})
-	h.o.Tracker.Connect(conn, cl.ID, id.User, id.Device)
+	l.conn, l.user = presence.ConnID(h.nextID.Add(1)), id.User
+	oldest := h.admit(cl, id.User)
+	h.mu.Unlock()
+	if oldest != nil {
+		h.Counters.SessionsKicked.Add(1)
+		h.o.Log.Info().Str("user", id.User).Str("client", oldest.ID).Int("max", h.o.MaxSessionsPerUser).
+			Msg("session limit: ending the user's oldest session")
+		// Its end goes to the tracker before the new session, so that
+		// observers do not see one session too many in between; its
+		// OnDisconnect then finds nothing left to end.
+		if old := h.forget(oldest); old != nil && old.conn != 0 {
+			h.o.Tracker.Disconnect(old.conn, oldest.ID, presence.EndKicked)
+		}
+		kick(h.o.Server, oldest, packets.ErrQuotaExceeded)
+	}
+	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device)
 }
 
-// link returns what the hook keeps of the connection, if it has a user.
-func (h *Presence) link(cl *mqtt.Client) (link, bool) {
-	v, ok := h.conns.Load(cl)
-	if !ok {
-		return link{}, false
+// admit records cl as user's newest connection and returns the oldest one
+// to end when the user is over the limit. A connection that takes over the
+// same client id replaces it and does not count. h.mu is held.
+func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
+	live := h.byUser[user]
+	count := 0
+	for _, c := range live {
+		if c.ID != cl.ID && !c.Closed() {
+			count++
+		}
 	}
-	return v.(link), true
+	h.byUser[user] = append(live, cl)
+	if h.o.MaxSessionsPerUser <= 0 || count < h.o.MaxSessionsPerUser {
+		return nil
+	}
+	for _, c := range live {
+		if c.ID != cl.ID && !c.Closed() {
+			return c
+		}
+	}
+	return nil
+}
+
+// kick ends a connection with code: a DISCONNECT first when writing it
+// cannot block (presenced's listener), else only the socket is closed.
+func kick(srv *mqtt.Server, cl *mqtt.Client, code packets.Code) {
+	if srv != nil && writesNeverBlock(cl) {
+		_ = srv.DisconnectClient(cl, code)
+		return
+	}
+	cl.Stop(code)
+}
+
+// link returns what the hook keeps of a connection with a user.
+func (h *Presence) link(cl *mqtt.Client) (*link, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	l, ok := h.links[cl]
+	if !ok || l.conn == 0 {
+		return nil, false
+	}
+	return l, true
+}
+
+// Viewer returns who reads through connection cl: its user ("" for an
+// observer) and whether it may read all presence (a service account).
+func (h *Presence) Viewer(cl *mqtt.Client) (user string, service bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if l, ok := h.links[cl]; ok {
+		return l.user, l.service
+	}
+	return "", false
 }
 
 // OnSessionEstablished runs after CONNACK.
 func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	h.gate.leave(cl)
-	if l, ok := h.link(cl); ok {
+	h.mu.Lock()
+	l := h.links[cl]
+	if l != nil {
+		l.established = true
+	}
+	h.mu.Unlock()
+	if l != nil && l.conn != 0 {
 		h.o.Tracker.Established(l.conn, cl.ID)
 	}
 }
@@ -218,8 +412,95 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 // OnDisconnect ends the connection's session with the reason mochi gives.
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
-	if v, ok := h.conns.LoadAndDelete(cl); ok {
-		h.o.Tracker.Disconnect(v.(link).conn, cl.ID, EndReason(err, cl.StopCause()))
+	if l := h.forget(cl); l != nil && l.conn != 0 {
+		h.o.Tracker.Disconnect(l.conn, cl.ID, EndReason(err, cl.StopCause()))
+	}
+}
+
+// forget removes cl from the hook's records and returns what was kept.
+func (h *Presence) forget(cl *mqtt.Client) *link {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.links[cl]
+	if l == nil {
+		return nil
+	}
+	delete(h.links, cl)
+	if h.perIP[l.ip]--; h.perIP[l.ip] <= 0 {
+		delete(h.perIP, l.ip)
+	}
+	if l.user != "" {
+		live := h.byUser[l.user]
+		for i, c := range live {
+			if c == cl {
+				live = append(live[:i:i], live[i+1:]...)
+				break
+			}
+		}
+		if len(live) == 0 {
+			delete(h.byUser, l.user)
+		} else {
+			h.byUser[l.user] = live
+		}
+	}
+	return l
+}
+
+// Tidy ends what mochi never tells the hooks about: a connection whose
+// CONNACK could not be written (the client reset) gets neither
+// OnSessionEstablished nor OnDisconnect, and one that an authentication hook
+// after this one refused gets no OnDisconnect. Its records, its gate entry
+// and its tracked session would stay forever; Tidy, called every second by
+// the pump, ends them as network.
+func (h *Presence) Tidy() {
+	var gone []*mqtt.Client
+	h.mu.RLock()
+	for cl, l := range h.links {
+		if !l.established && cl.Closed() {
+			gone = append(gone, cl)
+		}
+	}
+	h.mu.RUnlock()
+	for _, cl := range gone {
+		// mochi's list is changed only while no connection with the id is
+		// between the gate and its Clients.Add.
+		h.gate.leaveWith(cl, func() { h.dropClient(cl) })
+		if l := h.forget(cl); l != nil {
+			h.Counters.Abandoned.Add(1)
+			if l.conn != 0 {
+				h.o.Tracker.Disconnect(l.conn, cl.ID, presence.EndNetwork)
+			}
+		}
+	}
+}
+
+// dropClient removes an abandoned connection's client from mochi's list, as
+// mochi does when a clean session ends: mochi adds the client before it
+// writes the CONNACK and, when that write fails, returns without removing
+// it, so every CONNECT-then-reset would keep a client (about 5 KiB) for
+// good. A persistent session's client stays, to expire as mochi's do; one
+// taken over, or replaced in the list since, is left alone.
+func (h *Presence) dropClient(cl *mqtt.Client) {
+	if h.o.Server == nil || cl.IsTakenOver() {
+		return
+	}
+	if cl.Properties.ProtocolVersion == 5 && cl.Properties.Props.SessionExpiryInterval > 0 ||
+		cl.Properties.ProtocolVersion < 5 && !cl.Properties.Clean {
+		return
+	}
+	if cur, ok := h.o.Server.Clients.Get(cl.ID); ok && cur == cl {
+		h.o.Server.UnsubscribeClient(cl)
+		cl.ClearInflights()
+		h.o.Server.Clients.Delete(cl.ID)
+	}
+}
+
+// OnClientExpired removes an expired persistent session's subscriptions:
+// mochi v2.7.9 deletes the client (clearExpiredClients) but leaves its
+// subscriptions in the topic index for good.
+func (h *Presence) OnClientExpired(cl *mqtt.Client) {
+	if h.o.Server != nil {
+		h.o.Server.UnsubscribeClient(cl)
 	}
 }
 
@@ -236,6 +517,12 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // invalid payload changes nothing: MQTT 5 QoS 1 gets PUBACK 0x99 (payload
 // format invalid), QoS 2 PUBREC 0x99; QoS 0 and MQTT 3.1.1 cannot be told,
 // so the message is acknowledged as usual and dropped (and counted).
+//
+// The rate (SetRate a second, SetBurst at once, per connection) applies to
+// valid requests, which are what reach the store and every observer: over
+// it, MQTT 5 QoS 1 and 2 get 0x96 (message rate too high); QoS 0 and MQTT
+// 3.1.1 are acknowledged as usual and dropped (and counted). An invalid one
+// costs no more than any other publish, and is refused whatever the rate.
 //
 // Only packets.Code errors and the two sentinels stop mochi from
 // delivering, so no other error is ever returned.
@@ -257,6 +544,14 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 			return pk, packets.CodeSuccessIgnore
 		}
 		return h.refuse(cl, pk, packets.ErrPayloadFormatInvalid)
+	}
+	if h.o.SetRate > 0 && !l.set.take(h.o.Now(), float64(h.o.SetRate), float64(h.o.SetBurst)) {
+		h.Counters.SetLimited.Add(1)
+		h.o.Log.Debug().Str("client", cl.ID).Msg("presence/set over the rate")
+		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
+			return pk, packets.CodeSuccessIgnore // acknowledged as usual, dropped
+		}
+		return h.refuse(cl, pk, packets.ErrMessageRateTooHigh)
 	}
 	h.Counters.SetAccepted.Add(1)
 	h.o.Tracker.Set(l.conn, cl.ID, l.user, req)

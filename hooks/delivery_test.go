@@ -19,7 +19,7 @@ func newDeliveryServer(t *testing.T, n int) (*clock, *Delivery, *Guard, []*mqtt.
 	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.now, Log: zerolog.Nop()})
-	g := NewGuard(d, nil)
+	g := NewGuard(GuardOptions{Delivery: d})
 	var cls []*mqtt.Client
 	for i := range n {
 		a, b := net.Pipe()

@@ -70,3 +70,20 @@ func (g *gate) leave(cl *mqtt.Client) {
 		close(e.done)
 	}
 }
+
+// leaveWith releases the id if cl holds it, first running fn while no other
+// connection can take the id: when cl holds it, or nobody does (enter takes
+// g.mu). fn must not block.
+func (g *gate) leaveWith(cl *mqtt.Client, fn func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.held[cl.ID]
+	if e != nil && e.owner != cl {
+		return // another connection with the id is establishing
+	}
+	fn()
+	if e != nil {
+		delete(g.held, cl.ID)
+		close(e.done)
+	}
+}

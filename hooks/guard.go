@@ -1,6 +1,8 @@
 package hooks
 
 import (
+	"strings"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -19,16 +21,28 @@ type Policy func(cl *mqtt.Client, topic string, write bool) bool
 // reach nobody.
 type Guard struct {
 	mqtt.HookBase
-	policy Policy
-	d      *Delivery
+	o GuardOptions
 }
 
-// NewGuard returns the ACL hook. A nil policy allows everything.
-func NewGuard(d *Delivery, policy Policy) *Guard {
-	if policy == nil {
-		policy = func(*mqtt.Client, string, bool) bool { return true }
+// GuardOptions configure the Guard.
+type GuardOptions struct {
+	Delivery *Delivery
+	// Presence tells who reads through a connection (Viewer); nil: every
+	// connection is a service account.
+	Presence *Presence
+	// Policy is the program's decision; nil allows everything.
+	Policy Policy
+	// SelfOnly is presence.visibility self: a user reads only their own
+	// presence (service accounts read all).
+	SelfOnly bool
+}
+
+// NewGuard returns the ACL hook.
+func NewGuard(o GuardOptions) *Guard {
+	if o.Policy == nil {
+		o.Policy = func(*mqtt.Client, string, bool) bool { return true }
 	}
-	return &Guard{policy: policy, d: d}
+	return &Guard{o: o}
 }
 
 // ID implements mqtt.Hook.
@@ -37,15 +51,66 @@ func (g *Guard) ID() string { return "presence-guard" }
 // Provides implements mqtt.Hook.
 func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 
-// OnACLCheck implements mqtt.Hook.
+// OnACLCheck is called for a SUBSCRIBE's filters and for every delivery,
+// retained ones included, with the topic (or filter) and whether it is a
+// write. After the program's policy, a read must pass presence's rules:
+//   - "#" and "$SYS/..." are for service accounts only (also as the filter
+//     of a shared subscription, "$share/<group>/#", and "+/#", "+/+/#" ...,
+//     which read as much);
+//   - with SelfOnly, presence/users/{user} is readable only by that user and
+//     by service accounts (a wildcard filter is allowed, and each delivery
+//     is checked: bob's presence/users/+ delivers only bob);
+//   - the Delivery hook's rules (what is sent again goes only to those who
+//     missed it; no retained repeat; no rewritten will).
 func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
-	if !g.policy(cl, topic, write) {
+	if !g.o.Policy(cl, topic, write) {
 		return false
 	}
 	if write || cl.Net.Inline {
 		return true
 	}
-	return g.d.mayDeliver(cl, topic)
+	user, service := "", true
+	if g.o.Presence != nil {
+		user, service = g.o.Presence.Viewer(cl)
+	}
+	if !service {
+		plain := unshared(topic)
+		if everything(plain) || strings.HasPrefix(plain, "$SYS") {
+			return false
+		}
+		// A wildcard ("presence/users/+" or ".../#", only ever a filter)
+		// is allowed: each delivery is checked with the topic name.
+		if u, ok := g.o.Delivery.user(plain); ok && g.o.SelfOnly && u != user && !strings.ContainsAny(u, "+#") {
+			return false
+		}
+	}
+	return g.o.Delivery.mayDeliver(cl, topic)
+}
+
+// everything reports whether filter reads every topic of some depth
+// onwards: "#", "+/#", "+/+/#" ... (each as good as "#").
+func everything(filter string) bool {
+	for {
+		level, rest, more := strings.Cut(filter, "/")
+		switch {
+		case level == "#" && !more:
+			return true
+		case level != "+" || !more:
+			return false
+		}
+		filter = rest
+	}
+}
+
+// unshared returns the filter of a shared subscription ($share/<group>/f),
+// or filter itself.
+func unshared(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	return filter
 }
 
 // Authenticator is a hook that decides who may connect and nothing else:

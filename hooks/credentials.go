@@ -1,0 +1,186 @@
+package hooks
+
+import (
+	"crypto/x509"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/auth"
+	"github.com/presenced/presenced/listener"
+)
+
+// Credentials checks what a CONNECT brings (package auth implements it).
+type Credentials interface {
+	// Enabled reports whether any method is configured.
+	Enabled() bool
+	// Authenticate returns who the connection is, auth.ErrDenied, or
+	// auth.ErrNoCredentials.
+	Authenticate(username string, password []byte, clientID string, peer *x509.Certificate) (auth.Identity, error)
+}
+
+// Auth is the binary's authentication hook: the user is whoever the
+// credentials prove (a password, a JWT in the password, or a verified client
+// certificate), never merely the username a client claims. It decides in
+// OnConnect, so that it can answer each refusal with the CONNACK code that
+// fits and so that the presence hook, added after it, sees the
+// authenticated user: on success it sets the connection's username to the
+// user. It answers no OnACLCheck (see Guard).
+//
+// Refusals: bad credentials get 0x86 (MQTT 3.1.1: 0x04); a client id the
+// credentials do not allow, 0x85 (3.1.1: 0x02). Each is counted, and logged
+// at info with the remote address, at most once a second (the rest are
+// counted in the next line), and never with the password or token.
+type Auth struct {
+	mqtt.HookBase
+	o        AuthOptions
+	accounts sync.Map // *mqtt.Client -> account
+	logs     logLimiter
+	seen     atomic.Int64 // connections authenticated; every tidyAfter, a Tidy
+
+	Counters AuthCounters
+}
+
+// AuthCounters are the hook's counts, read with atomic loads.
+type AuthCounters struct {
+	Accepted       atomic.Int64
+	Anonymous      atomic.Int64 // connections without credentials, let in as observers
+	Refused        atomic.Int64 // bad or missing credentials
+	ClientIDDenied atomic.Int64 // a client id the credentials do not allow
+}
+
+// AuthOptions configure the hook.
+type AuthOptions struct {
+	Server      *mqtt.Server
+	Credentials Credentials // nil or not Enabled: every client connects, with any username
+	// AllowAnonymous lets a client without credentials in as an observer
+	// (with Credentials enabled).
+	AllowAnonymous bool
+	Identity       IdentityRule // with FromClientID, the client id's user must be the authenticated user
+	Log            zerolog.Logger
+	Now            func() time.Time
+}
+
+type account struct {
+	user     string
+	observer bool
+}
+
+// NewAuth returns the hook.
+func NewAuth(o AuthOptions) *Auth {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Auth{o: o, logs: logLimiter{every: time.Second}}
+}
+
+// ID implements mqtt.Hook.
+func (a *Auth) ID() string { return "presence-auth" }
+
+// Provides implements mqtt.Hook.
+func (a *Auth) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnDisconnect:
+		return true
+	}
+	return false
+}
+
+// errRefused stops a CONNECT the hook has already answered.
+var errRefused = errors.New("presence: connection refused")
+
+// OnConnect authenticates the connection (see Auth).
+func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if a.o.Credentials == nil || !a.o.Credentials.Enabled() {
+		return nil
+	}
+	username := string(cl.Properties.Username)
+	peer, _ := listener.PeerCertificate(cl.Net.Conn)
+	id, err := a.o.Credentials.Authenticate(username, pk.Connect.Password, cl.ID, peer)
+	switch {
+	case errors.Is(err, auth.ErrNoCredentials) && username == "" && a.o.AllowAnonymous:
+		a.Counters.Anonymous.Add(1) // no account: an observer, not a service account
+		return nil
+	case errors.Is(err, auth.ErrClientIDDenied):
+		a.Counters.ClientIDDenied.Add(1)
+		a.logRefusal(cl, username, err)
+		refuseConnect(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+		return errRefused
+	case err != nil:
+		a.Counters.Refused.Add(1)
+		a.logRefusal(cl, username, err)
+		refuseConnect(a.o.Server, cl, packets.ErrBadUsernameOrPassword, err3BadUsernameOrPassword)
+		return errRefused
+	}
+	if why := a.clientIDDenied(cl.ID, id); why != "" {
+		a.Counters.ClientIDDenied.Add(1)
+		a.logRefusal(cl, username, errors.New(why))
+		refuseConnect(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+		return errRefused
+	}
+	cl.Properties.Username = []byte(id.User)
+	if a.seen.Add(1)%tidyAfter == 0 {
+		a.Tidy()
+	}
+	a.accounts.Store(cl, account{user: id.User, observer: id.Observer})
+	a.Counters.Accepted.Add(1)
+	return nil
+}
+
+// clientIDDenied says why the credentials do not allow clientID, or "".
+func (a *Auth) clientIDDenied(clientID string, id auth.Identity) string {
+	switch {
+	case id.ClientID != "" && clientID != id.ClientID:
+		return "the token binds another client id"
+	case id.ClientIDPrefix != "" && !strings.HasPrefix(clientID, id.ClientIDPrefix):
+		return "the token binds client ids with another prefix"
+	case a.o.Identity.FromClientID:
+		user, _, ok := strings.Cut(clientID, a.o.Identity.Separator)
+		if ok && user != id.User {
+			return "the client id names another user"
+		}
+	}
+	return ""
+}
+
+func (a *Auth) logRefusal(cl *mqtt.Client, username string, err error) {
+	if ev := a.logs.event(a.o.Log, a.o.Now()); ev != nil {
+		ev.Str("remote", cl.Net.Remote).Str("client", cl.ID).Str("username", username).Err(err).Msg("connection refused")
+	}
+}
+
+// OnConnectAuthenticate lets in what OnConnect did not refuse.
+func (a *Auth) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+
+// OnDisconnect forgets the connection.
+func (a *Auth) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { a.accounts.Delete(cl) }
+
+// Observer reports whether the connection authenticated as a service
+// account (a token's observer claim, or a user listed as one).
+func (a *Auth) Observer(cl *mqtt.Client) bool {
+	v, ok := a.accounts.Load(cl)
+	return ok && v.(account).observer
+}
+
+// tidyAfter is how many accepted connections pass between two Tidy calls:
+// the accounts of connections that never got their CONNACK stay at most
+// that long.
+const tidyAfter = 1024
+
+// Tidy forgets connections that ended without OnDisconnect (mochi calls it
+// only for connections that got their CONNACK). OnConnect calls it every
+// tidyAfter connections.
+func (a *Auth) Tidy() {
+	a.accounts.Range(func(k, _ any) bool {
+		if cl := k.(*mqtt.Client); cl.Closed() {
+			a.accounts.Delete(cl)
+		}
+		return true
+	})
+}
