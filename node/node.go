@@ -1,26 +1,32 @@
 // Package node composes the presenced binary from its parts: a mochi
-// server with presenced's listeners (TCP and WebSocket), the allow-all
-// authentication hook, presence attached through the same API an embedding
-// program uses (package presenced), and the admin HTTP port. It is wiring
-// only; nothing imports it but cmd/presenced and the tests.
+// server with presenced's listeners (TCP and WebSocket, with TLS when
+// configured), authentication (package auth through hooks.Auth, or none
+// on loopback), presence attached through the same API an embedding program
+// uses (package presenced) as the access authority, and the admin HTTP port
+// behind its token. It is wiring only; nothing imports it but cmd/presenced
+// and the tests.
 package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	mochiauth "github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/rs/zerolog"
 
 	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/admin"
+	"github.com/presenced/presenced/auth"
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/listener"
@@ -34,6 +40,12 @@ type Node struct {
 
 	Server   *mqtt.Server
 	Presence *presenced.Plugin // nil with presence.mode off
+
+	// Auth is the authentication hook (nil without an auth method).
+	Auth       *hooks.Auth
+	creds      *auth.Authenticator
+	tls        *listener.TLSReloader // nil without TLS
+	adminToken *admin.Token          // nil without admin.token
 
 	tcp     *listener.TCP
 	ws      *listener.WebSocket
@@ -49,13 +61,23 @@ type Node struct {
 // go to presence (tests set its clock).
 func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...presenced.Option) (*Node, error) {
 	n := &Node{cfg: cfg, log: log}
+	if err := n.secure(); err != nil {
+		return nil, err
+	}
 	caps := mqtt.NewDefaultServerCapabilities()
-	// mochi purges every retained message 24 h after it was published unless
-	// this is 0 (clearExpiredRetainedMessages). The binary keeps retained
-	// messages for as long as they are true; a v5 client's own message
-	// expiry interval is still honoured.
-	caps.MaximumMessageExpiryInterval = 0
+	// mochi purges a retained message older than this (in seconds);
+	// presence stores its own again every quarter of it, so that only
+	// other retained messages expire. A v5 client's own message expiry
+	// interval is honoured below it.
+	caps.MaximumMessageExpiryInterval = int64(cfg.MQTT.RetainedExpiry.D() / time.Second)
 	caps.MaximumClientWritesPending = int32(cfg.MQTT.MaxWritesPending)
+	// mochi refuses a packet whose fixed header claims more than this
+	// before it allocates or reads it.
+	caps.MaximumPacketSize = uint32(cfg.MQTT.MaxPacketSize)
+	caps.MaximumClients = int64(cfg.MQTT.MaxConnections)
+	// mochi keeps a persistent session 136 years by default: any client
+	// could leave state behind for good.
+	caps.MaximumSessionExpiryInterval = uint32(cfg.MQTT.MaxSessionExpiry.D() / time.Second)
 	n.Server = mqtt.New(&mqtt.Options{
 		Capabilities:             caps,
 		ClientNetReadBufferSize:  cfg.MQTT.ReadBufferSize,
@@ -66,24 +88,185 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 	if cfg.Presence.Mode == "off" {
 		// The benchmark baseline: the same broker without presence. mochi
 		// refuses every connection without an authentication hook.
-		if err := n.Server.AddHook(new(auth.AllowHook), nil); err != nil {
+		if err := n.Server.AddHook(new(mochiauth.AllowHook), nil); err != nil {
 			return nil, fmt.Errorf("add allow hook: %w", err)
 		}
 		return n, nil
 	}
-	// Authentication proper comes in a later release: every connection is
-	// allowed, under presence's identity rules, and presence is the access
-	// authority (every topic allowed, presence's rules on top).
-	if err := n.Server.AddHook(new(hooks.Authenticator), nil); err != nil {
+	// Authentication comes first: presence's hook, added after it, sees
+	// the authenticated user as the connection's username. Presence is the
+	// access authority (every topic allowed, presence's rules on top).
+	service := func(*mqtt.Client) bool { return true } // no authentication: nobody is anybody in particular
+	if n.creds != nil {
+		n.Auth = hooks.NewAuth(hooks.AuthOptions{
+			Server: n.Server, Credentials: n.creds, AllowAnonymous: cfg.Auth.AllowAnonymous,
+			Identity: hooks.IdentityRule{FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID, Separator: cfg.Identity.Separator},
+			Log:      log.With().Str("component", "auth").Logger(),
+		})
+		if err := n.Server.AddHook(n.Auth, nil); err != nil {
+			return nil, fmt.Errorf("add authentication hook: %w", err)
+		}
+		service = n.Auth.Observer
+	} else if err := n.Server.AddHook(new(hooks.Authenticator), nil); err != nil {
 		return nil, fmt.Errorf("add authentication hook: %w", err)
 	}
-	opts = append([]presenced.Option{presenced.WithLogger(log), presenced.WithACL(nil)}, opts...)
+	opts = append([]presenced.Option{presenced.WithLogger(log), presenced.WithACL(nil), presenced.WithServiceAccounts(service)}, opts...)
 	p, err := presenced.Attach(n.Server, presenced.ConfigFrom(cfg), opts...)
 	if err != nil {
 		return nil, err
 	}
 	n.Presence = p
 	return n, nil
+}
+
+// secure applies the security posture: with no authentication method and
+// without auth.allow_anonymous, every MQTT listener is held to loopback
+// (anyone reaching it could claim any user); it loads the credentials, the
+// TLS files and the admin token.
+func (n *Node) secure() error {
+	cfg := &n.cfg
+	if cfg.Presence.Visibility == configs.VisibilitySelf && !cfg.AuthEnabled() {
+		return errors.New("presence.visibility self needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one any client can claim any user")
+	}
+	if !cfg.AuthEnabled() && !cfg.Auth.AllowAnonymous {
+		var held []string
+		for _, addr := range []*string{&cfg.MQTT.Addr, &cfg.MQTT.WSAddr} {
+			if *addr != configs.Off && !loopback(*addr) {
+				held = append(held, *addr)
+				*addr = onLoopback(*addr)
+			}
+		}
+		if len(held) > 0 {
+			n.log.Warn().Strs("configured", held).Str("mqtt", cfg.MQTT.Addr).Str("ws", cfg.MQTT.WSAddr).
+				Msg("no authentication configured: MQTT listens on loopback only; configure auth (see the README's Security section) or set auth.allow_anonymous: true")
+		}
+	}
+	if cfg.AuthEnabled() {
+		a, err := auth.New(auth.Config{
+			PasswordFile: cfg.Auth.PasswordFile,
+			JWT: auth.JWTConfig{
+				HS256SecretFile: cfg.Auth.JWT.HS256SecretFile, PublicKeysFile: cfg.Auth.JWT.PublicKeysFile,
+				UserClaim: cfg.Auth.JWT.UserClaim, GroupsClaim: cfg.Auth.JWT.GroupsClaim, ObserverClaim: cfg.Auth.JWT.ObserverClaim,
+				ClientIDClaim: cfg.Auth.JWT.ClientIDClaim, ClientIDPrefixClaim: cfg.Auth.JWT.ClientIDPrefixClaim,
+				Audience: cfg.Auth.JWT.Audience, Issuer: cfg.Auth.JWT.Issuer, Leeway: leeway(cfg.Auth.JWT.Leeway.D()),
+			},
+			Observers:    cfg.Presence.Observers,
+			CertUserFrom: cfg.Auth.CertUserFrom,
+		})
+		if err != nil {
+			return err
+		}
+		n.creds = a
+	}
+	if cfg.TLS.CertFile != "" {
+		r, err := listener.LoadTLS(listener.TLSFiles{
+			CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+			ClientCAFile: cfg.TLS.ClientCAFile, RequireClientCert: cfg.TLS.RequireClientCert,
+		})
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		n.tls = r
+	}
+	if cfg.Admin.Token != "" || cfg.Admin.TokenFile != "" {
+		n.adminToken = new(admin.Token)
+		if err := n.loadAdminToken(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leeway maps the config's leeway (0 is none) to auth's (0 is the default,
+// negative none).
+func leeway(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// loadAdminToken sets the admin token from admin.token or admin.token_file.
+func (n *Node) loadAdminToken() error {
+	token := string(n.cfg.Admin.Token)
+	if n.cfg.Admin.TokenFile != "" {
+		b, err := os.ReadFile(n.cfg.Admin.TokenFile)
+		if err != nil {
+			return fmt.Errorf("admin.token_file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+		if token == "" {
+			return fmt.Errorf("admin.token_file %s: empty", n.cfg.Admin.TokenFile)
+		}
+	}
+	n.adminToken.Set(token)
+	return nil
+}
+
+// Reload reads the password file, token keys, TLS files and admin token
+// file again (on SIGHUP). What fails to load keeps its old value; the
+// errors are joined.
+func (n *Node) Reload() error {
+	var errs []error
+	if n.creds != nil {
+		if err := n.creds.Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("auth: %w", err))
+		}
+	}
+	if n.tls != nil {
+		if err := n.tls.Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("tls: %w", err))
+		}
+	}
+	if n.adminToken != nil && n.cfg.Admin.TokenFile != "" {
+		if err := n.loadAdminToken(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopback reports whether a host:port address listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// onLoopback returns addr's port on 127.0.0.1.
+func onLoopback(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		port = "0"
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// checkOrigin accepts a WebSocket upgrade whose Origin is one of allowed
+// ("*" allows any), or that carries none (not a browser). Empty allowed:
+// nil, every origin.
+func checkOrigin(allowed []string) func(r *http.Request) bool {
+	if len(allowed) == 0 {
+		return nil
+	}
+	return func(r *http.Request) bool {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			return true
+		}
+		for _, a := range allowed {
+			if a == "*" || strings.EqualFold(a, origin) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // Start loads presence, binds every port and starts serving. When it
@@ -128,13 +311,16 @@ func (n *Node) Start(ctx context.Context) error {
 // listen binds the MQTT listeners and the admin port.
 func (n *Node) listen() error {
 	if n.cfg.MQTT.Addr != configs.Off {
-		n.tcp = listener.NewTCP(listener.Config{ID: "tcp", Address: n.cfg.MQTT.Addr, Server: n.Server})
+		n.tcp = listener.NewTCP(listener.Config{ID: "tcp", Address: n.cfg.MQTT.Addr, Server: n.Server, TLS: n.tlsConfig()})
 		if err := n.Server.AddListener(n.tcp); err != nil {
 			return fmt.Errorf("mqtt.addr %s: %w", n.cfg.MQTT.Addr, err)
 		}
 	}
 	if n.cfg.MQTT.WSAddr != configs.Off {
-		n.ws = listener.NewWebSocket(listener.Config{ID: "ws", Address: n.cfg.MQTT.WSAddr, Server: n.Server})
+		n.ws = listener.NewWebSocket(listener.Config{
+			ID: "ws", Address: n.cfg.MQTT.WSAddr, Server: n.Server, TLS: n.tlsConfig(),
+			CheckOrigin: checkOrigin(n.cfg.MQTT.WSAllowedOrigins),
+		})
 		if err := n.Server.AddListener(n.ws); err != nil {
 			return fmt.Errorf("mqtt.ws_addr %s: %w", n.cfg.MQTT.WSAddr, err)
 		}
@@ -145,9 +331,21 @@ func (n *Node) listen() error {
 			return fmt.Errorf("admin.addr %s: %w", n.cfg.Admin.Addr, err)
 		}
 		n.adminLn = ln
-		n.admin = &http.Server{Handler: admin.Handler(n.adminSource()), ReadHeaderTimeout: 10 * time.Second}
+		h := admin.Handler(n.adminSource())
+		if n.adminToken != nil {
+			h = n.adminToken.Wrap(h)
+		}
+		n.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
+}
+
+// tlsConfig returns the listeners' TLS configuration, nil without TLS.
+func (n *Node) tlsConfig() *tls.Config {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Config()
 }
 
 // adminSource is what the admin port reads.
@@ -193,6 +391,17 @@ func (n *Node) Ready() bool { return n.Presence == nil || n.Presence.Ready() }
 type Stats struct {
 	presenced.Stats
 	Listeners map[string]listener.Stats `json:"listeners"`
+	Auth      *AuthStats                `json:"auth,omitempty"` // with an authentication method
+	// AdminRefused counts admin requests without the right token.
+	AdminRefused int64 `json:"admin_refused"`
+}
+
+// AuthStats are the authentication hook's counters.
+type AuthStats struct {
+	Accepted       int64 `json:"accepted"`
+	Anonymous      int64 `json:"anonymous"`
+	Refused        int64 `json:"refused"`
+	ClientIDDenied int64 `json:"client_id_denied"`
 }
 
 // Stats returns the node's counters.
@@ -202,6 +411,13 @@ func (n *Node) Stats() Stats {
 		s.Stats = n.Presence.Stats()
 	}
 	s.Node = n.cfg.NodeID
+	if n.Auth != nil {
+		c := &n.Auth.Counters
+		s.Auth = &AuthStats{Accepted: c.Accepted.Load(), Anonymous: c.Anonymous.Load(), Refused: c.Refused.Load(), ClientIDDenied: c.ClientIDDenied.Load()}
+	}
+	if n.adminToken != nil {
+		s.AdminRefused = n.adminToken.Refused.Load()
+	}
 	s.Listeners = map[string]listener.Stats{}
 	if n.tcp != nil {
 		s.Listeners["tcp"] = n.tcp.Stats()

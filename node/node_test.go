@@ -77,11 +77,18 @@ func TestNodeStartFailsOnPortInUse(t *testing.T) {
 	}
 }
 
-// Retained presence is never purged: mochi deletes a retained message when
-// MaximumMessageExpiryInterval > 0 and it is older than that, or when it has
-// its own Expiry (clearExpiredRetainedMessages). Neither may hold for presence.
+// Retained presence is never purged. mochi deletes a retained message older
+// than MaximumMessageExpiryInterval (clearExpiredRetainedMessages, every
+// second). Until issue 8 the binary set it to 0, so that nothing expired and
+// any client could fill the broker with retained messages for ever; now
+// other retained messages expire after mqtt.retained_expiry, and presence
+// stores its own again every quarter of it. So the test no longer asserts
+// that the interval is 0: it asserts what that stood for, that presence
+// survives the purge, and that another retained message does not.
 func TestRetainedPresenceNeverExpires(t *testing.T) {
-	n, err := New(testConfig(), zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := testConfig()
+	cfg.MQTT.RetainedExpiry = configs.Duration(2 * time.Second)
+	n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,15 +96,28 @@ func TestRetainedPresenceNeverExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Stop(context.Background()) }()
-	if got := n.Server.Options.Capabilities.MaximumMessageExpiryInterval; got != 0 {
-		t.Fatalf("MaximumMessageExpiryInterval = %d, want 0", got)
+	if got := n.Server.Options.Capabilities.MaximumMessageExpiryInterval; got != 2 {
+		t.Fatalf("MaximumMessageExpiryInterval = %d, want 2", got)
 	}
 	n.Presence.Publisher.Publish(presence.Aggregate{User: "zoe", Status: presence.Offline, Version: 7})
+	if err := n.Server.Publish("other/topic", []byte("x"), true, 0); err != nil {
+		t.Fatal(err)
+	}
 	testkit.Wait(t, 5*time.Second, "presence retained", func() error {
 		_, ok := n.Server.Topics.Retained.Get("presence/users/zoe")
 		return testkit.Why(ok, "not retained")
 	})
-	if pk, _ := n.Server.Topics.Retained.Get("presence/users/zoe"); pk.Expiry != 0 {
-		t.Fatalf("retained presence has expiry %d", pk.Expiry)
+	// The other message goes within the interval and the purge's second.
+	testkit.Wait(t, 10*time.Second, "other retained message purged", func() error {
+		_, ok := n.Server.Topics.Retained.Get("other/topic")
+		return testkit.Why(!ok, "still retained")
+	})
+	// Presence has outlived two full intervals since it was published.
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := n.Server.Topics.Retained.Get("presence/users/zoe"); !ok {
+			t.Fatal("retained presence was purged")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -23,6 +23,9 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(args, env []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "passwd" {
+		return runPasswd(args[1:], os.Stdin, stdout, stderr)
+	}
 	if wantsVersion(args) {
 		bi, ok := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, versionLine(bi, ok))
@@ -55,7 +58,21 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		log.Error().Err(err).Msg("cannot start")
 		return 1
 	}
-	<-ctx.Done()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for waiting := true; waiting; {
+		select {
+		case <-hup:
+			if err := n.Reload(); err != nil {
+				log.Error().Err(err).Msg("reload failed: what could not be read is kept as it was")
+			} else {
+				log.Info().Msg("reloaded: password file, token keys, TLS certificates, admin token file")
+			}
+		case <-ctx.Done():
+			waiting = false
+		}
+	}
 	stop()
 	log.Info().Msg("signal received, shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
