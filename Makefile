@@ -9,8 +9,11 @@ GO ?= go
 # and a third time against the embedded form: presence attached to a mochi
 # server of the test's own, behind mochi's own listeners. The third run skips
 # the tests that run processes of their own (the binary, several nodes, the
-# example program) or measure Redis: they do not depend on the form.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample
+# example program) or measure Redis: they do not depend on the form; and
+# those of what only the binary configures: its authentication and TLS
+# (TestAuth, TestTLS) and mochi's capabilities (TestCaps: packet size,
+# connections, session expiry), which an embedding program sets itself.
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps
 test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 ./integration/

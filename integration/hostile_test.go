@@ -86,6 +86,14 @@ func (c *rawClient) write(b []byte) {
 // subscribe sends SUBSCRIBE for filter at qos without waiting for the SUBACK.
 func (c *rawClient) subscribe(id uint16, filter string, qos byte) {
 	c.t.Helper()
+	if err := c.trySubscribe(id, filter, qos); err != nil {
+		c.t.Fatalf("%s: write: %v", c.id, err)
+	}
+}
+
+// trySubscribe is subscribe, returning the error of the write.
+func (c *rawClient) trySubscribe(id uint16, filter string, qos byte) error {
+	c.t.Helper()
 	pk := packets.Packet{
 		FixedHeader:     packets.FixedHeader{Type: packets.Subscribe, Qos: 1},
 		ProtocolVersion: 4,
@@ -96,7 +104,9 @@ func (c *rawClient) subscribe(id uint16, filter string, qos byte) {
 	if err := pk.SubscribeEncode(&buf); err != nil {
 		c.t.Fatalf("encode subscribe: %v", err)
 	}
-	c.write(buf.Bytes())
+	_ = c.conn.SetWriteDeadline(time.Now().Add(waitTimeout))
+	_, err := c.conn.Write(buf.Bytes())
+	return err
 }
 
 // publish sends a QoS 0 PUBLISH.
@@ -121,6 +131,10 @@ func subscribed(n *testNode, clientID, topic string) bool {
 	_, ok := n.Server.Topics.Subscribers(topic).Subscriptions[clientID]
 	return ok
 }
+
+// stalledPacketSize is the mqtt.max_packet_size of the tests with a
+// stalledClient: its 8 MiB publish is over the 1 MiB default.
+const stalledPacketSize = 16 << 20
 
 // stalledClient connects an observer that never reads: it subscribes to
 // a topic of its own (and, when early is set, to presence/users/+ with QoS
@@ -155,7 +169,7 @@ func stalledClient(t *testing.T, n *testNode, clientID string, early bool) *rawC
 // presence/users/+ with QoS 1; a well-behaved observer still sees a new user
 // at once, and a new observer still gets its SUBACK and the snapshot.
 func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
-	n := startNode(t, nil)
+	n := startNode(t, func(c *configs.Config) { c.MQTT.MaxPacketSize = stalledPacketSize })
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
 	dial5(t, n.MQTTAddr(), "early-phone", "early")
 	obs.waitStatus("early", presence.Online)
@@ -171,7 +185,10 @@ func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
 	if n.form == "embedded" {
 		qos = 0
 	}
-	a.subscribe(3, "presence/users/+", qos)
+	if err := a.trySubscribe(3, "presence/users/+", qos); err != nil {
+		// presenced's listener resets a slow consumer's connection.
+		t.Logf("the broker had already disconnected the stalled client: %v", err)
+	}
 	// Either the broker holds the stalled client with its subscription, or
 	// (presenced's listener, whose backlog the 8 MiB overflows) it has
 	// already disconnected it as a slow consumer. Both are fine; holding
@@ -233,7 +250,10 @@ func TestStalledSubscriberDoesNotFreezePresence(t *testing.T) {
 // nothing changing, a subscriber that never reads must not make anyone else
 // receive anything.
 func TestDroppedMessagesDoNotStormOthers(t *testing.T) {
-	n := startNode(t, func(c *configs.Config) { c.MQTT.MaxWritesPending = 16 })
+	n := startNode(t, func(c *configs.Config) {
+		c.MQTT.MaxWritesPending = 16
+		c.MQTT.MaxPacketSize = stalledPacketSize
+	})
 	const users = 300
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
 	for i := range 3 {
@@ -292,4 +312,131 @@ func (c *client5) subscribeErr(filter string) error {
 	defer cancel()
 	_, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: filter, QoS: 1}}})
 	return err
+}
+
+// malformedCase is one connection that breaks the protocol on purpose.
+type malformedCase struct {
+	name string
+	// hello, when not zero, is the MQTT version of a valid CONNECT sent
+	// first (with user, when set), which must be accepted.
+	hello byte
+	user  string
+	send  []byte
+	// halfClose ends the client's side of the stream after send (a
+	// truncated packet that will never be completed).
+	halfClose bool
+}
+
+// malformedCases returns the garbage TestMalformedMQTT throws at a broker.
+func malformedCases(t *testing.T) []malformedCase {
+	random := make([]byte, 64)
+	for i := range random { // deterministic noise, behind a reserved packet type
+		random[i] = byte(i*151 + 7)
+	}
+	random[0] = 0x00
+	badName := connectBytes(t, 4, "mal-proto-dev", "mal-proto", 60)
+	copy(badName[4:8], "MQTX") // fixed header (2 bytes), name length (2), name
+	badLevel := connectBytes(t, 4, "mal-level-dev", "mal-level", 60)
+	badLevel[8] = 9
+	publish := []byte{0x30, 0x00, 0x00, 0x0C}
+	publish = append(append(publish, "presence/set"...), `{"status":"dnd"}`...)
+	publish[1] = byte(len(publish) - 2)
+	return []malformedCase{
+		{name: "random bytes", send: random},
+		{name: "an HTTP request", send: []byte("GET / HTTP/1.1\r\nHost: broker\r\n\r\n")},
+		{name: "a bad protocol name", send: badName},
+		{name: "a bad protocol level", send: badLevel},
+		{name: "a remaining length of five bytes", send: []byte{0x10, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F, 0, 0, 0, 0}},
+		{name: "an empty CONNECT", send: []byte{0x10, 0x00}},
+		{name: "PUBLISH before CONNECT", send: publish},
+		{name: "a truncated CONNECT", send: connectBytes(t, 5, "mal-trunc-dev", "mal-trunc", 60)[:9], halfClose: true},
+		{name: "a second CONNECT", hello: 5, user: "mal-second", send: connectBytes(t, 5, "mal-second-dev", "mal-second", 60)},
+		{name: "a SUBSCRIBE without filters", hello: 4, send: []byte{0x82, 0x02, 0x00, 0x01}},
+		{name: "a SUBSCRIBE with reserved flags", hello: 4, send: []byte{0x80, 0x06, 0x00, 0x01, 0x00, 0x01, 'a', 0x00}},
+		{name: "a PUBLISH with an invalid UTF-8 topic", hello: 5, user: "mal-utf8", send: []byte{0x30, 0x05, 0x00, 0x02, 0xFF, 0xFE, 0x00}},
+		{name: "a PUBLISH with QoS 3", hello: 4, user: "mal-qos", send: []byte{0x36, 0x06, 0x00, 0x01, 'a', 0x00, 0x01, 'x'}},
+		{name: "a truncated PUBLISH", hello: 4, user: "mal-short", send: []byte{0x32, 0x40, 0x00, 0x0C, 'p', 'r'}, halfClose: true},
+	}
+}
+
+// 8 of issue 8: malformed MQTT thrown at a live broker. Every connection
+// is closed by the broker (after at most a CONNACK refusing it, or for MQTT 5
+// a DISCONNECT with an error code); nothing crashes; a well-behaved user
+// connected all along stays online and can still set her presence, a new
+// client is served, no user of a refused CONNECT ever shows, and no session
+// is left behind.
+func TestMalformedMQTT(t *testing.T) {
+	n := startNode(t, nil)
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+	wendy := dial5(t, n.MQTTAddr(), "wendy-phone", "wendy")
+	obs.waitStatus("wendy", presence.Online)
+
+	for _, tc := range malformedCases(t) {
+		conn := dialFrom(t, n.MQTTAddr(), "")
+		if tc.hello != 0 {
+			id := fmt.Sprintf("mal-%d", time.Now().UnixNano())
+			if tc.user != "" {
+				id = tc.user + "-dev"
+			}
+			if rc := hello(t, conn, tc.hello, id, tc.user, 60); rc != 0 {
+				t.Fatalf("%s: CONNACK %#x before the garbage", tc.name, rc)
+			}
+		}
+		if _, err := conn.Write(tc.send); err != nil {
+			t.Fatalf("%s: write: %v", tc.name, err)
+		}
+		if tc.halfClose {
+			_ = conn.(*net.TCPConn).CloseWrite()
+		}
+		got := closedBy(t, conn, 5*time.Second, tc.name)
+		switch {
+		case len(got) == 0:
+		case tc.hello == 0 && len(got) >= 4 && got[0] == 0x20 && got[3] != 0:
+			// CONNACK refusing it (3.1.1 return code)
+		case tc.hello == 5:
+			if rc, ok := disconnectReason(got); !ok || rc < 0x80 {
+				t.Errorf("%s: received %x, want nothing or a DISCONNECT with an error code", tc.name, got)
+			}
+		default:
+			t.Errorf("%s: received %x, want nothing or a refusing CONNACK", tc.name, got)
+		}
+		t.Logf("%s: closed by the broker after %x", tc.name, got)
+	}
+
+	// wendy was never affected, and still sets her presence.
+	ctSet(t, wendy, `{"status":"busy","text":"still here"}`)
+	obs.waitFor("wendy", "busy", func(p presence.Aggregate) bool { return p.Text == "still here" })
+	dial5(t, n.MQTTAddr(), "walt-phone", "walt")
+	obs.waitStatus("walt", presence.Online)
+	for _, p := range obs.history("wendy") {
+		if p.Status == presence.Offline || len(p.Sessions) != 1 {
+			t.Errorf("wendy's presence changed under the garbage: %+v", p)
+		}
+	}
+	for _, u := range []string{"mal-proto", "mal-level", "mal-trunc"} {
+		if p, ok := obs.last(u); ok {
+			t.Errorf("user %s of a refused CONNECT shown: %+v", u, p)
+		}
+	}
+	// The users whose connections were accepted, then closed for the
+	// garbage, are offline, or were never shown: a session that ends within
+	// moments may never be written.
+	for _, u := range []string{"mal-second", "mal-utf8", "mal-qos", "mal-short"} {
+		testkit.Wait(t, waitTimeout, u+" offline or unknown", func() error {
+			if p, ok := obs.last(u); ok && p.Status != presence.Offline {
+				return fmt.Errorf("shown %+v", p)
+			}
+			got, found, err := n.Presence.User(context.Background(), u)
+			if err != nil {
+				return err
+			}
+			return testkit.Why(!found || len(got.Sessions) == 0, fmt.Sprintf("live sessions %+v", got.Sessions))
+		})
+	}
+	testkit.Wait(t, waitTimeout, "only wendy's and walt's sessions left", func() error {
+		s := n.Stats()
+		return testkit.Why(s.TrackedSessions == 2 && s.Connections == 3,
+			fmt.Sprintf("tracked %d, connections %d", s.TrackedSessions, s.Connections))
+	})
+	obs.check()
 }
