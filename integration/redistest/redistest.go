@@ -1,12 +1,24 @@
 // Package redistest starts real redis-server processes for tests: a single
-// server (Start) or a Redis Cluster of masters (StartCluster), each on random
-// free 127.0.0.1 ports, with no persistence and its own temporary directory.
-// Every process is killed (SIGKILL) and waited for when the test that started
-// it ends; on Linux the kernel also kills it if the test binary dies first.
+// server (Start), a Redis Cluster of masters (StartCluster) or of masters with
+// replicas (StartClusterWithReplicas), or a primary with replicas watched by
+// Redis Sentinel (StartSentinel), each on random free 127.0.0.1 ports, with no
+// persistence and its own temporary directory. Every process is killed
+// (SIGKILL) and waited for when the test that started it ends, whether or not
+// the test killed it first; on Linux the kernel also kills it if the test
+// binary dies first.
+//
+// Failover tests kill a master with (*Server).Kill and wait for its
+// successor: (*Cluster).WaitPromoted after a crash, (*Cluster).WaitTakeover
+// after a planned CLUSTER FAILOVER TAKEOVER, (*Sentinel).WaitFailover for a
+// Sentinel-managed primary. Each wait polls every 25 ms and returns the time
+// at which it first saw the new master in place, so that a test can measure
+// from it.
 //
 // The package is safe for parallel tests. It needs redis-server (and
-// redis-cli for clusters) on PATH: `make deps` installs them, and `make test`
-// runs it. When they are missing the test fails; it is never skipped.
+// redis-cli for StartCluster) on PATH: `make deps` installs them, and `make
+// test` runs it. Sentinels are redis-server processes started with
+// --sentinel, so no other program is needed. When one is missing the test
+// fails; it is never skipped.
 package redistest
 
 import (
@@ -52,9 +64,16 @@ type Server struct {
 	port  int
 	extra []string // appended to the base arguments (later ones win)
 
-	mu   sync.Mutex
-	proc *proc // nil while stopped
-	last *proc // the latest process, for its output
+	// Set before the first launch, then read-only.
+	cluster  bool          // a Redis Cluster node: Kill records what it was
+	sentinel *sentinelConf // non-nil: the process is a sentinel
+
+	mu       sync.Mutex
+	proc     *proc       // nil while stopped
+	last     *proc       // the latest process, for its output
+	nodeID   string      // a cluster node's id, once known (kept across Restart)
+	before   *nodeRecord // what a cluster node was just before its last kill
+	killedAt time.Time   // when Kill or Stop last killed a running process
 }
 
 // Start starts redis-server on a random free 127.0.0.1 port with no
@@ -71,8 +90,22 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 
 func start(t testing.TB, bus bool, extra []string) *Server {
 	t.Helper()
+	s := newServer(t, extra)
+	s.run(t, bus)
+	return s
+}
+
+// newServer prepares a Server that is not started yet.
+func newServer(t testing.TB, extra []string) *Server {
+	t.Helper()
 	bin := lookPath(t, "redis-server")
-	s := &Server{bin: bin, dir: t.TempDir(), extra: append([]string(nil), extra...)}
+	return &Server{bin: bin, dir: t.TempDir(), extra: append([]string(nil), extra...)}
+}
+
+// run starts s on a free port (whose bus port is free too when bus is set),
+// trying new ports when one is taken, and kills it at the end of the test.
+func (s *Server) run(t testing.TB, bus bool) {
+	t.Helper()
 	var errs []string
 	for try := 1; try <= startTries; try++ {
 		port, err := freePort(bus)
@@ -89,21 +122,66 @@ func start(t testing.TB, bus bool, extra []string) *Server {
 			s.kill()
 			release(port, bus)
 		})
-		return s
+		return
 	}
 	t.Fatalf("redistest: redis-server did not start after %d tries:\n%s", startTries, strings.Join(errs, "\n"))
-	return nil
 }
 
 // Addr is the server's address, "127.0.0.1:port". It stays the same across
 // Stop and Restart.
 func (s *Server) Addr() string { return addr(s.port) }
 
+// String is the server's address, for messages.
+func (s *Server) String() string { return s.Addr() }
+
 // Stop kills the server (SIGKILL) and waits for it to exit: its data is lost.
-// Stopping a stopped server does nothing.
+// Stopping a stopped server does nothing. It is Kill under another name.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
+	s.Kill(t)
+}
+
+// Kill crashes the server: SIGKILL, without a chance to save, hand over or
+// tell its peers, and waits until the process has exited, so that its port
+// refuses connections when Kill returns. Killing a stopped server does
+// nothing; the test's cleanup does not mind a killed server, and Restart
+// brings it back (a cluster node with its nodes file, so it rejoins).
+//
+// A cluster node is first asked what it is (CLUSTER NODES: its id, and if a
+// master its slots and replicas), so that WaitPromoted knows what to wait
+// for. The time of the kill is kept for the failover waits' logs.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	if !s.running() {
+		return
+	}
+	if s.cluster {
+		s.remember()
+	}
 	s.kill()
+	s.mu.Lock()
+	s.killedAt = time.Now()
+	s.mu.Unlock()
+}
+
+// PID is the process id of the running redis-server, or 0 while it is
+// stopped (after Stop or Kill, before Restart).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// running reports whether the server's process was started and not killed.
+// A process that died by itself still counts until it is killed: its peers
+// find out by asking.
+func (s *Server) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc != nil
 }
 
 // Restart stops the server if it runs and starts a new redis-server on the
@@ -170,6 +248,13 @@ func (s *Server) launch(port int) error {
 		"--logfile", "",
 	}
 	args = append(args, s.extra...)
+	if s.sentinel != nil {
+		conf, err := s.sentinel.file(s.dir, port)
+		if err != nil {
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	}
 	p, err := startProc(s.bin, args)
 	if err != nil {
 		return err
@@ -209,10 +294,13 @@ func (s *Server) tail() string {
 	return p.out.tail()
 }
 
-// Cluster is a Redis Cluster of redis-server processes, all masters, without
-// replicas.
+// Cluster is a Redis Cluster of redis-server processes: masters only
+// (StartCluster), or masters with replicas (StartClusterWithReplicas).
 type Cluster struct {
 	nodes []*Server
+
+	mu        sync.Mutex
+	takeovers map[*Server]handover // FailoverTakeover's, until WaitTakeover
 }
 
 // StartCluster starts masters (at least 3) redis-server processes with
@@ -230,12 +318,15 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	cli := lookPath(t, "redis-cli")
 	c := &Cluster{}
 	for i := 0; i < masters; i++ {
-		c.nodes = append(c.nodes, start(t, true, []string{
+		s := newServer(t, []string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000",
 			"--cluster-announce-ip", "127.0.0.1",
-		}))
+		})
+		s.cluster = true
+		s.run(t, true)
+		c.nodes = append(c.nodes, s)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
@@ -266,8 +357,11 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Nodes are the cluster's servers, in the order of Addrs. Stop kills one
-// node; Restart brings it back empty with its nodes file, so it rejoins.
+// Nodes are the cluster's servers, in the order of Addrs: with replicas, the
+// masters first, then the replicas of the first master, of the second, and
+// so on (the roles at start; Masters and Replicas tell the current ones).
+// Stop or Kill kills one node; Restart brings it back empty with its nodes
+// file, so it rejoins.
 func (c *Cluster) Nodes() []*Server {
 	return append([]*Server(nil), c.nodes...)
 }
@@ -294,12 +388,18 @@ func (c *Cluster) TotalCommands(t testing.TB) int64 {
 
 // waitOK polls CLUSTER INFO on every node until all are ok and agree.
 func (c *Cluster) waitOK(masters int, deadline time.Time) error {
+	return c.waitState(masters, masters, deadline)
+}
+
+// waitState polls CLUSTER INFO on every node until each is ok, with every
+// slot served, known nodes and masters with slots (size).
+func (c *Cluster) waitState(known, size int, deadline time.Time) error {
 	want := map[string]string{
 		"cluster_state":          "ok",
 		"cluster_slots_assigned": strconv.Itoa(clusterSlots),
 		"cluster_slots_ok":       strconv.Itoa(clusterSlots),
-		"cluster_known_nodes":    strconv.Itoa(masters),
-		"cluster_size":           strconv.Itoa(masters),
+		"cluster_known_nodes":    strconv.Itoa(known),
+		"cluster_size":           strconv.Itoa(size),
 	}
 	for {
 		err := func() error {
@@ -600,6 +700,20 @@ func query(addr string, cmds ...[]string) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// ask runs one command on a new connection and returns its reply.
+func ask(addr string, args ...string) (any, error) {
+	rc, err := dialRESP(addr)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	v, err := rc.do(args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", args[0], err)
+	}
+	return v, nil
 }
 
 // pidOf sends PING and returns the process_id from INFO server.

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +295,14 @@ func TestNotInstalledFails(t *testing.T) {
 	if !strings.Contains(msg, "not found: run `make deps` (make test does)") {
 		t.Fatalf("StartCluster without redis: %q", msg)
 	}
+	msg = fatalOf(t, func(tb testing.TB) { StartClusterWithReplicas(tb, 3, 1) })
+	if !strings.Contains(msg, "not found: run `make deps` (make test does)") {
+		t.Fatalf("StartClusterWithReplicas without redis: %q", msg)
+	}
+	msg = fatalOf(t, func(tb testing.TB) { StartSentinel(tb, 1, 3) })
+	if !strings.Contains(msg, "not found: run `make deps` (make test does)") {
+		t.Fatalf("StartSentinel without redis: %q", msg)
+	}
 }
 
 func TestBadArgsReportOutput(t *testing.T) {
@@ -339,5 +349,378 @@ func TestRESPReader(t *testing.T) {
 	}
 	if _, err := rc.do("NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "ERR") {
 		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+func TestParseClusterNodes(t *testing.T) {
+	t.Parallel()
+	const out = "" +
+		"07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,host.a slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected\n" +
+		"67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922\n" +
+		"e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460 10923 [10924->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]\n" +
+		"6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 1426238316232 0 5 disconnected\n"
+	nodes, err := parseClusterNodes(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 4 {
+		t.Fatalf("%d nodes", len(nodes))
+	}
+	me, ok := myself(nodes)
+	if !ok || me.addr != "127.0.0.1:30001" || !me.has("master") || me.epoch != 1 {
+		t.Fatalf("myself = %+v", me)
+	}
+	if fmt.Sprint(me.slots) != "[0-5460 10923]" {
+		t.Fatalf("slots = %v", me.slots)
+	}
+	r, _ := byID(nodes, "07c37dfeb235213a872192d90877d0cd55635b91")
+	if !r.has("slave") || r.master != me.id || r.addr != "127.0.0.1:30004" {
+		t.Fatalf("replica = %+v", r)
+	}
+	if f, _ := byID(nodes, "6ec23923021cf3ffec47632106199cb7f496ce01"); !f.has("fail") || len(f.slots) != 0 {
+		t.Fatalf("failed node = %+v", f)
+	}
+	if _, err := parseClusterNodes("abc 127.0.0.1:1@2 master\n"); err == nil {
+		t.Fatal("a short line parsed")
+	}
+
+	have := []slotRange{{10, 19}, {0, 9}, {30, 40}}
+	for _, tc := range []struct {
+		want []slotRange
+		ok   bool
+	}{
+		{[]slotRange{{0, 19}}, true},
+		{[]slotRange{{5, 15}, {35, 35}}, true},
+		{[]slotRange{{0, 20}}, false},
+		{[]slotRange{{25, 25}}, false},
+		{nil, true},
+	} {
+		if got := covers(have, tc.want); got != tc.ok {
+			t.Errorf("covers(%v, %v) = %v", have, tc.want, got)
+		}
+	}
+	if got := fmt.Sprint(spreadSlots(3)); got != "[0-5460 5461-10921 10922-16383]" {
+		t.Errorf("spreadSlots(3) = %s", got)
+	}
+}
+
+// pidsOf are the process ids of the servers that run.
+func pidsOf(servers []*Server) []int {
+	var pids []int
+	for _, s := range servers {
+		if pid := s.PID(); pid != 0 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// checkGone checks, after the test that started them ended, that every
+// server's process has exited and been waited for, and on Linux that none of
+// pids is left.
+func checkGone(t *testing.T, servers []*Server, pids []int) {
+	t.Helper()
+	if len(servers) == 0 || len(pids) == 0 {
+		t.Fatal("no process to check")
+	}
+	for _, s := range servers {
+		if s.PID() != 0 {
+			t.Errorf("%s still has process %d", s.Addr(), s.PID())
+		}
+		s.mu.Lock()
+		p := s.last
+		s.mu.Unlock()
+		select {
+		case <-p.done:
+		default:
+			t.Errorf("%s: process %d not waited for", s.Addr(), p.cmd.Process.Pid)
+		}
+	}
+	if runtime.GOOS == "linux" {
+		for _, pid := range pids {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+				t.Errorf("process %d is left", pid)
+			}
+		}
+	}
+}
+
+// getAll polls until every key:i of n keys reads i through c.
+func getAll(t *testing.T, ctx context.Context, c redis.Cmdable, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("key:%d", i)
+		for {
+			got, err := c.Get(ctx, k).Int()
+			if err == nil && got == i {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s = %d, %v after %v", k, got, err, within)
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+}
+
+// A replica cluster starts with the roles asked for; when the master of a
+// key is SIGKILLed, its replica is promoted and owns its slots on every
+// survivor, and a cluster client that reloads its slot map reads every key
+// (replicated before the kill) and writes to the new master.
+func TestClusterReplicaPromoted(t *testing.T) {
+	t.Parallel()
+	var nodes []*Server
+	var pids []int
+	t.Run("failover", func(t *testing.T) {
+		ctx := ctxT(t)
+		begin := time.Now()
+		cl := StartClusterWithReplicas(t, 3, 1)
+		t.Logf("StartClusterWithReplicas(3, 1) took %v", time.Since(begin).Round(time.Millisecond))
+		nodes = cl.Nodes()
+		pids = pidsOf(nodes)
+		if len(nodes) != 6 || len(pids) != 6 {
+			t.Fatalf("%d nodes, %d processes", len(nodes), len(pids))
+		}
+		if got, want := cl.Masters(), nodes[:3]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Masters = %v, want %v", got, want)
+		}
+		if got, want := cl.Replicas(), nodes[3:]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("Replicas = %v, want %v", got, want)
+		}
+		for i, m := range nodes[:3] {
+			if r := cl.ReplicaOf(t, m); r != nodes[3+i] {
+				t.Fatalf("ReplicaOf(%s) = %s, want %s", m.Addr(), r.Addr(), nodes[3+i].Addr())
+			}
+		}
+		if got, err := nodes[4].Client(t).ConfigGet(ctx, "cluster-node-timeout").Result(); err != nil || got["cluster-node-timeout"] != "2000" {
+			t.Fatalf("cluster-node-timeout = %v, %v", got, err)
+		}
+
+		cc := cl.Client(t)
+		const keys = 100
+		for i := 0; i < keys; i++ {
+			if err := cc.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+				t.Fatalf("SET: %v", err)
+			}
+		}
+		m := cl.MasterOf(t, "key:0")
+		if got, err := m.Client(t).Get(ctx, "key:0").Result(); err != nil || got != "0" {
+			t.Fatalf("GET key:0 on MasterOf %s = %q, %v", m.Addr(), got, err)
+		}
+		r := cl.ReplicaOf(t, m)
+		cl.WaitReplicated(t, 5*time.Second)
+
+		m.Kill(t)
+		killed := time.Now()
+		if m.PID() != 0 {
+			t.Fatalf("PID after Kill = %d", m.PID())
+		}
+		if conn, err := net.DialTimeout("tcp", m.Addr(), time.Second); err == nil {
+			conn.Close()
+			t.Fatalf("dial %s after Kill succeeded", m.Addr())
+		}
+		m.Kill(t) // a second Kill does nothing
+
+		nm, at := cl.WaitPromoted(t, m, 20*time.Second)
+		t.Logf("promotion observed %v after the kill", at.Sub(killed).Round(time.Millisecond))
+		if nm != r {
+			t.Fatalf("WaitPromoted = %s, want the replica %s", nm.Addr(), r.Addr())
+		}
+		if got := cl.MasterOf(t, "key:0"); got != nm {
+			t.Fatalf("MasterOf(key:0) = %s, want %s", got.Addr(), nm.Addr())
+		}
+		if got := cl.Masters(); len(got) != 3 || !slices.Contains(got, nm) || slices.Contains(got, m) {
+			t.Fatalf("Masters after the failover = %v", got)
+		}
+		if got := cl.Replicas(); len(got) != 2 || slices.Contains(got, nm) {
+			t.Fatalf("Replicas after the failover = %v", got)
+		}
+
+		// The client that knew the dead master, once it reloads its slot map.
+		cc.ReloadState(ctx)
+		reload := time.Now()
+		getAll(t, ctx, cc, keys, 5*time.Second)
+		t.Logf("the old client read every key %v after ReloadState", time.Since(reload).Round(time.Millisecond))
+		// A write in the dead master's slot lands on the new master.
+		if err := cc.Set(ctx, "{key:0}after", "x", 0).Err(); err != nil {
+			t.Fatalf("SET after the failover: %v", err)
+		}
+		if got, err := nm.Client(t).Get(ctx, "{key:0}after").Result(); err != nil || got != "x" {
+			t.Fatalf("GET {key:0}after on the new master = %q, %v", got, err)
+		}
+		// A new client, seeded with every address, the dead one too.
+		getAll(t, ctx, cl.Client(t), keys, 5*time.Second)
+
+		// The dead master comes back empty and follows its successor.
+		m.Restart(t)
+		deadline := time.Now().Add(10 * time.Second)
+		for replicaOf(cl.Nodes(), nm) != m {
+			if time.Now().After(deadline) {
+				t.Fatalf("the restarted %s does not follow %s", m.Addr(), nm.Addr())
+			}
+			time.Sleep(failoverPoll)
+		}
+		cl.WaitReplicated(t, 5*time.Second)
+		if got, err := query(m.Addr(), []string{"READONLY"}, []string{"GET", "{key:0}after"}); err != nil || got != "x" {
+			t.Fatalf("GET {key:0}after on the restarted replica = %q, %v", got, err)
+		}
+		pids = append(pids, m.PID())
+	})
+	checkGone(t, nodes, pids)
+}
+
+// A planned takeover: the replica is master of its former master's slots
+// everywhere, the former master follows it, and a client that knew the old
+// layout is redirected (MOVED) without reloading.
+func TestClusterTakeover(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	cl := StartClusterWithReplicas(t, 3, 1)
+	cc := cl.Client(t)
+	if err := cc.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	m := cl.MasterOf(t, "k")
+	r := cl.ReplicaOf(t, m)
+	cl.WaitReplicated(t, 5*time.Second)
+
+	sent := time.Now()
+	if former := cl.FailoverTakeover(t, r); former != m {
+		t.Fatalf("FailoverTakeover replaced %s, want %s", former.Addr(), m.Addr())
+	}
+	at := cl.WaitTakeover(t, r, 10*time.Second)
+	t.Logf("takeover complete %v after CLUSTER FAILOVER TAKEOVER", at.Sub(sent).Round(time.Millisecond))
+
+	if got := cl.MasterOf(t, "k"); got != r {
+		t.Fatalf("MasterOf(k) = %s, want %s", got.Addr(), r.Addr())
+	}
+	if got := cl.ReplicaOf(t, r); got != m {
+		t.Fatalf("ReplicaOf(%s) = %s, want the former master %s", r.Addr(), got.Addr(), m.Addr())
+	}
+	if len(cl.Masters()) != 3 || len(cl.Replicas()) != 3 {
+		t.Fatalf("Masters %v, Replicas %v", cl.Masters(), cl.Replicas())
+	}
+	if got, err := cc.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("GET k after the takeover = %q, %v", got, err)
+	}
+	if err := cc.Set(ctx, "k", "w", 0).Err(); err != nil {
+		t.Fatalf("SET after the takeover: %v", err)
+	}
+	if got, err := r.Client(t).Get(ctx, "k").Result(); err != nil || got != "w" {
+		t.Fatalf("GET k on the new master = %q, %v", got, err)
+	}
+
+	// Misuse fails the test with a clear message.
+	if msg := fatalOf(t, func(tb testing.TB) { cl.WaitTakeover(tb, r, time.Second) }); !strings.Contains(msg, "no FailoverTakeover") {
+		t.Errorf("WaitTakeover without FailoverTakeover: %q", msg)
+	}
+	if msg := fatalOf(t, func(tb testing.TB) { cl.WaitPromoted(tb, m, time.Second) }); !strings.Contains(msg, "still runs") {
+		t.Errorf("WaitPromoted of a running node: %q", msg)
+	}
+	m.Kill(t) // now a replica
+	if msg := fatalOf(t, func(tb testing.TB) { cl.WaitPromoted(tb, m, time.Second) }); !strings.Contains(msg, "not a master") {
+		t.Errorf("WaitPromoted of a killed replica: %q", msg)
+	}
+}
+
+// Sentinel: the primary is SIGKILLed, the sentinels promote a replica, and a
+// failover client writes to and reads from the new master; the other replica
+// is moved over to it.
+func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
+	var all []*Server
+	var pids []int
+	t.Run("failover", func(t *testing.T) {
+		ctx := ctxT(t)
+		begin := time.Now()
+		sn := StartSentinel(t, 2, 3)
+		t.Logf("StartSentinel(2, 3) took %v", time.Since(begin).Round(time.Millisecond))
+		nodes := sn.Nodes()
+		all = append(nodes, sn.Sentinels()...)
+		pids = pidsOf(all)
+		if len(nodes) != 3 || len(sn.SentinelAddrs()) != 3 || len(pids) != 6 {
+			t.Fatalf("%d nodes, sentinels %v, %d processes", len(nodes), sn.SentinelAddrs(), len(pids))
+		}
+		if sn.MasterName() != "presenced" {
+			t.Fatalf("MasterName = %q", sn.MasterName())
+		}
+		p := sn.Master(t)
+		if p != nodes[0] {
+			t.Fatalf("Master = %s, want %s", p.Addr(), nodes[0].Addr())
+		}
+		if got := sn.Replicas(); fmt.Sprint(got) != fmt.Sprint(nodes[1:]) {
+			t.Fatalf("Replicas = %v, want %v", got, nodes[1:])
+		}
+		if got := sn.Sentinels()[0].Info(t, "sentinel_masters"); got != 1 {
+			t.Fatalf("sentinel_masters = %d", got)
+		}
+
+		fc := sn.Client(t)
+		if err := fc.Set(ctx, "before", "v", 0).Err(); err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+		sn.WaitReplicated(t, 5*time.Second)
+
+		p.Kill(t)
+		killed := time.Now()
+		nm, at := sn.WaitFailover(t, p, 30*time.Second)
+		t.Logf("failover observed %v after the kill", at.Sub(killed).Round(time.Millisecond))
+		if nm == p || !slices.Contains(nodes[1:], nm) {
+			t.Fatalf("WaitFailover = %s", nm.Addr())
+		}
+		if got := sn.Master(t); got != nm {
+			t.Fatalf("Master = %s, want %s", got.Addr(), nm.Addr())
+		}
+
+		// The failover client finds the new master.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := fc.Set(ctx, "after", "x", 0).Err()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("SET through the failover client after the failover: %v", err)
+			}
+			time.Sleep(pollInterval)
+		}
+		t.Logf("the failover client wrote %v after the failover was observed", time.Since(at).Round(time.Millisecond))
+		for k, want := range map[string]string{"before": "v", "after": "x"} {
+			if got, err := fc.Get(ctx, k).Result(); err != nil || got != want {
+				t.Fatalf("GET %s through the failover client = %q, %v", k, got, err)
+			}
+		}
+		if got, err := nm.Client(t).Get(ctx, "after").Result(); err != nil || got != "x" {
+			t.Fatalf("GET after on the new master = %q, %v", got, err)
+		}
+
+		// The sentinels move the other replica over to the new master.
+		other := nodes[1]
+		if other == nm {
+			other = nodes[2]
+		}
+		deadline = time.Now().Add(15 * time.Second)
+		for replicaOf(nodes, nm) != other {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not follow the new master %s", other.Addr(), nm.Addr())
+			}
+			time.Sleep(failoverPoll)
+		}
+		t.Logf("the other replica followed the new master %v after the failover was observed", time.Since(at).Round(time.Millisecond))
+		if got := sn.Replicas(); len(got) != 1 || got[0] != other {
+			t.Fatalf("Replicas = %v, want [%s]", got, other.Addr())
+		}
+	})
+	checkGone(t, all, pids)
+}
+
+func TestBadTopologies(t *testing.T) {
+	t.Parallel()
+	if msg := fatalOf(t, func(tb testing.TB) { StartClusterWithReplicas(tb, 2, 1) }); !strings.Contains(msg, "at least 3 masters") {
+		t.Errorf("StartClusterWithReplicas(2, 1): %q", msg)
+	}
+	if msg := fatalOf(t, func(tb testing.TB) { StartSentinel(tb, 1, 0) }); !strings.Contains(msg, "sentinels >= 1") {
+		t.Errorf("StartSentinel(1, 0): %q", msg)
 	}
 }
