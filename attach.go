@@ -60,6 +60,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -229,6 +230,9 @@ type Plugin struct {
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
+
+	auditing   atomic.Bool // an audit runs
+	auditAgain atomic.Bool // a Recovered came during it
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -433,19 +437,54 @@ func (p *Plugin) User(ctx context.Context, user string) (presence.User, bool, er
 // Config returns the configuration in use, defaults applied.
 func (p *Plugin) Config() Config { return p.cfg }
 
+// clusterReload is how old a Redis Cluster's slot map may get before the
+// client reads it again (go-redis's default is a minute): after a master
+// dies, only a new map leads to the replica that took its place. The store
+// also has it read again on every failed call.
+const clusterReload = time.Second
+
 // newRedisClient builds the go-redis client from the config: a cluster
-// client with redis.cluster, else a single-server client.
+// client with redis.cluster, a Sentinel failover client with
+// redis.sentinel_master, else a single-server client.
 func newRedisClient(c configs.RedisConfig) redis.UniversalClient {
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:         c.Addrs,
-		IsClusterMode: c.Cluster,
-		Username:      c.Username,
-		Password:      string(c.Password),
-		DB:            c.DB,
-		DialTimeout:   c.DialTimeout.D(),
-		ReadTimeout:   c.ReadTimeout.D(),
-		WriteTimeout:  c.WriteTimeout.D(),
-		PoolSize:      c.PoolSize,
-		MaxRetries:    1,
+	switch {
+	case c.Cluster:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                      c.Addrs,
+			Username:                   c.Username,
+			Password:                   string(c.Password),
+			DialTimeout:                c.DialTimeout.D(),
+			ReadTimeout:                c.ReadTimeout.D(),
+			WriteTimeout:               c.WriteTimeout.D(),
+			PoolSize:                   c.PoolSize,
+			MaxRetries:                 1,
+			ClusterStateReloadInterval: clusterReload,
+		})
+	case c.SentinelMaster != "":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:       c.SentinelMaster,
+			SentinelAddrs:    c.Addrs,
+			SentinelUsername: c.SentinelUsername,
+			SentinelPassword: string(c.SentinelPassword),
+			Username:         c.Username,
+			Password:         string(c.Password),
+			DB:               c.DB,
+			DialTimeout:      c.DialTimeout.D(),
+			ReadTimeout:      c.ReadTimeout.D(),
+			WriteTimeout:     c.WriteTimeout.D(),
+			PoolSize:         c.PoolSize,
+			MaxRetries:       1,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr:         c.Addrs[0],
+		Username:     c.Username,
+		Password:     string(c.Password),
+		DB:           c.DB,
+		DialTimeout:  c.DialTimeout.D(),
+		ReadTimeout:  c.ReadTimeout.D(),
+		WriteTimeout: c.WriteTimeout.D(),
+		PoolSize:     c.PoolSize,
+		MaxRetries:   1,
 	})
 }

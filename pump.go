@@ -92,18 +92,20 @@ func (p *Plugin) handle(events []store.Event) {
 			p.Publisher.Publish(e.Aggregate)
 		case store.Reset:
 			p.Tracker.Reassert()
-			p.tombstoneAfter(e.Settle)
+			p.tombstoneAfter(e.Settle, p.Publisher.Versions)
+		case store.Recovered:
+			p.audit()
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
 		}
 	}
 }
 
-// tombstoneAfter records as offline, once settle has passed, every user
-// this node shows whom the store lost (only Redis resets): by then every
-// live node has opened its sessions again, so a user still missing has
-// none.
-func (p *Plugin) tombstoneAfter(settle time.Duration) {
+// tombstoneAfter records as offline, once settle has passed, every user of
+// known (read then) whom the store lost (Redis only: after a reset, or an
+// audit): by then every live node has opened its sessions again, so a user
+// still missing has none.
+func (p *Plugin) tombstoneAfter(settle time.Duration, known func() map[string]uint64) {
 	if p.redis == nil {
 		return
 	}
@@ -119,11 +121,87 @@ func (p *Plugin) tombstoneAfter(settle time.Duration) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := p.redis.Tombstone(ctx, p.Publisher.Versions()); err != nil {
+		if _, err := p.redis.Tombstone(ctx, known()); err != nil {
 			p.log.Debug().Err(err).Msg("tombstones not written")
 		}
 	}()
 }
+
+// audit checks this node's sessions against Redis after a failover (a
+// Recovered event): writes acknowledged by a master that died before its
+// replica had them are lost, and are made good, scoped to what was lost.
+// One runs at a time; a Recovered during one runs it again after.
+func (p *Plugin) audit() {
+	if p.redis == nil {
+		return
+	}
+	if p.auditing.Swap(true) {
+		p.auditAgain.Store(true)
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			p.auditOnce()
+			if !p.auditAgain.Swap(false) {
+				break
+			}
+		}
+		p.auditing.Store(false)
+	}()
+}
+
+// auditOnce: renew every session held (the store reopens any it lost),
+// open again the sessions of users whose version in Redis is below the one
+// published (an update was lost), end the sessions of this incarnation that
+// it no longer holds (an end was lost), and, once the other nodes have had
+// time to do the same, record as offline the users shown online that Redis
+// lost altogether.
+func (p *Plugin) auditOnce() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	now, err := p.redis.Time(ctx)
+	if err != nil {
+		p.log.Debug().Err(err).Msg("audit: no answer; the next recovery audits")
+		return
+	}
+	since := now.Add(-auditSkew)
+	if err := p.Tracker.Renew(ctx); err != nil {
+		p.log.Debug().Err(err).Msg("audit: renew failed")
+		return
+	}
+	users := p.Tracker.Users()
+	list := make([]string, 0, len(users))
+	for u := range users {
+		list = append(list, u)
+	}
+	held, err := p.redis.Versions(ctx, list)
+	if err != nil {
+		return
+	}
+	published := p.Publisher.Versions()
+	lost := make(map[string]struct{})
+	for u, v := range held {
+		if v < published[u] {
+			lost[u] = struct{}{}
+		}
+	}
+	if len(lost) > 0 {
+		p.log.Warn().Int("users", len(lost)).Msg("audit: Redis lost the latest writes of some users: their sessions are opened again")
+		p.Tracker.ReassertUsers(lost)
+	}
+	ended, err := p.redis.Audit(ctx, since)
+	if err != nil {
+		return
+	}
+	p.log.Info().Int("reopened_users", len(lost)).Int("ghosts_ended", ended).Msg("audit after a Redis failover done")
+	p.tombstoneAfter(p.cfg.Redis.NodeTTL.D()/3+time.Second, p.Publisher.Online)
+}
+
+// auditSkew allows for Redis masters whose clocks differ: a session renewed
+// by the audit is renewed in its master's clock.
+const auditSkew = 2 * time.Second
 
 // every runs fn every interval until Stop; each run gets the interval as
 // its deadline.

@@ -160,6 +160,12 @@ type PresenceConfig struct {
 type RedisConfig struct {
 	Addrs         []string `yaml:"addrs"`          // host:port of Redis (cluster: any seed nodes); empty: the in-memory store
 	Cluster       bool     `yaml:"cluster"`        // Redis Cluster
+	// SentinelMaster names the master that Redis Sentinel watches; with it,
+	// addrs are the Sentinels' addresses, and the master they name is used
+	// (and followed through a failover).
+	SentinelMaster   string `yaml:"sentinel_master"`
+	SentinelUsername string `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
+	SentinelPassword Secret `yaml:"sentinel_password"` // never logged
 	Username      string   `yaml:"username"`       // ACL user
 	Password      Secret   `yaml:"password"`       // never logged
 	DB            int      `yaml:"db"`             // database number (not with cluster)
@@ -552,8 +558,11 @@ func (c Config) validate() []*keyError {
 	if c.Redis.Cluster && len(c.Redis.Addrs) == 0 {
 		v.add("redis.cluster", "needs redis.addrs")
 	}
-	if !c.Redis.Cluster && len(c.Redis.Addrs) > 1 {
-		v.add("redis.addrs", "more than one address needs redis.cluster: true (got %d)", len(c.Redis.Addrs))
+	if !c.Redis.Cluster && c.Redis.SentinelMaster == "" && len(c.Redis.Addrs) > 1 {
+		v.add("redis.addrs", "more than one address needs redis.cluster: true or redis.sentinel_master (got %d)", len(c.Redis.Addrs))
+	}
+	if c.Redis.SentinelMaster != "" && (c.Redis.Cluster || len(c.Redis.Addrs) == 0) {
+		v.add("redis.sentinel_master", "needs redis.addrs (the Sentinels) and no redis.cluster")
 	}
 	if c.Redis.DB < 0 || c.Redis.DB > 15 || (c.Redis.Cluster && c.Redis.DB != 0) {
 		v.add("redis.db", "must be 0 to 15, and 0 with a cluster (got %d)", c.Redis.DB)

@@ -196,6 +196,9 @@ func TestValidateRejects(t *testing.T) {
 		{"device with wildcard", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a+"} }, "presence.authoritative_devices", `got "a+"`},
 		{"device with a leading space", func(c *Config) { c.Presence.AuthoritativeDevices = []string{" desk"} }, "presence.authoritative_devices", "can never be a device label"},
 		{"session expiry not whole seconds", func(c *Config) { c.MQTT.MaxSessionExpiry = Duration(1500 * time.Millisecond) }, "mqtt.max_session_expiry", "whole seconds"},
+		{"sentinel with cluster", func(c *Config) {
+			c.Redis.Addrs, c.Redis.Cluster, c.Redis.SentinelMaster = []string{"a:1"}, true, "m"
+		}, "redis.sentinel_master", "no redis.cluster"},
 		{"exempt address not an address", func(c *Config) { c.MQTT.AddressLimitExempt = []string{"10.0.0.0/8", "proxy"} }, "mqtt.address_limit_exempt", "item 1"},
 		{"repeated device", func(c *Config) { c.Presence.AuthoritativeDevices = []string{"a", "a"} }, "presence.authoritative_devices", `repeats "a"`},
 		{"session ttl short", func(c *Config) { c.Presence.SessionTTL = sec(9); c.Presence.RenewInterval = sec(1) }, "presence.session_ttl", "at least 10s (got 9s)"},

@@ -28,11 +28,19 @@ const (
 // it replaced (seen; zero when this is the first time): the returned time
 // is what to remember as seen. Only the sweeper's own clock is compared
 // with itself, never another node's.
-func SweepDecision(inc, live string, seen, now time.Time, grace time.Duration) (Sweep, time.Time) {
+//
+// A record that is gone means its node stopped refreshing it: dead, so
+// its sessions are swept at once, unless the sweeper has doubt: Redis
+// failed over lately (a master died, or the sweeper could not reach it), so
+// the record may have expired because the node could not reach Redis, or
+// been lost with a master that died before its replica had it. A live node
+// writes its record again within one refresh of Redis answering it, so a
+// gone record in doubt waits for grace like a replaced one.
+func SweepDecision(inc, live string, doubt bool, seen, now time.Time, grace time.Duration) (Sweep, time.Time) {
 	switch {
 	case live == inc:
 		return KeepIncarnation, time.Time{}
-	case live == "":
+	case live == "" && !doubt && seen.IsZero():
 		return SweepIncarnation, time.Time{}
 	case seen.IsZero():
 		return WaitIncarnation, now

@@ -125,19 +125,26 @@ func TestSweepDecision(t *testing.T) {
 	cases := []struct {
 		name      string
 		live      string
+		doubt     bool
 		seen, now time.Time
 		want      Sweep
 		wantSeen  time.Time
 	}{
-		{"its record names it", "i1", time.Time{}, t0, KeepIncarnation, time.Time{}},
-		{"record gone", "", time.Time{}, t0, SweepIncarnation, time.Time{}},
-		{"replaced, first seen now", "i2", time.Time{}, t0, WaitIncarnation, t0},
-		{"replaced, within the grace", "i2", t0, t0.Add(grace - time.Millisecond), WaitIncarnation, t0},
-		{"replaced, grace passed", "i2", t0, t0.Add(grace), SweepIncarnation, time.Time{}},
-		{"replaced, the clock went back", "i2", t0, t0.Add(-time.Hour), WaitIncarnation, t0},
+		{"its record names it", "i1", false, time.Time{}, t0, KeepIncarnation, time.Time{}},
+		{"record gone", "", false, time.Time{}, t0, SweepIncarnation, time.Time{}},
+		{"replaced, first seen now", "i2", false, time.Time{}, t0, WaitIncarnation, t0},
+		{"replaced, within the grace", "i2", false, t0, t0.Add(grace - time.Millisecond), WaitIncarnation, t0},
+		{"replaced, grace passed", "i2", false, t0, t0.Add(grace), SweepIncarnation, time.Time{}},
+		{"replaced, the clock went back", "i2", false, t0, t0.Add(-time.Hour), WaitIncarnation, t0},
+		// After a failover a gone record may be Redis's doing, not the node's.
+		{"gone in doubt, first seen now", "", true, time.Time{}, t0, WaitIncarnation, t0},
+		{"gone in doubt, within the grace", "", true, t0, t0.Add(grace - time.Millisecond), WaitIncarnation, t0},
+		{"gone in doubt, grace passed", "", true, t0, t0.Add(grace), SweepIncarnation, time.Time{}},
+		{"gone, first seen in doubt, doubt over", "", false, t0, t0.Add(time.Millisecond), WaitIncarnation, t0},
+		{"its record back after doubt", "i1", true, t0, t0.Add(grace), KeepIncarnation, time.Time{}},
 	}
 	for _, tc := range cases {
-		got, seen := SweepDecision("i1", tc.live, tc.seen, tc.now, grace)
+		got, seen := SweepDecision("i1", tc.live, tc.doubt, tc.seen, tc.now, grace)
 		if got != tc.want || !seen.Equal(tc.wantSeen) {
 			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, seen, tc.want, tc.wantSeen)
 		}

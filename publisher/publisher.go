@@ -130,6 +130,20 @@ func (p *Publisher) Refresh() {
 	}
 }
 
+// Online returns the version of every user whose published presence is
+// not offline.
+func (p *Publisher) Online() map[string]uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := make(map[string]uint64)
+	for u, v := range p.views {
+		if v.gone.IsZero() {
+			m[u] = v.version
+		}
+	}
+	return m
+}
+
 // Forget removes the retained presence of every user who is offline and
 // was last seen before before, and forgets it, so that presence held for
 // users who never come back cannot grow without bound. The store forgets

@@ -39,6 +39,11 @@ const (
 	Reset
 	// NodeLost: this node swept the sessions of a dead incarnation.
 	NodeLost
+	// Recovered: Redis answers again after an outage, or a master was
+	// replaced by its replica. Writes acknowledged just before may be lost
+	// (replication is asynchronous); whoever runs the node has its sessions
+	// checked against the store (Audit).
+	Recovered
 )
 
 // Event is one thing a store reports. The store never calls into the node:
@@ -87,6 +92,13 @@ func (f *Feed) Push(e Event) {
 			return
 		}
 		f.users[e.Aggregate.User] = len(f.events)
+	case Recovered:
+		for i := range f.events {
+			if f.events[i].Kind == Recovered {
+				f.mu.Unlock()
+				return
+			}
+		}
 	case Reset:
 		for i := range f.events {
 			if f.events[i].Kind == Reset {

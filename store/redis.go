@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,14 +69,28 @@ type Redis struct {
 	renewed    map[string]struct{}  // users whose sessions the last Renew renewed
 	renewedAt  time.Time            // when the last Renew began
 	replaced   map[string]time.Time // incarnations seen replaced by a restart, and since when
+	masters    string               // the cluster's slot ranges and their masters, as last seen
 	started    bool
 
-	down     atomic.Bool // Redis unreachable (readiness: degraded)
+	down atomic.Bool // in an outage (readiness: degraded); out.down, readable without the lock
+	// failoverAt is when Redis last answered again after an outage, or a
+	// cluster master was last seen replaced (unix ns): for a node_ttl after
+	// it, a node record found gone may be Redis's doing (presence.SweepDecision).
+	failoverAt atomic.Int64
+	out        struct {
+		sync.Mutex
+		down        bool
+		since, last time.Time // the outage's first and latest failed call
+		failed      int64     // failed calls in it
+	}
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
 	ps       *redis.PubSub
 	kick     chan struct{} // refresh the record now, after an outage
+	// registerNow has the registrar put this incarnation in the registry
+	// again (after an open of a user new to it).
+	registerNow chan struct{}
 
 	stats redisCounters
 }
@@ -102,7 +117,7 @@ func NewRedis(o RedisOptions) *Redis {
 		now = time.Now
 	}
 	return &Redis{
-		c: o.Client, k: keys{prefix: o.Prefix}, node: o.Node,
+		c: o.Client, k: keys{prefix: o.Prefix, cluster: isCluster(o.Client)}, node: o.Node,
 		auth: strings.Join(o.Authoritative, ","), nodeTTL: o.NodeTTL, retention: o.Retention,
 		log: o.Log, report: o.Report, now: now,
 		inc:        newIncarnation(),
@@ -111,7 +126,14 @@ func NewRedis(o RedisOptions) *Redis {
 		replaced:   make(map[string]time.Time),
 		stop:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
+
+		registerNow: make(chan struct{}, 1),
 	}
+}
+
+func isCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
 }
 
 func newIncarnation() string {
@@ -139,28 +161,65 @@ func (r *Redis) Stats() RedisStats {
 	}
 }
 
-// fail sorts an error: nil means Redis answered; anything else is an
-// outage, logged once per outage.
+// outageQuiet is how long Redis must answer without one failed call for an
+// outage to end: during a failover some calls fail while others succeed,
+// and the outage is one, logged once when it starts and once when it ends.
+const outageQuiet = time.Second
+
+// fail sorts an error: nil means Redis answered; anything else is a failed
+// call of an outage, which is logged once, when it starts. With a Redis
+// Cluster it also has the slot map read again: after a master died, only
+// a new map leads to the replica that took its place.
 func (r *Redis) fail(op string, err error) error {
 	if err == nil {
 		r.up()
 		return nil
 	}
-	if r.down.CompareAndSwap(false, true) {
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background()) // lazy, at most one at a time, with a cooldown
+	}
+	now := time.Now()
+	r.out.Lock()
+	r.out.last = now
+	r.out.failed++
+	start := !r.out.down
+	if start {
+		r.out.down, r.out.since, r.out.failed = true, now, 1
+		r.down.Store(true)
+	}
+	r.out.Unlock()
+	if start {
 		r.stats.outages.Add(1)
 		r.log.Warn().Err(err).Str("op", op).Msg("redis unreachable: presence changes are held and written when it answers")
 	}
 	return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
 }
 
+// up notes that Redis answered a call. The outage ends once no call has
+// failed for outageQuiet; the end is logged with the outage's length.
 func (r *Redis) up() {
-	if r.down.CompareAndSwap(true, false) {
-		r.log.Info().Msg("redis answers again")
-		select { // check the node record now: Redis may have come back empty
-		case r.kick <- struct{}{}:
-		default:
-		}
+	if !r.down.Load() {
+		return
 	}
+	now := time.Now()
+	r.out.Lock()
+	end := r.out.down && now.Sub(r.out.last) >= outageQuiet
+	since, failed := r.out.since, r.out.failed
+	if end {
+		r.out.down = false
+		r.down.Store(false)
+	}
+	r.out.Unlock()
+	if !end {
+		return
+	}
+	r.failoverAt.Store(now.UnixNano())
+	r.log.Info().Dur("lasted", now.Sub(since)).Int64("failed_calls", failed).Msg("redis answers again")
+	select { // check the node record now: Redis may have come back empty
+	case r.kick <- struct{}{}:
+	default:
+	}
+	r.report(Event{Kind: Recovered})
 }
 
 // Start claims this node's id, registers this incarnation, writes the node
@@ -186,9 +245,10 @@ func (r *Redis) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.started = true
 	r.mu.Unlock()
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.listen()
 	go r.refreshLoop()
+	go r.registrar()
 	return nil
 }
 
@@ -298,6 +358,31 @@ func (r *Redis) register(ctx context.Context) error {
 	return r.fail("register", r.c.SAdd(ctx, r.k.registry(), m).Err())
 }
 
+// registrar adds this incarnation to the registry whenever an open of a
+// user new to it asks (registerNow; many asks coalesce into one SADD), and
+// again every second until that succeeds. The registry is a key of its own
+// slot: no connect waits on it.
+func (r *Redis) registrar() {
+	defer r.wg.Done()
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	pending := false
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.registerNow:
+		case <-retry.C:
+			if !pending {
+				continue
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), r.nodeTTL/3)
+		pending = r.register(ctx) != nil
+		cancel()
+	}
+}
+
 // refresh rewrites the node record; lost reports that it was gone or named
 // another incarnation (after the start): Redis restarted empty, or this node
 // was cut off for longer than NodeTTL and swept.
@@ -305,15 +390,93 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 	r.mu.Lock()
 	inc, first := r.inc, !r.started
 	r.mu.Unlock()
-	old, err := r.c.SetArgs(ctx, r.k.node(r.node), inc, redis.SetArgs{TTL: r.nodeTTL, Get: true}).Result()
+	m := member(r.node, inc)
+	// The registry first, in the same round trip: whether this incarnation
+	// was still registered tells a record that Redis lost alone from an
+	// incarnation swept, or a Redis that lost everything. (Not a MULTI: two
+	// more commands per refresh, for a race whose loser is only audited
+	// instead of reset, which is right too.)
+	var added *redis.IntCmd
+	var set *redis.StatusCmd
+	batch := func(p redis.Pipeliner) error {
+		added = p.SAdd(ctx, r.k.registry(), m)
+		set = p.SetArgs(ctx, r.k.node(r.node), inc, redis.SetArgs{TTL: r.nodeTTL, Get: true})
+		return nil
+	}
+	_, err = r.c.Pipelined(ctx, batch)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, r.fail("refresh", err)
+	}
+	old, err := set.Result()
 	if errors.Is(err, redis.Nil) {
 		err, old = nil, ""
+	}
+	if err == nil {
+		err = added.Err()
 	}
 	if err != nil {
 		return false, r.fail("refresh", err)
 	}
 	r.up()
-	return !first && old != inc, nil
+	if first || old == inc {
+		return false, nil // (a registry that lost this incarnation has it back)
+	}
+	if old == "" && added.Val() == 0 {
+		// The record alone was gone: nobody swept this incarnation (a sweep
+		// ends by taking it out of the registry). The record expired while
+		// this node could not reach it, or was lost with a master that died
+		// before its replica had it. It is written again; the sessions are
+		// checked against the store (an audit), not reopened.
+		r.failoverAt.Store(time.Now().UnixNano())
+		r.log.Warn().Str("node", r.node).Msg("this node's record was gone (a Redis failover?) but its incarnation was not swept: record written again, sessions audited")
+		r.report(Event{Kind: Recovered})
+		return false, nil
+	}
+	// Swept, Redis came back empty, or another node took the node id.
+	if added.Val() == 1 {
+		_ = r.c.SRem(ctx, r.k.registry(), m).Err() // reset registers the new incarnation
+	}
+	return true, nil
+}
+
+// doubt reports whether a node record found gone now may be Redis's doing
+// rather than its node's (see presence.SweepDecision): Redis failed over
+// less than a node_ttl ago, or this node cannot reach it.
+func (r *Redis) doubt(now time.Time) bool {
+	return r.down.Load() || now.Sub(time.Unix(0, r.failoverAt.Load())) < r.nodeTTL
+}
+
+// watchMasters reads a Redis Cluster's slot map and notes when a master was
+// replaced (a failover, planned or not): writes acknowledged by the old one
+// may be lost, so it reports Recovered. An error here is not an outage (the
+// command goes to any node, maybe the dead one).
+func (r *Redis) watchMasters(ctx context.Context) {
+	cc, ok := r.c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		return
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i].Start < slots[j].Start })
+	var b strings.Builder
+	for _, s := range slots {
+		if len(s.Nodes) > 0 {
+			fmt.Fprintf(&b, "%d-%d:%s ", s.Start, s.End, s.Nodes[0].Addr)
+		}
+	}
+	sig := b.String()
+	r.mu.Lock()
+	changed := r.masters != "" && sig != r.masters
+	r.masters = sig
+	r.mu.Unlock()
+	if changed {
+		r.failoverAt.Store(time.Now().UnixNano())
+		r.log.Warn().Msg("a Redis Cluster master was replaced: sessions audited")
+		cc.ReloadState(ctx)
+		r.report(Event{Kind: Recovered})
+	}
 }
 
 // refreshLoop refreshes the node record every NodeTTL/3 and handles a lost
@@ -322,18 +485,25 @@ func (r *Redis) refreshLoop() {
 	defer r.wg.Done()
 	t := time.NewTicker(r.nodeTTL / 3)
 	defer t.Stop()
+	probe := time.NewTicker(outageQuiet / 4) // while in an outage: find its end
+	defer probe.Stop()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case <-t.C:
 		case <-r.kick:
+		case <-probe.C:
+			if !r.down.Load() {
+				continue
+			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.nodeTTL/3)
 		lost, err := r.refresh(ctx)
 		if err == nil && lost {
 			r.reset(ctx)
 		}
+		r.watchMasters(ctx)
 		cancel()
 	}
 }

@@ -13,18 +13,46 @@ import (
 //	P:feed             pub/sub channel of committed changes
 //	P:nodes            set of "<node>|<incarnation>" that may hold sessions
 //	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
-//	P:nu:<node>|<inc>  set of users an incarnation opened sessions for
+//	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
+//	                   one per slot: t hashes to the slot of the users' records
+//	                   (on a single server, one set, without {<t>})
 //
-// Every script touches only the user's hash, whose hash tag is the user name:
-// one slot per user on a Redis Cluster. The node keys are single-key
-// commands outside the scripts.
-type keys struct{ prefix string }
+// Every script touches only the user's hash, whose hash tag is the user name
+// (one slot per user on a Redis Cluster), and open.lua also the set of its
+// slot: no connect waits on a key of another slot, so the loss of one slot
+// delays only the users whose records live there. The node keys are
+// single-key commands outside the scripts, off the connect path.
+type keys struct {
+	prefix  string
+	cluster bool
+}
 
-func (k keys) user(user string) string        { return k.prefix + "{" + user + "}" }
-func (k keys) feed() string                   { return k.prefix + "feed" }
-func (k keys) registry() string               { return k.prefix + "nodes" }
-func (k keys) node(node string) string        { return k.prefix + "node:" + node }
-func (k keys) nodeUsers(member string) string { return k.prefix + "nu:" + member }
+func (k keys) user(user string) string { return k.prefix + "{" + user + "}" }
+func (k keys) feed() string            { return k.prefix + "feed" }
+func (k keys) registry() string        { return k.prefix + "nodes" }
+func (k keys) node(node string) string { return k.prefix + "node:" + node }
+
+// nodeUsers is the set, in user's slot, of the users incarnation member
+// opened sessions for.
+func (k keys) nodeUsers(member, user string) string {
+	if !k.cluster {
+		return k.prefix + "nu:" + member
+	}
+	return k.prefix + "nu:" + member + "{" + slotTag(keySlot(k.user(user))) + "}"
+}
+
+// allNodeUsers lists every set of incarnation member (one per slot on a
+// cluster).
+func (k keys) allNodeUsers(member string) []string {
+	if !k.cluster {
+		return []string{k.prefix + "nu:" + member}
+	}
+	out := make([]string, slots)
+	for i := range out {
+		out[i] = k.prefix + "nu:" + member + "{" + slotTag(i) + "}"
+	}
+	return out
+}
 
 // userPattern matches every user record in a SCAN.
 func (k keys) userPattern() string { return globEscape(k.prefix) + "{*" }

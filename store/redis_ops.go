@@ -11,52 +11,42 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
-// ensureRegistered adds user to this incarnation's set before its first
-// session is opened, so that a crash right after the open leaves nothing the
-// sweep cannot find.
-func (r *Redis) ensureRegistered(ctx context.Context, user string) error {
-	r.mu.Lock()
-	_, ok := r.registered[user]
-	m := member(r.node, r.inc)
-	r.mu.Unlock()
-	if ok {
-		return nil
-	}
-	at := time.Now()
-	// The incarnation too: Redis may have restarted empty since this node
-	// last registered, and an incarnation missing from the registry would
-	// never be swept.
-	if err := r.c.SAdd(ctx, r.k.registry(), m).Err(); err != nil {
-		return r.fail("register", err)
-	}
-	if err := r.c.SAdd(ctx, r.k.nodeUsers(m), user).Err(); err != nil {
-		return r.fail("register user", err)
-	}
-	r.mu.Lock()
-	if member(r.node, r.inc) == m {
-		r.registered[user] = at
-	}
-	r.mu.Unlock()
-	return nil
-}
-
 // Open starts a session with the user's next epoch, taking over a live
 // session with the same id in the same step.
 func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error) {
 	if err := a.Validate(); err != nil {
 		return presence.Session{}, fmt.Errorf("open %s/%s: %w", a.User, a.ID, err)
 	}
-	if err := r.ensureRegistered(ctx, a.User); err != nil {
-		return presence.Session{}, err
-	}
 	inc := r.Incarnation()
-	res, err := scriptOpen.Run(ctx, r.c, []string{r.k.user(a.User)},
+	at := time.Now()
+	// The script adds the user to this incarnation's set of its slot in the
+	// same step, so that a crash right after leaves nothing the sweep
+	// cannot find.
+	res, err := scriptOpen.Run(ctx, r.c, []string{r.k.user(a.User), r.k.nodeUsers(member(r.node, inc), a.User)},
 		a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
 		r.auth, r.k.feed(), ms(r.retention)).StringSlice()
 	if err != nil {
 		return presence.Session{}, r.fail("open", err)
 	}
 	r.up()
+	r.mu.Lock()
+	first := false
+	if r.inc == inc {
+		if _, ok := r.registered[a.User]; !ok {
+			r.registered[a.User], first = at, true
+		}
+	}
+	r.mu.Unlock()
+	if first {
+		// Redis may have lost the registry since this node last wrote it
+		// (an empty restart not yet noticed): put the incarnation back, at
+		// once but off this path, so that a crash right after still leaves
+		// a sweeper something to find.
+		select {
+		case r.registerNow <- struct{}{}:
+		default:
+		}
+	}
 	if len(res) != 3 {
 		return presence.Session{}, fmt.Errorf("open %s/%s: unexpected reply %q", a.User, a.ID, res)
 	}
@@ -179,12 +169,12 @@ func (r *Redis) Renew(ctx context.Context, refs []presence.SessionRef, ttl time.
 func (r *Redis) Reap(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	inc, renewed, since := r.inc, r.renewed, r.renewedAt
+	users := make([]string, 0, len(r.registered))
+	for u := range r.registered {
+		users = append(users, u)
+	}
 	r.mu.Unlock()
 	m := member(r.node, inc)
-	users, err := r.c.SMembers(ctx, r.k.nodeUsers(m)).Result()
-	if err != nil {
-		return 0, r.fail("reap", err)
-	}
 	reaped := 0
 	for _, u := range users {
 		if _, ok := renewed[u]; ok {
@@ -209,7 +199,7 @@ func (r *Redis) Reap(ctx context.Context) (int, error) {
 		}
 		r.mu.Unlock()
 		if drop {
-			if err := r.c.SRem(ctx, r.k.nodeUsers(m), u).Err(); err != nil {
+			if err := r.c.SRem(ctx, r.k.nodeUsers(m, u), u).Err(); err != nil {
 				return reaped, r.fail("reap", err)
 			}
 		}

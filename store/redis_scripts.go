@@ -29,6 +29,8 @@ var (
 	luaEndNode string
 	//go:embed lua/tombstone.lua
 	luaTombstone string
+	//go:embed lua/audit.lua
+	luaAudit string
 )
 
 // script runs common.lua followed by one operation through EVALSHA, falling
@@ -44,8 +46,9 @@ var (
 	scriptReap      = script(luaReap)
 	scriptEndNode   = script(luaEndNode)
 	scriptTombstone = script(luaTombstone)
+	scriptAudit     = script(luaAudit)
 
-	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone}
+	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptAudit}
 )
 
 // loadScripts loads every script on every master, so that pipelined EVALSHA

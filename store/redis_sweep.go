@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,8 +36,10 @@ func (r *Redis) Sweep(ctx context.Context) (int, error) {
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return ended, r.fail("sweep", err)
 		}
+		now := r.now()
+		doubt := r.doubt(time.Now()) // failoverAt is in the process's clock
 		r.mu.Lock()
-		decision, seen := presence.SweepDecision(inc, live, r.replaced[m], r.now(), r.nodeTTL*2/3)
+		decision, seen := presence.SweepDecision(inc, live, doubt, r.replaced[m], now, r.nodeTTL*2/3)
 		if seen.IsZero() {
 			delete(r.replaced, m)
 		} else {
@@ -58,12 +61,33 @@ func (r *Redis) Sweep(ctx context.Context) (int, error) {
 	return ended, nil
 }
 
+// members reads the sets (pipelined: on a cluster, one round trip per
+// master) and returns their members.
+func (r *Redis) members(ctx context.Context, sets []string) ([]string, error) {
+	cmds := make([]*redis.StringSliceCmd, len(sets))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range sets {
+			cmds[i] = p.SMembers(ctx, k)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, r.fail("sweep", err)
+	}
+	var users []string
+	for _, c := range cmds {
+		users = append(users, c.Val()...)
+	}
+	return users, nil
+}
+
 // sweep ends every session of one dead incarnation, then forgets it.
 func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 	m := member(node, inc)
-	users, err := r.c.SMembers(ctx, r.k.nodeUsers(m)).Result()
+	sets := r.k.allNodeUsers(m)
+	users, err := r.members(ctx, sets)
 	if err != nil {
-		return 0, r.fail("sweep", err)
+		return 0, err
 	}
 	ended := 0
 	for _, u := range users {
@@ -75,7 +99,12 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 		ended += n
 	}
 	r.stats.swept.Add(int64(ended))
-	if err := r.c.Del(ctx, r.k.nodeUsers(m)).Err(); err != nil {
+	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range sets {
+			p.Del(ctx, k)
+		}
+		return nil
+	}); err != nil {
 		return ended, r.fail("sweep", err)
 	}
 	if err := r.c.SRem(ctx, r.k.registry(), m).Err(); err != nil {
@@ -104,4 +133,69 @@ func (r *Redis) Tombstone(ctx context.Context, known map[string]uint64) (int, er
 		}
 	}
 	return n, nil
+}
+
+// auditMargin keeps an audit away from sessions whose open may still be on
+// its way to the node that asked for it.
+const auditMargin = 5 * time.Second
+
+// Time returns Redis's clock, which every time in the store is written in.
+func (r *Redis) Time(ctx context.Context) (time.Time, error) {
+	t, err := r.c.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, r.fail("time", err)
+	}
+	return t, nil
+}
+
+// Versions returns the version Redis holds for each of users (0: none).
+func (r *Redis) Versions(ctx context.Context, users []string) (map[string]uint64, error) {
+	cmds := make([]*redis.StringCmd, len(users))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			cmds[i] = p.HGet(ctx, r.k.user(u), "v")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, r.fail("versions", err)
+	}
+	out := make(map[string]uint64, len(users))
+	for i, c := range cmds {
+		v, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			out[users[i]] = 0
+			continue
+		}
+		if err != nil {
+			return nil, r.fail("versions", err)
+		}
+		out[users[i]], _ = strconv.ParseUint(v, 10, 64)
+	}
+	return out, nil
+}
+
+// Audit ends, as timeouts, the sessions of this incarnation that were
+// neither renewed since since (Redis's clock; the node renews every
+// session it holds just after reading it) nor opened after since less
+// auditMargin: after a failover, ends that the dead master took with it.
+// It returns how many it ended.
+func (r *Redis) Audit(ctx context.Context, since time.Time) (int, error) {
+	r.mu.Lock()
+	inc := r.inc
+	users := make([]string, 0, len(r.registered))
+	for u := range r.registered {
+		users = append(users, u)
+	}
+	r.mu.Unlock()
+	ended := 0
+	for _, u := range users {
+		n, err := scriptAudit.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention),
+			r.node, inc, since.UnixMilli(), since.Add(-auditMargin).UnixMilli()).Int()
+		if err != nil {
+			return ended, r.fail("audit", err)
+		}
+		ended += n
+	}
+	return ended, nil
 }

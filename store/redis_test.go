@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -394,6 +395,18 @@ func TestRedisResetAndTombstone(t *testing.T) {
 	}
 	on := waitUser(t, col, "gil", func(p presence.Aggregate) bool { return p.Status == presence.Online })
 	inc := r.Incarnation()
+	// The registrar registers the incarnation off the open's path: let it
+	// be done, or it may register it again after the flush, which the store
+	// takes (correctly, too) for a partial loss rather than an empty Redis.
+	// Let a refresh pass first, which is time enough for it.
+	pttl := func(cond func(time.Duration) bool) func() error {
+		return func() error {
+			d, err := c.PTTL(ctx, "t:"+t.Name()+":node:n1").Result()
+			return testkit.Why(err == nil && cond(d), fmt.Sprint(d, err))
+		}
+	}
+	testkit.Wait(t, 10*time.Second, "the record ageing", pttl(func(d time.Duration) bool { return d < 2500*time.Millisecond }))
+	testkit.Wait(t, 10*time.Second, "a refresh", pttl(func(d time.Duration) bool { return d > 2900*time.Millisecond }))
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -458,5 +471,173 @@ func TestRedisReapDropsUsersWithoutSessions(t *testing.T) {
 	}
 	if ok, _ := c.SIsMember(ctx, set, "gone").Result(); !ok {
 		t.Fatal("a returning user is not in the set")
+	}
+}
+
+// A node record found gone while Redis was failing over is not its node's
+// fault: the sweeper waits, the node writes its record again with the same
+// incarnation (no reset, nothing reopened) and is kept. Without doubt a
+// gone record is swept at once, as before.
+func TestRedisGoneRecordInDoubt(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	a, _ := newRedisStore(t, c, "a")
+	b, col := newRedisStore(t, c, "b")
+	if _, err := a.Open(ctx, presence.OpenArgs{User: "bob", ID: "phone", Node: "a", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	waitUser(t, col, "bob", func(p presence.Aggregate) bool { return p.Status == presence.Online })
+	inc := a.Incarnation()
+	record := "t:" + t.Name() + ":node:a"
+	if err := c.Del(ctx, record).Err(); err != nil { // lost with a dead master
+		t.Fatal(err)
+	}
+	b.failoverAt.Store(time.Now().UnixNano())
+	if n, err := b.Sweep(ctx); n != 0 || err != nil {
+		t.Fatalf("swept a node whose record was gone in doubt: %d %v", n, err)
+	}
+	if lost, err := a.refresh(ctx); lost || err != nil {
+		t.Fatalf("refresh: lost %v, %v", lost, err)
+	}
+	if a.Incarnation() != inc || a.Stats().Resets != 0 {
+		t.Fatalf("incarnation %s (was %s), resets %d", a.Incarnation(), inc, a.Stats().Resets)
+	}
+	if got, _ := c.Get(ctx, record).Result(); got != inc {
+		t.Fatalf("record %q, want %q", got, inc)
+	}
+	b.failoverAt.Store(0)
+	if n, err := b.Sweep(ctx); n != 0 || err != nil {
+		t.Fatalf("swept a node whose record is back: %d %v", n, err)
+	}
+	// Gone without doubt: swept at once.
+	a.halt()
+	if err := c.Del(ctx, record).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Sweep(ctx); n != 1 || err != nil {
+		t.Fatalf("sweep of a gone record without doubt: %d %v", n, err)
+	}
+	waitUser(t, col, "bob", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
+}
+
+// An audit ends the sessions of this incarnation that the node neither
+// renewed since nor opened lately (their end was lost with a master), and
+// keeps those it renewed.
+func TestRedisAuditEndsGhosts(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	r, col := newRedisStore(t, c, "n1")
+	ghost, err := r.Open(ctx, presence.OpenArgs{User: "gus", ID: "g", Node: "n1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := r.Open(ctx, presence.OpenArgs{User: "hal", ID: "h", Node: "n1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ghost was opened and last renewed a minute ago.
+	key := "t:" + t.Name() + ":{gus}"
+	raw, err := c.HGet(ctx, key, "s:g").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+		t.Fatal(err)
+	}
+	old := float64(time.Now().Add(-time.Minute).UnixMilli())
+	s["c"], s["rn"] = old, old
+	b, _ := json.Marshal(s)
+	if err := c.HSet(ctx, key, "s:g", b).Err(); err != nil {
+		t.Fatal(err)
+	}
+	since, err := r.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := r.Renew(ctx, []presence.SessionRef{{User: "hal", ID: "h", Epoch: held.Epoch}}, time.Hour); err != nil || len(stale) != 0 {
+		t.Fatalf("renew: %v %v", stale, err)
+	}
+	n, err := r.Audit(ctx, since)
+	if err != nil || n != 1 {
+		t.Fatalf("audit ended %d (%v), want 1", n, err)
+	}
+	waitUser(t, col, "gus", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
+	u, _, _ := r.User(ctx, "gus")
+	if len(u.Ended) != 1 || u.Ended[0].Epoch != ghost.Epoch || u.Ended[0].EndReason != presence.EndTimeout {
+		t.Fatalf("gus ended: %+v", u.Ended)
+	}
+	if hal, _, _ := r.Get(ctx, "hal"); hal.Status != presence.Online {
+		t.Fatalf("hal: %+v", hal)
+	}
+	vs, err := r.Versions(ctx, []string{"hal", "nobody"})
+	if err != nil || vs["hal"] == 0 || vs["nobody"] != 0 {
+		t.Fatalf("versions %v %v", vs, err)
+	}
+}
+
+// An outage is one outage however often calls fail and succeed during it:
+// one warning, readiness false throughout, and it ends only once Redis
+// has answered for outageQuiet without a failure, with a Recovered event.
+func TestRedisOutageIsOne(t *testing.T) {
+	srv := redistest.Start(t)
+	r, col := newRedisStore(t, srv.Client(t), "n1")
+	boom := errors.New("connection refused")
+	for range 5 {
+		_ = r.fail("open", boom)
+		r.up()
+		if r.Ready() {
+			t.Fatal("ready between failed calls")
+		}
+	}
+	if n := r.Stats().Outages; n != 1 {
+		t.Fatalf("outages %d, want 1", n)
+	}
+	start := time.Now()
+	testkit.Wait(t, 5*time.Second, "the outage ended", func() error {
+		r.up() // a call that succeeded
+		return testkit.Why(r.Ready(), "not ready")
+	})
+	if d := time.Since(start); d < outageQuiet-50*time.Millisecond {
+		t.Fatalf("ended after %v, before the quiet %v", d, outageQuiet)
+	}
+	testkit.Wait(t, 5*time.Second, "Recovered reported", func() error {
+		col.mu.Lock()
+		defer col.mu.Unlock()
+		for _, e := range col.others {
+			if e.Kind == Recovered {
+				return nil
+			}
+		}
+		return fmt.Errorf("events %+v", col.others)
+	})
+}
+
+// On a cluster the sets of users of an incarnation live in their users'
+// slots, and a sweep finds every one of them.
+func TestRedisClusterSweep(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := cl.Client(t)
+	ctx := context.Background()
+	dead, _ := newRedisStore(t, c, "dead")
+	alive, col := newRedisStore(t, c, "alive")
+	users := []string{"ann", "ben", "cat", "dan", "eve", "fay", "gus", "hal"}
+	for _, u := range users {
+		if _, err := dead.Open(ctx, presence.OpenArgs{User: u, ID: u + "-1", Node: "dead", TTL: time.Hour}); err != nil {
+			t.Fatalf("open %s: %v", u, err)
+		}
+	}
+	dead.halt()
+	if err := c.Del(ctx, "t:"+t.Name()+":node:dead").Err(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := alive.Sweep(ctx)
+	if err != nil || n != len(users) {
+		t.Fatalf("swept %d (%v), want %d", n, err, len(users))
+	}
+	for _, u := range users {
+		waitUser(t, col, u, func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	}
 }

@@ -473,7 +473,15 @@ func (t *Tracker) Renew(ctx context.Context) error {
 // epochs): the store lost them (Redis restarted empty, or this node was cut
 // off and swept). Ends still pending for dead connections are dropped with
 // them: there is nothing left to end.
-func (t *Tracker) Reassert() {
+func (t *Tracker) Reassert() { t.reassert(nil) }
+
+// ReassertUsers is Reassert for the sessions of users only: the store lost
+// some of their latest writes (a replica promoted before it had them).
+// Each is opened again with a new epoch, taking the old one over in the
+// same step, so its user is never shown offline.
+func (t *Tracker) ReassertUsers(users map[string]struct{}) { t.reassert(users) }
+
+func (t *Tracker) reassert(users map[string]struct{}) {
 	t.mu.Lock()
 	all := make([]*slot, 0, len(t.slots))
 	for _, s := range t.slots {
@@ -482,8 +490,32 @@ func (t *Tracker) Reassert() {
 	t.mu.Unlock()
 	for _, s := range all {
 		s.mu.Lock()
-		s.have.Open = false
+		_, mine := users[s.want.User]
+		if users == nil || mine {
+			s.have.Open = false
+		}
 		s.mu.Unlock()
-		t.enqueue(s)
+		if users == nil || mine {
+			t.enqueue(s)
+		}
 	}
+}
+
+// Users returns the users of the sessions this node holds open.
+func (t *Tracker) Users() map[string]struct{} {
+	t.mu.Lock()
+	all := make([]*slot, 0, len(t.slots))
+	for _, s := range t.slots {
+		all = append(all, s)
+	}
+	t.mu.Unlock()
+	users := make(map[string]struct{})
+	for _, s := range all {
+		s.mu.Lock()
+		if s.have.Open {
+			users[s.have.User] = struct{}{}
+		}
+		s.mu.Unlock()
+	}
+	return users
 }
