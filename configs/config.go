@@ -158,25 +158,25 @@ type PresenceConfig struct {
 // RedisConfig configures the shared Redis store. No address means the
 // in-memory store (a single node).
 type RedisConfig struct {
-	Addrs         []string `yaml:"addrs"`          // host:port of Redis (cluster: any seed nodes); empty: the in-memory store
-	Cluster       bool     `yaml:"cluster"`        // Redis Cluster
+	Addrs   []string `yaml:"addrs"`   // host:port of Redis (cluster: any seed nodes); empty: the in-memory store
+	Cluster bool     `yaml:"cluster"` // Redis Cluster
 	// SentinelMaster names the master that Redis Sentinel watches; with it,
 	// addrs are the Sentinels' addresses, and the master they name is used
 	// (and followed through a failover).
-	SentinelMaster   string `yaml:"sentinel_master"`
-	SentinelUsername string `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
-	SentinelPassword Secret `yaml:"sentinel_password"` // never logged
-	Username      string   `yaml:"username"`       // ACL user
-	Password      Secret   `yaml:"password"`       // never logged
-	DB            int      `yaml:"db"`             // database number (not with cluster)
-	KeyPrefix     string   `yaml:"key_prefix"`     // default "presenced:"
-	DialTimeout   Duration `yaml:"dial_timeout"`   // default 2s
-	ReadTimeout   Duration `yaml:"read_timeout"`   // default 1s
-	WriteTimeout  Duration `yaml:"write_timeout"`  // default 1s
-	PoolSize      int      `yaml:"pool_size"`      // connections per Redis node; default 32
-	NodeTTL       Duration `yaml:"node_ttl"`       // a node record lives this long unless refreshed; default 10s
-	SweepInterval Duration `yaml:"sweep_interval"` // how often nodes look for dead nodes' sessions; default 2s
-	Retention     Duration `yaml:"retention"`      // how long an offline user is kept; default 720h (30 days)
+	SentinelMaster   string   `yaml:"sentinel_master"`
+	SentinelUsername string   `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
+	SentinelPassword Secret   `yaml:"sentinel_password"` // never logged
+	Username         string   `yaml:"username"`          // ACL user
+	Password         Secret   `yaml:"password"`          // never logged
+	DB               int      `yaml:"db"`                // database number (not with cluster)
+	KeyPrefix        string   `yaml:"key_prefix"`        // default "presenced:"
+	DialTimeout      Duration `yaml:"dial_timeout"`      // default 2s
+	ReadTimeout      Duration `yaml:"read_timeout"`      // default 1s
+	WriteTimeout     Duration `yaml:"write_timeout"`     // default 1s
+	PoolSize         int      `yaml:"pool_size"`         // connections per Redis node; default 32
+	NodeTTL          Duration `yaml:"node_ttl"`          // a node record lives this long unless refreshed; default 10s
+	SweepInterval    Duration `yaml:"sweep_interval"`    // how often nodes look for dead nodes' sessions; default 2s
+	Retention        Duration `yaml:"retention"`         // how long an offline user is kept; default 720h (30 days)
 }
 
 // AuthConfig configures who may connect. With no method configured
