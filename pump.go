@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
 )
 
@@ -154,21 +155,15 @@ func (p *Plugin) audit() {
 
 // auditOnce: renew every session held (the store reopens any it lost),
 // open again the sessions of users whose version in Redis is below the one
-// published (an update was lost), end the sessions of this incarnation that
-// it no longer holds (an end was lost), and, once the other nodes have had
-// time to do the same, record as offline the users shown online that Redis
-// lost altogether.
+// published (an update was lost), end the sessions Redis holds of this
+// incarnation that it no longer holds (an end was lost), and, once the other
+// nodes have had time to do the same, record as offline the users shown
+// online that Redis lost altogether.
 func (p *Plugin) auditOnce() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	now, err := p.redis.Time(ctx)
-	if err != nil {
-		p.log.Debug().Err(err).Msg("audit: no answer; the next recovery audits")
-		return
-	}
-	since := now.Add(-auditSkew)
 	if err := p.Tracker.Renew(ctx); err != nil {
-		p.log.Debug().Err(err).Msg("audit: renew failed")
+		p.log.Debug().Err(err).Msg("audit: renew failed; the next recovery audits")
 		return
 	}
 	users := p.Tracker.Users()
@@ -191,17 +186,25 @@ func (p *Plugin) auditOnce() {
 		p.log.Warn().Int("users", len(lost)).Msg("audit: Redis lost the latest writes of some users: their sessions are opened again")
 		p.Tracker.ReassertUsers(lost)
 	}
-	ended, err := p.redis.Audit(ctx, since)
+	own, err := p.redis.Own(ctx)
 	if err != nil {
 		return
+	}
+	ended := 0
+	for _, g := range p.Tracker.Ghosts(own) {
+		err := p.redis.End(ctx, presence.EndArgs{User: g.User, ID: g.ID, Epoch: g.Epoch, Reason: presence.EndTimeout})
+		switch {
+		case err == nil:
+			ended++
+		case errors.Is(err, presence.ErrStaleEpoch), errors.Is(err, presence.ErrNotLive):
+			// ended or taken over since it was read
+		default:
+			return
+		}
 	}
 	p.log.Info().Int("reopened_users", len(lost)).Int("ghosts_ended", ended).Msg("audit after a Redis failover done")
 	p.tombstoneAfter(p.cfg.Redis.NodeTTL.D()/3+time.Second, p.Publisher.Online)
 }
-
-// auditSkew allows for Redis masters whose clocks differ: a session renewed
-// by the audit is renewed in its master's clock.
-const auditSkew = 2 * time.Second
 
 // every runs fn every interval until Stop; each run gets the interval as
 // its deadline.

@@ -29,8 +29,8 @@ var (
 	luaEndNode string
 	//go:embed lua/tombstone.lua
 	luaTombstone string
-	//go:embed lua/audit.lua
-	luaAudit string
+	//go:embed lua/own.lua
+	luaOwn string
 )
 
 // script runs common.lua followed by one operation through EVALSHA, falling
@@ -46,9 +46,9 @@ var (
 	scriptReap      = script(luaReap)
 	scriptEndNode   = script(luaEndNode)
 	scriptTombstone = script(luaTombstone)
-	scriptAudit     = script(luaAudit)
+	scriptOwn       = script(luaOwn)
 
-	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptAudit}
+	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn}
 )
 
 // loadScripts loads every script on every master, so that pipelined EVALSHA

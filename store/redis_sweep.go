@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -135,10 +136,6 @@ func (r *Redis) Tombstone(ctx context.Context, known map[string]uint64) (int, er
 	return n, nil
 }
 
-// auditMargin keeps an audit away from sessions whose open may still be on
-// its way to the node that asked for it.
-const auditMargin = 5 * time.Second
-
 // Time returns Redis's clock, which every time in the store is written in.
 func (r *Redis) Time(ctx context.Context) (time.Time, error) {
 	t, err := r.c.Time(ctx).Result()
@@ -175,12 +172,11 @@ func (r *Redis) Versions(ctx context.Context, users []string) (map[string]uint64
 	return out, nil
 }
 
-// Audit ends, as timeouts, the sessions of this incarnation that were
-// neither renewed since since (Redis's clock; the node renews every
-// session it holds just after reading it) nor opened after since less
-// auditMargin: after a failover, ends that the dead master took with it.
-// It returns how many it ended.
-func (r *Redis) Audit(ctx context.Context, since time.Time) (int, error) {
+// Own returns the live sessions Redis holds of this incarnation, among the
+// users it registered, read in one pipelined round. After a failover the
+// node compares them with the sessions it holds (tracker.Ghosts): one it no
+// longer holds is a session whose end the dead master took with it.
+func (r *Redis) Own(ctx context.Context) ([]presence.SessionRef, error) {
 	r.mu.Lock()
 	inc := r.inc
 	users := make([]string, 0, len(r.registered))
@@ -188,14 +184,36 @@ func (r *Redis) Audit(ctx context.Context, since time.Time) (int, error) {
 		users = append(users, u)
 	}
 	r.mu.Unlock()
-	ended := 0
-	for _, u := range users {
-		n, err := scriptAudit.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention),
-			r.node, inc, since.UnixMilli(), since.Add(-auditMargin).UnixMilli()).Int()
-		if err != nil {
-			return ended, r.fail("audit", err)
+	cmds := make([]*redis.Cmd, len(users))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			cmds[i] = scriptOwn.EvalSha(ctx, p, []string{r.k.user(u)}, r.node, inc)
 		}
-		ended += n
+		return nil
+	})
+	if err != nil && !isNoScript(err) {
+		return nil, r.fail("own", err)
 	}
-	return ended, nil
+	var out []presence.SessionRef
+	for i, c := range cmds {
+		res, err := c.StringSlice()
+		if isNoScript(err) { // first use on this server (a promoted replica): the slow way
+			res, err = scriptOwn.Run(ctx, r.c, []string{r.k.user(users[i])}, r.node, inc).StringSlice()
+		}
+		if err != nil {
+			return nil, r.fail("own", err)
+		}
+		if len(res)%2 != 0 {
+			return nil, fmt.Errorf("own %s: odd reply %v", users[i], res)
+		}
+		for j := 0; j < len(res); j += 2 {
+			e, err := strconv.ParseUint(res[j+1], 10, 64)
+			if err != nil || e == 0 {
+				return nil, fmt.Errorf("own %s: bad epoch %q", users[i], res[j+1])
+			}
+			out = append(out, presence.SessionRef{User: users[i], ID: res[j], Epoch: e})
+		}
+	}
+	r.up()
+	return out, nil
 }

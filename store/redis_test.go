@@ -2,10 +2,11 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -521,14 +522,16 @@ func TestRedisGoneRecordInDoubt(t *testing.T) {
 	waitUser(t, col, "bob", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 }
 
-// An audit ends the sessions of this incarnation that the node neither
-// renewed since nor opened lately (their end was lost with a master), and
-// keeps those it renewed.
-func TestRedisAuditEndsGhosts(t *testing.T) {
+// Own lists the live sessions of this incarnation (and of no other node),
+// also on a server that lost its scripts (a promoted replica); the audit
+// ends those the node no longer holds (tracker.Ghosts chooses them) with the
+// epoch-checked End, as timeouts, and keeps the others.
+func TestRedisOwnAndGhostEnd(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	ctx := context.Background()
 	r, col := newRedisStore(t, c, "n1")
+	r2, _ := newRedisStore(t, c, "n2")
 	ghost, err := r.Open(ctx, presence.OpenArgs{User: "gus", ID: "g", Node: "n1", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -537,34 +540,25 @@ func TestRedisAuditEndsGhosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The ghost was opened and last renewed a minute ago.
-	key := "t:" + t.Name() + ":{gus}"
-	raw, err := c.HGet(ctx, key, "s:g").Result()
+	if _, err := r2.Open(ctx, presence.OpenArgs{User: "gus", ID: "g2", Node: "n2", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	own, err := r.Own(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s map[string]any
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
+	sort.Slice(own, func(i, j int) bool { return own[i].User < own[j].User })
+	want := []presence.SessionRef{{User: "gus", ID: "g", Epoch: ghost.Epoch}, {User: "hal", ID: "h", Epoch: held.Epoch}}
+	if !slices.Equal(own, want) {
+		t.Fatalf("own %+v, want %+v", own, want)
+	}
+	if err := r.End(ctx, presence.EndArgs{User: "gus", ID: "g", Epoch: ghost.Epoch, Reason: presence.EndTimeout}); err != nil {
 		t.Fatal(err)
 	}
-	old := float64(time.Now().Add(-time.Minute).UnixMilli())
-	s["c"], s["rn"] = old, old
-	b, _ := json.Marshal(s)
-	if err := c.HSet(ctx, key, "s:g", b).Err(); err != nil {
-		t.Fatal(err)
-	}
-	since, err := r.Time(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stale, err := r.Renew(ctx, []presence.SessionRef{{User: "hal", ID: "h", Epoch: held.Epoch}}, time.Hour); err != nil || len(stale) != 0 {
-		t.Fatalf("renew: %v %v", stale, err)
-	}
-	n, err := r.Audit(ctx, since)
-	if err != nil || n != 1 {
-		t.Fatalf("audit ended %d (%v), want 1", n, err)
-	}
-	waitUser(t, col, "gus", func(p presence.Aggregate) bool { return p.Status == presence.Offline })
+	waitUser(t, col, "gus", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 && p.Sessions[0].ID == "g2" })
 	u, _, _ := r.User(ctx, "gus")
 	if len(u.Ended) != 1 || u.Ended[0].Epoch != ghost.Epoch || u.Ended[0].EndReason != presence.EndTimeout {
 		t.Fatalf("gus ended: %+v", u.Ended)
@@ -575,6 +569,9 @@ func TestRedisAuditEndsGhosts(t *testing.T) {
 	vs, err := r.Versions(ctx, []string{"hal", "nobody"})
 	if err != nil || vs["hal"] == 0 || vs["nobody"] != 0 {
 		t.Fatalf("versions %v %v", vs, err)
+	}
+	if own, err := r.Own(ctx); err != nil || len(own) != 1 || own[0].User != "hal" {
+		t.Fatalf("own after the end: %+v %v", own, err)
 	}
 }
 

@@ -501,6 +501,36 @@ func (t *Tracker) reassert(users map[string]struct{}) {
 	}
 }
 
+// Ghosts returns those of refs, live sessions the store holds for this
+// node, that this node does not hold: no connection has the session's id
+// any more, or its connection ended and the end was written, and no write of
+// it is under way or waiting to be tried again. They are sessions whose end
+// the store lost (a Redis replica promoted without it), and ending them,
+// epoch-checked, is safe. A session whose connection is live is never one:
+// if the store holds it at an epoch this node does not know, an open of it
+// is on its way or will be tried again, and takes the old epoch over.
+func (t *Tracker) Ghosts(refs []presence.SessionRef) []presence.SessionRef {
+	var out []presence.SessionRef
+	for _, r := range refs {
+		t.mu.Lock()
+		s := t.slots[r.ID]
+		t.mu.Unlock()
+		if s == nil {
+			out = append(out, r)
+			continue
+		}
+		s.mu.Lock()
+		// A write under way is of a live connection (an open, or an
+		// update) or was queued again by the change that ended it.
+		held := s.queued || s.want.Live || (s.have.Open && s.have.Epoch == r.Epoch)
+		s.mu.Unlock()
+		if !held {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Users returns the users of the sessions this node holds open.
 func (t *Tracker) Users() map[string]struct{} {
 	t.mu.Lock()

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -188,5 +189,114 @@ func TestTrackerRenewal(t *testing.T) {
 	last := f.All()[len(f.All())-1]
 	if last.Status != presence.Online || last.Sessions[0].Epoch <= first || tr.Stats.Lost.Load() != 1 {
 		t.Fatalf("after the store lost the session: %+v (lost %d)", last, tr.Stats.Lost.Load())
+	}
+}
+
+// gatedStore holds every Open until the test lets it through, and fails
+// End while failEnd is set.
+type gatedStore struct {
+	*countingStore
+	entered chan struct{}
+	gate    chan struct{}
+	failEnd chan struct{} // closed: End works again
+	done    chan struct{} // closed: the test ended, nothing waits
+}
+
+func (s *gatedStore) Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error) {
+	select {
+	case s.entered <- struct{}{}:
+	case <-s.done:
+	}
+	select {
+	case <-s.gate:
+	case <-s.done:
+	}
+	return s.countingStore.Open(ctx, a)
+}
+
+func (s *gatedStore) End(ctx context.Context, a presence.EndArgs) error {
+	select {
+	case <-s.failEnd:
+		return s.countingStore.End(ctx, a)
+	default:
+		return store.ErrUnavailable
+	}
+}
+
+// Ghosts picks, among live sessions the store holds for this node, exactly
+// those the node no longer holds and is not writing: never one of a live
+// connection, nor one whose open or end is under way or waits to be tried
+// again.
+func TestTrackerGhosts(t *testing.T) {
+	tr, cs, _, _ := newTestTracker(t)
+	gs := &gatedStore{countingStore: cs, entered: make(chan struct{}), gate: make(chan struct{}), failEnd: make(chan struct{}), done: make(chan struct{})}
+	tr.store = gs
+	tr.retryIn = time.Hour // a failed write waits: the test looks at it meanwhile
+	tr.Start()
+	defer func() {
+		close(gs.done)
+		tr.Stop()
+	}()
+	ctx := context.Background()
+	epoch := func(user string) uint64 {
+		u, _, _ := cs.User(ctx, user)
+		if len(u.Sessions) != 1 {
+			t.Fatalf("%s: %+v", user, u)
+		}
+		return u.Sessions[0].Epoch
+	}
+	ghosts := func(refs ...presence.SessionRef) []presence.SessionRef { return tr.Ghosts(refs) }
+
+	// An open under way: its epoch is not known yet, whatever the store holds.
+	tr.Connect(1, "a", "ann", "")
+	tr.Established(1, "a")
+	<-gs.entered
+	if g := ghosts(presence.SessionRef{User: "ann", ID: "a", Epoch: 7}); len(g) != 0 {
+		t.Fatalf("an open under way taken for a ghost: %+v", g)
+	}
+	gs.gate <- struct{}{}
+	waitIdle(t, tr)
+	ea := epoch("ann")
+	// An open under way of a connection that has ended meanwhile: the
+	// store may hold it already, and the end follows.
+	tr.Connect(3, "c", "cat", "")
+	tr.Established(3, "c")
+	<-gs.entered
+	tr.Disconnect(3, "c", presence.EndClean)
+	if g := ghosts(presence.SessionRef{User: "cat", ID: "c", Epoch: 9}); len(g) != 0 {
+		t.Fatalf("an open under way of an ended connection taken for a ghost: %+v", g)
+	}
+	gs.gate <- struct{}{}
+	// A live connection at its epoch, and at an older one (an open of it
+	// takes that over).
+	if g := ghosts(presence.SessionRef{User: "ann", ID: "a", Epoch: ea}, presence.SessionRef{User: "ann", ID: "a", Epoch: ea - 1}); len(g) != 0 {
+		t.Fatalf("a live connection taken for a ghost: %+v", g)
+	}
+	// An end that failed and waits to be tried again: held at its epoch.
+	tr.Disconnect(1, "a", presence.EndClean)
+	testkit.Wait(t, 5*time.Second, "the ends failed", func() error {
+		return testkit.Why(tr.Stats.Errors.Load() == 2 && tr.Stats.Retrying.Load() == 2, "no failed ends waiting")
+	})
+	if g := ghosts(presence.SessionRef{User: "ann", ID: "a", Epoch: ea}); len(g) != 0 {
+		t.Fatalf("a session whose end waits for a retry taken for a ghost: %+v", g)
+	}
+	older := presence.SessionRef{User: "ann", ID: "a", Epoch: ea - 1}
+	if g := ghosts(older); len(g) != 1 || g[0] != older {
+		t.Fatalf("an older epoch of an ended connection: %+v, want it", g)
+	}
+	// Ended and written: the slot is gone, and the store's session is a
+	// ghost; so is one of an id this node never had.
+	close(gs.failEnd)
+	tr.Connect(2, "b", "ben", "")
+	tr.Established(2, "b")
+	<-gs.entered
+	gs.gate <- struct{}{}
+	waitIdle(t, tr)
+	eb := epoch("ben")
+	tr.Disconnect(2, "b", presence.EndClean)
+	waitIdle(t, tr)
+	gone := []presence.SessionRef{{User: "ben", ID: "b", Epoch: eb}, {User: "zed", ID: "z", Epoch: 3}}
+	if g := ghosts(gone...); !slices.Equal(g, gone) {
+		t.Fatalf("ghosts %+v, want %+v", g, gone)
 	}
 }
