@@ -242,6 +242,7 @@ func (r *Redis) Start(ctx context.Context) error {
 		_ = r.ps.Close()
 		return r.fail("subscribe", err)
 	}
+	r.watchMasters(ctx) // the cluster's masters now: a change is a failover
 	r.mu.Lock()
 	r.started = true
 	r.mu.Unlock()
