@@ -53,6 +53,7 @@ var (
 	userRules    = nameRules{kind: "user", max: MaxUserBytes, identifier: true, topicLevel: true}
 	deviceRules  = nameRules{kind: "device", max: MaxDeviceBytes, identifier: true, innerSpace: true}
 	sessionRules = nameRules{kind: "session id", max: MaxSessionIDBytes}
+	groupRules   = nameRules{kind: "group", max: MaxUserBytes, identifier: true, topicLevel: true}
 )
 
 // ValidUser checks a user name: it becomes one topic level of
@@ -76,6 +77,10 @@ var (
 //     Hangul (Korean) and with Bopomofo;
 //   - '/', '+' and '#', and a leading '$' (MQTT topic syntax).
 func ValidUser(s string) error { return validName(userRules, s) }
+
+// ValidGroup checks a group name: it becomes one topic level of
+// presence/groups/{group}, under the rules of ValidUser.
+func ValidGroup(s string) error { return validName(groupRules, s) }
 
 // ValidDevice checks a device label: the rules of ValidUser, except that a
 // space U+0020 may stand between other characters (not first or last), and
