@@ -71,6 +71,7 @@ import (
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
+	"github.com/presenced/presenced/roster"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
 )
@@ -230,6 +231,11 @@ type Plugin struct {
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
+	Roster    *roster.Index // who belongs to which group
+	Board     *roster.Board // the group topics someone watches
+
+	groupMu sync.Mutex           // a group's snapshot retained, then its delta published
+	joins   chan []roster.Change // membership changes, for the pump
 
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
@@ -284,7 +290,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Log:    logFor("tracker"),
 	})
 
-	if cfg.Presence.Visibility == configs.VisibilitySelf && p.acl == nil {
+	if cfg.Presence.Visibility != configs.VisibilityOpen && p.acl == nil {
 		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
 	}
 	service := p.service
@@ -317,8 +323,14 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
 	p.broker = broker{srv: srv, d: p.Delivery}
 	p.Publisher = publisher.New(cfg.Presence.TopicPrefix, p.broker, logFor("publisher"))
+	p.Roster = roster.NewIndex()
+	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
+	p.joins = make(chan []roster.Change, 16)
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
+	}
+	if err := srv.AddHook(&hooks.Groups{Watch: p.watch}, nil); err != nil { // before Delivery (see hooks.Groups)
+		return nil, fmt.Errorf("presenced: add groups hook: %w", err)
 	}
 	if err := srv.AddHook(p.Delivery, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add delivery hook: %w", err)
@@ -326,7 +338,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if p.acl != nil {
 		guard := hooks.NewGuard(hooks.GuardOptions{
 			Delivery: p.Delivery, Presence: p.Hook, Policy: *p.acl,
-			SelfOnly: cfg.Presence.Visibility == configs.VisibilitySelf,
+			Sees: p.sees(), SeesGroup: p.seesGroup(),
 		})
 		if err := srv.AddHook(guard, nil); err != nil {
 			return nil, fmt.Errorf("presenced: add guard hook: %w", err)
@@ -346,6 +358,13 @@ func (p *Plugin) Start(ctx context.Context) error {
 }
 
 func (p *Plugin) start(ctx context.Context) error {
+	if f := p.cfg.Presence.GroupsFile; f != "" {
+		groups, err := roster.LoadFile(f)
+		if err != nil {
+			return fmt.Errorf("presence.groups_file: %w", err)
+		}
+		p.Roster.Replace(groups)
+	}
 	if p.redis != nil {
 		if err := p.redis.Start(ctx); err != nil {
 			return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)

@@ -22,6 +22,9 @@ const (
 	// forgetEvery is the most time between two looks for offline users to
 	// forget.
 	forgetEvery = time.Hour
+	// repairEvery is how often the group topics' occupancy counts, kept
+	// incrementally, are checked against their members.
+	repairEvery = time.Minute
 )
 
 // pump is the one goroutine that acts on the store's feed: it publishes
@@ -37,6 +40,10 @@ func (p *Plugin) pump() {
 	retention := p.retention()
 	forget := time.NewTicker(min(forgetEvery, retention/4))
 	defer forget.Stop()
+	groups := time.NewTicker(p.groupTick())
+	defer groups.Stop()
+	repair := time.NewTicker(repairEvery)
+	defer repair.Stop()
 	var refresh <-chan time.Time
 	if max := p.srv.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 {
 		t := time.NewTicker(time.Duration(max) * time.Second / 4)
@@ -61,6 +68,14 @@ func (p *Plugin) pump() {
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
 			p.Publisher.Refresh()
+		case changes := <-p.joins:
+			p.joined(changes)
+		case <-groups.C:
+			p.cutGroups()
+		case <-repair.C:
+			if n := p.Board.Repair(); n > 0 {
+				p.log.Warn().Int("groups", n).Msg("group occupancy counts were wrong: rebuilt")
+			}
 		}
 	}
 }
@@ -91,6 +106,7 @@ func (p *Plugin) handle(events []store.Event) {
 		switch e.Kind {
 		case store.Changed:
 			p.Publisher.Publish(e.Aggregate)
+			p.Board.Note(e.Aggregate)
 		case store.Reset:
 			p.Tracker.Reassert()
 			p.tombstoneAfter(e.Settle, p.Publisher.Versions)

@@ -147,7 +147,9 @@ type PresenceConfig struct {
 	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
 	RenewInterval        Duration `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
 	ReapInterval         Duration `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
-	Visibility           string   `yaml:"visibility"`            // open|self: who reads whose presence; default open
+	Visibility           string   `yaml:"visibility"`            // open|self|groups: who reads whose presence; default open
+	GroupsFile           string   `yaml:"groups_file"`           // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
+	GroupBatch           Duration `yaml:"group_batch"`           // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
 	Observers            []string `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
 	MaxSessionsPerUser   int      `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
 	SetRate              int      `yaml:"set_rate"`              // presence/set per second per session; default 5
@@ -240,8 +242,9 @@ const (
 	UserFromUsername = "username"
 	UserFromClientID = "client_id"
 	// VisibilityOpen and VisibilitySelf are the values of presence.visibility.
-	VisibilityOpen = "open"
-	VisibilitySelf = "self"
+	VisibilityOpen   = "open"
+	VisibilitySelf   = "self"
+	VisibilityGroups = "groups"
 )
 
 // Default values. NodeID defaults to the host name and RenewInterval to
@@ -281,6 +284,7 @@ const (
 	defaultRetainedExpiry      = Duration(24 * time.Hour)
 	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
 	defaultVisibility          = VisibilityOpen
+	defaultGroupBatch          = Duration(250 * time.Millisecond)
 	defaultMaxSessionsPerUser  = 16
 	defaultSetRate             = 5
 	defaultSetBurst            = 10
@@ -344,6 +348,7 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Presence.RenewInterval, c.Presence.SessionTTL/defaultRenewDivisor) // after SessionTTL
 	setDuration(&c.Presence.ReapInterval, defaultReapInterval)
 	setString(&c.Presence.Visibility, defaultVisibility)
+	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
 	if c.Presence.Observers == nil {
 		c.Presence.Observers = []string{}
 	}
@@ -519,7 +524,8 @@ func (c Config) validate() []*keyError {
 			c.Presence.SessionTTL, c.Presence.RenewInterval)
 	}
 	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
-	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf))
+	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf, VisibilityGroups))
+	v.check("presence.group_batch", durationBetween(c.Presence.GroupBatch, Duration(10*time.Millisecond), Duration(10*time.Second)))
 	for i, u := range c.Presence.Observers {
 		if err := presence.ValidUser(u); err != nil {
 			v.add("presence.observers", "item %d must be a user name: %v", i, err)

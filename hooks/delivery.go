@@ -381,6 +381,12 @@ func (d *Delivery) canMatchUsers(filter string) bool {
 	return len(got) == len(want)
 }
 
+// group returns the group of a presence/groups/{group} topic.
+func (d *Delivery) group(topic string) (string, bool) {
+	g, ok := strings.CutPrefix(topic, d.prefix+"/groups/")
+	return g, ok && g != "" && !strings.Contains(g, "/")
+}
+
 // user returns the user of a presence/users/{user} topic.
 func (d *Delivery) user(topic string) (string, bool) {
 	u, ok := strings.CutPrefix(topic, d.users)

@@ -32,9 +32,13 @@ type GuardOptions struct {
 	Presence *Presence
 	// Policy is the program's decision; nil allows everything.
 	Policy Policy
-	// SelfOnly is presence.visibility self: a user reads only their own
-	// presence (service accounts read all).
-	SelfOnly bool
+	// Sees decides whether viewer may read user's presence (never asked of
+	// service accounts, nor of a user about themself); nil: everyone's.
+	// presence.visibility self refuses all; groups asks the roster.
+	Sees func(viewer, user string) bool
+	// SeesGroup decides whether viewer may read group's topic (never asked
+	// of service accounts); nil: every group's.
+	SeesGroup func(viewer, group string) bool
 }
 
 // NewGuard returns the ACL hook.
@@ -57,9 +61,11 @@ func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 //   - "#" and "$SYS/..." are for service accounts only (also as the filter
 //     of a shared subscription, "$share/<group>/#", and "+/#", "+/+/#" ...,
 //     which read as much);
-//   - with SelfOnly, presence/users/{user} is readable only by that user and
-//     by service accounts (a wildcard filter is allowed, and each delivery
-//     is checked: bob's presence/users/+ delivers only bob);
+//   - with Sees, presence/users/{user} is readable only by that user, by
+//     those Sees allows and by service accounts (a wildcard filter is
+//     allowed, and each delivery is checked: bob's presence/users/+
+//     delivers only bob and those he may see), and with SeesGroup the same
+//     holds for presence/groups/{group};
 //   - the Delivery hook's rules (what is sent again goes only to those who
 //     missed it; no retained repeat; no rewritten will).
 func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
@@ -80,7 +86,10 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		}
 		// A wildcard ("presence/users/+" or ".../#", only ever a filter)
 		// is allowed: each delivery is checked with the topic name.
-		if u, ok := g.o.Delivery.user(plain); ok && g.o.SelfOnly && u != user && !strings.ContainsAny(u, "+#") {
+		if u, ok := g.o.Delivery.user(plain); ok && g.o.Sees != nil && u != user && !strings.ContainsAny(u, "+#") && !g.o.Sees(user, u) {
+			return false
+		}
+		if gr, ok := g.o.Delivery.group(plain); ok && g.o.SeesGroup != nil && !strings.ContainsAny(gr, "+#") && !g.o.SeesGroup(user, gr) {
 			return false
 		}
 	}

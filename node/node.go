@@ -223,6 +223,11 @@ func (n *Node) Reload() error {
 			errs = append(errs, err)
 		}
 	}
+	if n.Presence != nil {
+		if err := n.Presence.ReloadGroups(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 

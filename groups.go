@@ -1,0 +1,207 @@
+package presenced
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
+)
+
+// Groups on one node: the roster (who belongs to which group) is read from
+// presence.groups_file at start and again by ReloadGroups (SIGHUP in the
+// binary). A group topic, presence/groups/{group}, is kept from its first
+// subscription on: its snapshot is the topic's retained message, rewritten
+// with each batch, and each batch is published (not retained) as a delta.
+// The snapshot is retained before its delta is published, both under
+// groupMu, so a subscriber gets the snapshot at the delta's version or the
+// one before it, then every delta after it: never a gap.
+
+// groupsTopic is the prefix of the group topics.
+func (p *Plugin) groupsTopic() string { return p.cfg.Presence.TopicPrefix + "/groups/" }
+
+// sees is the Guard's rule for presence/users/{user} under the configured
+// visibility.
+func (p *Plugin) sees() func(viewer, user string) bool {
+	switch p.cfg.Presence.Visibility {
+	case configs.VisibilitySelf:
+		return func(string, string) bool { return false }
+	case configs.VisibilityGroups:
+		return p.Roster.Mates
+	}
+	return nil
+}
+
+// seesGroup is the Guard's rule for presence/groups/{group}.
+func (p *Plugin) seesGroup() func(viewer, group string) bool {
+	switch p.cfg.Presence.Visibility {
+	case configs.VisibilitySelf:
+		return func(string, string) bool { return false }
+	case configs.VisibilityGroups:
+		return func(viewer, group string) bool { return p.Roster.Member(group, viewer) }
+	}
+	return nil
+}
+
+// lookup returns a user's presence as published.
+func (p *Plugin) lookup(user string) (presence.Aggregate, bool) {
+	b, ok := p.Publisher.Get(user)
+	if !ok {
+		return presence.Aggregate{}, false
+	}
+	a, err := presence.ParseAggregate(b)
+	return a, err == nil
+}
+
+// ReloadGroups reads presence.groups_file again and applies what changed:
+// a removed member stops receiving its former mates' presence at once (the
+// Guard asks the roster on every delivery), an added one gets their current
+// presence within a second, and the kept group topics follow.
+func (p *Plugin) ReloadGroups() error {
+	if p.cfg.Presence.GroupsFile == "" {
+		return nil
+	}
+	groups, err := roster.LoadFile(p.cfg.Presence.GroupsFile)
+	if err != nil {
+		return fmt.Errorf("presenced: groups: %w", err)
+	}
+	p.SetGroups(groups)
+	return nil
+}
+
+// SetGroups makes the roster exactly groups (name -> members) and applies
+// what changed, as ReloadGroups does.
+func (p *Plugin) SetGroups(groups map[string][]string) {
+	changes := p.Roster.Replace(groups)
+	p.log.Info().Int("groups", len(groups)).Int("changes", len(changes)).Msg("groups loaded")
+	if len(changes) == 0 {
+		return
+	}
+	select {
+	case p.joins <- changes:
+	case <-p.stop:
+	}
+}
+
+// watch is the Groups hook's Watch: a subscription to a group topic by
+// one who may read it keeps the group.
+func (p *Plugin) watch(cl *mqtt.Client, filter string) {
+	group, ok := p.groupFilter(filter)
+	if !ok {
+		return
+	}
+	if viewer, service := p.Hook.Viewer(cl); !service {
+		if rule := p.seesGroup(); rule != nil && !rule(viewer, group) {
+			return
+		}
+	}
+	p.watchGroup(group)
+}
+
+// watchGroup keeps group's topic from now on, if the group exists and is not
+// kept yet: its snapshot becomes the retained message before mochi reads
+// the retained messages for the subscription that asked.
+func (p *Plugin) watchGroup(group string) {
+	if presence.ValidGroup(group) != nil || !p.Roster.Has(group) {
+		return
+	}
+	p.groupMu.Lock()
+	defer p.groupMu.Unlock()
+	if p.Board.Watched(group) {
+		return
+	}
+	s, ok := p.Board.Watch(group)
+	if !ok {
+		return
+	}
+	p.retainGroup(s)
+}
+
+// retainGroup stores a snapshot as its group topic's retained message.
+func (p *Plugin) retainGroup(s roster.Snapshot) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		p.log.Error().Err(err).Str("group", s.Group).Msg("group snapshot")
+		return
+	}
+	p.broker.Retain(p.groupsTopic()+s.Group, b)
+}
+
+// cutGroups publishes the batches due: the snapshot at the batch's version
+// is retained first, then the delta published.
+func (p *Plugin) cutGroups() {
+	p.groupMu.Lock()
+	defer p.groupMu.Unlock()
+	for _, d := range p.Board.Cut() {
+		if s, ok := p.Board.Snapshot(d.Group); ok {
+			p.retainGroup(s)
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			continue
+		}
+		if err := p.srv.Publish(p.groupsTopic()+d.Group, b, false, 1); err != nil {
+			p.log.Warn().Err(err).Str("group", d.Group).Msg("group delta not published")
+		}
+	}
+}
+
+// joined applies membership changes (from the pump): the kept groups
+// follow, and each new pair of mates gets the other's current presence on
+// the subscriptions that now may read it.
+func (p *Plugin) joined(changes []roster.Change) {
+	p.Board.Joined(changes)
+	if p.cfg.Presence.Visibility != configs.VisibilityGroups {
+		return
+	}
+	for _, c := range changes {
+		if !c.Added {
+			continue
+		}
+		members, _ := p.Roster.Members(c.Group)
+		for _, m := range members {
+			if m == c.User {
+				continue
+			}
+			p.introduce(m, c.User) // m now may read c.User
+			p.introduce(c.User, m)
+		}
+	}
+}
+
+// introduce sends user's current presence to viewer's subscriptions that
+// match it (they could not read it before).
+func (p *Plugin) introduce(viewer, user string) {
+	var to []*mqtt.Client
+	subs := p.srv.Topics.Subscribers(p.Publisher.Topic(user))
+	for id := range subs.Subscriptions {
+		cl, ok := p.srv.Clients.Get(id)
+		if !ok {
+			continue
+		}
+		if u, service := p.Hook.Viewer(cl); !service && u == viewer {
+			to = append(to, cl)
+		}
+	}
+	if len(to) > 0 {
+		p.Publisher.Resend(user, p.broker.resend(user, to))
+	}
+}
+
+// groupFilter returns the group of a presence/groups/{group} filter without
+// wildcards.
+func (p *Plugin) groupFilter(filter string) (string, bool) {
+	g, ok := strings.CutPrefix(filter, p.groupsTopic())
+	return g, ok && g != "" && !strings.ContainsAny(g, "/+#")
+}
+
+// groupTick is how often due batches are looked for: a tenth of the window,
+// so a batch is at most that late.
+func (p *Plugin) groupTick() time.Duration {
+	return max(p.cfg.Presence.GroupBatch.D()/10, time.Millisecond)
+}

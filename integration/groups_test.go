@@ -1,0 +1,219 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/internal/testkit"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
+)
+
+// groupsNode starts a node (the binary's composition) with passwords for
+// users, visibility groups and the groups file at file.
+func groupsNode(t *testing.T, file string, users ...string) (*authNode, map[string]string) {
+	t.Helper()
+	pwfile := filepath.Join(t.TempDir(), "passwd")
+	secrets := map[string]string{}
+	for i, u := range users {
+		secrets[u] = fmt.Sprintf("%s-Secret-%d", u, i)
+	}
+	writePasswordFile(t, pwfile, secrets)
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Auth.PasswordFile = pwfile
+		c.Presence.Observers = []string{"ops"}
+		c.Presence.Visibility = configs.VisibilityGroups
+		c.Presence.GroupsFile = file
+	})
+	return n, secrets
+}
+
+// Under visibility groups, carol, who shares no group with alice, receives
+// nothing of alice's by any filter, while bob, her team-mate, does. Bob
+// removed from the team (groups file, reload) stops receiving at once; put
+// back, he gets alice's current presence within a second.
+func TestGroupsVisibility(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "groups.yaml")
+	writeAtomic(t, file, []byte("groups:\n  team: [alice, bob]\n  other: [carol]\n"))
+	n, pw := groupsNode(t, file, "alice", "bob", "carol", "ops")
+	as := func(u string) []connectOpt { return []connectOpt{withUser(u), withPassword(pw[u])} }
+
+	ops := newObserver(t, n.MQTTAddr(), "presence/users/+", as("ops")...)
+	alice := dial5(t, n.MQTTAddr(), "alice-1", "alice", withPassword(pw["alice"]))
+	aliceOn := ops.waitStatus("alice", presence.Online)
+
+	bob := newObserver(t, n.MQTTAddr(), "presence/users/+", as("bob")...)
+	bob.waitStatus("alice", presence.Online) // retained, on subscribe
+	carol := newObserver(t, n.MQTTAddr(), "presence/users/+", as("carol")...)
+	carolOn := carol.waitStatus("carol", presence.Online)
+	for _, f := range []string{"presence/users/alice", "presence/groups/team", "#", "+/#"} {
+		if got := subAck(t, carol.c, f); got != rcNotAuthorized {
+			t.Errorf("carol's %s: SUBACK %#x, want %#x", f, got, rcNotAuthorized)
+		}
+	}
+	for _, f := range []string{"presence/#", "presence/users/#", "presence/+/alice", "presence/groups/+"} {
+		carol.subscribe(f) // granted as filters; every delivery is checked
+	}
+
+	// alice changes: bob and ops see it; carol's own change after it is
+	// her marker: anything of alice's would have come before.
+	if rc := alice.publish(t, "presence/set", `{"status":"busy","text":"alice's secret"}`, 1, false); rc != 0 {
+		t.Fatalf("alice's presence/set: %#x", rc)
+	}
+	busy := ctNext(ops, "alice", aliceOn.Version, "busy", statusOf(presence.Busy))
+	bob.waitFor("alice", "busy", statusOf(presence.Busy))
+	carolMarker(t, carol, carolOn.Version, "m1")
+	if h := carol.history("alice"); len(h) != 0 {
+		t.Errorf("carol received alice's presence: %+v", h)
+	}
+	if raw := carol.rawTopics("alice", "team"); len(raw) != 0 {
+		t.Errorf("carol received %v", raw)
+	}
+
+	// bob leaves the team: alice's next change reaches ops, not bob.
+	writeAtomic(t, file, []byte("groups:\n  team: [alice]\n  other: [carol]\n"))
+	if err := n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if rc := alice.publish(t, "presence/set", `{"status":"away","text":"gone fishing"}`, 1, false); rc != 0 {
+		t.Fatalf("alice's presence/set: %#x", rc)
+	}
+	away := ctNext(ops, "alice", busy.Version, "away", statusOf(presence.Away))
+	bobLast, _ := bob.last("bob")
+	if rc := bob.c.publish(t, "presence/set", `{"status":"idle","text":"m2"}`, 1, false); rc != 0 {
+		t.Fatalf("bob's presence/set: %#x", rc)
+	}
+	ctNext(bob, "bob", bobLast.Version, "m2", func(p presence.Aggregate) bool { return p.Text == "m2" })
+	if last, _ := bob.last("alice"); last.Version >= away.Version {
+		t.Errorf("bob, removed from the team, received alice's %s v%d", last.Status, last.Version)
+	}
+
+	// bob back in the team: alice's current presence within a second.
+	writeAtomic(t, file, []byte("groups:\n  team: [alice, bob]\n  other: [carol]\n"))
+	start := time.Now()
+	if err := n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	bob.waitFor("alice", "alice's current presence", func(p presence.Aggregate) bool { return p.Version == away.Version })
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("bob got alice's presence %v after he was added, want within 1s", d)
+	}
+	t.Logf("bob, added back, had alice's current presence after %v", time.Since(start).Round(time.Millisecond))
+	ops.check()
+	bob.check()
+}
+
+// carolMarker has the observer's own user set a text and waits for it.
+func carolMarker(t *testing.T, o *observer, after uint64, text string) {
+	t.Helper()
+	if rc := o.c.publish(t, "presence/set", `{"status":"online","text":"`+text+`"}`, 1, false); rc != 0 {
+		t.Fatalf("marker %s: %#x", text, rc)
+	}
+	ctNext(o, "carol", after, text, func(p presence.Aggregate) bool { return p.Text == text })
+}
+
+// rawTopics returns the topics the observer received that name any of the
+// given users or groups.
+func (o *observer) rawTopics(names ...string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for topic := range o.raw {
+		for _, n := range names {
+			if strings.HasSuffix(topic, "/"+n) {
+				out = append(out, topic)
+			}
+		}
+	}
+	return out
+}
+
+// groupMsgs returns the messages received on a group topic, decoded: the
+// snapshot first (members), then deltas.
+type groupMsg struct {
+	roster.Delta
+	Members []roster.Member `json:"members"`
+}
+
+func (o *observer) groupMsgs(t *testing.T, group string) []groupMsg {
+	t.Helper()
+	o.mu.Lock()
+	raw := append([]string(nil), o.raw["presence/groups/"+group]...)
+	o.mu.Unlock()
+	out := make([]groupMsg, 0, len(raw))
+	for _, r := range raw {
+		var m groupMsg
+		if err := json.Unmarshal([]byte(r), &m); err != nil {
+			t.Fatalf("group message %q: %v", r, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// A watcher's first message is the group's snapshot; the deltas after it
+// carry consecutive versions; 200 members connecting within a second reach
+// it in a handful of messages, and the last counts say all 200 are online.
+func TestGroupsTopic(t *testing.T) {
+	const members = 200
+	var users []string
+	for i := range members {
+		users = append(users, fmt.Sprintf("m%03d", i))
+	}
+	file := filepath.Join(t.TempDir(), "groups.yaml")
+	writeAtomic(t, file, []byte("groups:\n  team: ["+strings.Join(users, ", ")+"]\n"))
+	n := startNode(t, func(c *configs.Config) { c.Presence.GroupsFile = file })
+
+	// m000 watches the team; so does a second watcher.
+	watcher := newObserver(t, n.MQTTAddr(), "presence/groups/team", withUser("m000"))
+	ops := newObserver(t, n.MQTTAddr(), "presence/groups/team", withUser("ops"))
+	testkit.Wait(t, waitTimeout, "the snapshot", func() error {
+		return testkit.Why(len(watcher.groupMsgs(t, "team")) > 0, "no message yet")
+	})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range 4 { // four dialers side by side
+		wg.Go(func() {
+			for i := 1 + w; i < members; i += 4 {
+				dial5(t, n.MQTTAddr(), users[i]+"-phone", users[i])
+			}
+		})
+	}
+	wg.Wait()
+	connected := time.Since(start)
+	if connected > time.Second {
+		t.Logf("the 199 connects took %v, more than the 1 s the scenario asks for (a loaded machine)", connected.Round(time.Millisecond))
+	}
+	var msgs []groupMsg
+	testkit.Wait(t, waitTimeout, "all 200 online", func() error {
+		msgs = watcher.groupMsgs(t, "team")
+		last := msgs[len(msgs)-1]
+		return testkit.Why(last.Online == members, fmt.Sprintf("online %d", last.Online))
+	})
+	if msgs[0].Members == nil || len(msgs[0].Members) != members || msgs[0].Version == 0 {
+		t.Fatalf("first message is not the snapshot: %+v", msgs[0])
+	}
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Members != nil || msgs[i].Follows != msgs[i-1].Version || msgs[i].Version != msgs[i].Follows+1 {
+			t.Fatalf("message %d: version %d follows %d after version %d (members %d)", i, msgs[i].Version, msgs[i].Follows, msgs[i-1].Version, len(msgs[i].Members))
+		}
+	}
+	deltas := len(msgs) - 1
+	// 199 connects took `connected`; one batch per 250 ms window, plus the
+	// one that may straddle each end.
+	if limit := int(connected/(250*time.Millisecond)) + 3; deltas > limit {
+		t.Errorf("%d deltas for %d members connecting in %v, want at most %d", deltas, members-1, connected.Round(time.Millisecond), limit)
+	}
+	t.Logf("%d members connected in %v; the watcher got 1 snapshot and %d deltas (vs %d per-user messages)", members-1, connected.Round(time.Millisecond), deltas, members-1)
+	// Every watcher sees the same: the second has the same last version.
+	testkit.Wait(t, waitTimeout, "ops has the same messages", func() error {
+		o := ops.groupMsgs(t, "team")
+		return testkit.Why(len(o) > 0 && o[len(o)-1].Version == msgs[len(msgs)-1].Version, fmt.Sprintf("ops has %d messages", len(o)))
+	})
+}
