@@ -236,6 +236,13 @@ type Plugin struct {
 
 	groupMu sync.Mutex           // a group's snapshot retained, then its delta published
 	joins   chan []roster.Change // membership changes, for the pump
+	groups  store.Groups         // where the groups are kept (the store)
+
+	groupsMu    sync.Mutex          // guards groupsDirty
+	groupsDirty map[string]struct{} // groups to read again ("": all)
+	groupsKick  chan struct{}
+	fileMu      sync.Mutex          // guards fileGroups
+	fileGroups  map[string]struct{} // the groups last written from the groups file
 
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
@@ -326,6 +333,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Roster = roster.NewIndex()
 	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
 	p.joins = make(chan []roster.Change, 16)
+	p.groups = p.store.(store.Groups)
+	p.groupsDirty = make(map[string]struct{})
+	p.groupsKick = make(chan struct{}, 1)
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}
@@ -358,12 +368,12 @@ func (p *Plugin) Start(ctx context.Context) error {
 }
 
 func (p *Plugin) start(ctx context.Context) error {
+	var file map[string][]string
 	if f := p.cfg.Presence.GroupsFile; f != "" {
-		groups, err := roster.LoadFile(f)
-		if err != nil {
+		var err error
+		if file, err = roster.LoadFile(f); err != nil {
 			return fmt.Errorf("presence.groups_file: %w", err)
 		}
-		p.Roster.Replace(groups)
 	}
 	if p.redis != nil {
 		if err := p.redis.Start(ctx); err != nil {
@@ -371,16 +381,27 @@ func (p *Plugin) start(ctx context.Context) error {
 		}
 	}
 	if err := p.store.Load(ctx); err != nil {
-		if p.redis != nil {
-			p.redis.Stop()
-		}
+		p.stopStore()
 		return fmt.Errorf("initial load: %w", err)
 	}
 	p.handle(p.feed.Take())
+	if file != nil {
+		if err := p.SetGroups(ctx, file); err != nil {
+			p.stopStore()
+			return err
+		}
+	}
+	groups, err := p.groups.AllGroups(ctx)
+	if err != nil {
+		p.stopStore()
+		return fmt.Errorf("initial load of the groups: %w", err)
+	}
+	p.Roster.Replace(groups)
 	p.Tracker.Start()
 	p.started = true
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go p.pump()
+	go p.groupReader()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {
 		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {
@@ -412,6 +433,13 @@ func (p *Plugin) renew(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// stopStore undoes the store's start when the start fails.
+func (p *Plugin) stopStore() {
+	if p.redis != nil {
+		p.redis.Stop()
+	}
 }
 
 // Stop writes the ends of the sessions that ended (close the server first,

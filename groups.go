@@ -1,8 +1,11 @@
 package presenced
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,11 +14,14 @@ import (
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/store"
 )
 
-// Groups on one node: the roster (who belongs to which group) is read from
-// presence.groups_file at start and again by ReloadGroups (SIGHUP in the
-// binary). A group topic, presence/groups/{group}, is kept from its first
+// Groups: the roster (who belongs to which group) is kept in the store,
+// so every node agrees; each node holds it in memory (roster.Index), read
+// whole at start and a group again whenever the store reports it changed.
+// presence.groups_file is written to the store at start and by ReloadGroups
+// (SIGHUP in the binary); the admin API writes single groups. A group topic, presence/groups/{group}, is kept from its first
 // subscription on: its snapshot is the topic's retained message, rewritten
 // with each batch, and each batch is published (not retained) as a delta.
 // The snapshot is retained before its delta is published, both under
@@ -58,10 +64,14 @@ func (p *Plugin) lookup(user string) (presence.Aggregate, bool) {
 	return a, err == nil
 }
 
-// ReloadGroups reads presence.groups_file again and applies what changed:
-// a removed member stops receiving its former mates' presence at once (the
-// Guard asks the roster on every delivery), an added one gets their current
-// presence within a second, and the kept group topics follow.
+// ReloadGroups reads presence.groups_file again and writes it to the store:
+// each group of the file gets exactly the file's members, and a group this
+// node read from the file before that is no longer in it is deleted. Groups
+// made through the admin API are left alone. Every node then reads the
+// changed groups from the store (a GroupChanged event): a removed member
+// stops receiving its former mates' presence at once (the Guard asks the
+// roster on every delivery), an added one gets their current presence
+// within a second, and the kept group topics follow.
 func (p *Plugin) ReloadGroups() error {
 	if p.cfg.Presence.GroupsFile == "" {
 		return nil
@@ -70,22 +80,104 @@ func (p *Plugin) ReloadGroups() error {
 	if err != nil {
 		return fmt.Errorf("presenced: groups: %w", err)
 	}
-	p.SetGroups(groups)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return p.SetGroups(ctx, groups)
+}
+
+// SetGroups writes groups (name -> members) to the store as ReloadGroups
+// does with the file's.
+func (p *Plugin) SetGroups(ctx context.Context, groups map[string][]string) error {
+	p.fileMu.Lock()
+	defer p.fileMu.Unlock()
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		if err := p.groups.SetGroup(ctx, g, groups[g]); err != nil {
+			return fmt.Errorf("presenced: group %s: %w", g, err)
+		}
+	}
+	for g := range p.fileGroups {
+		if _, ok := groups[g]; !ok {
+			if err := p.groups.DeleteGroup(ctx, g); err != nil {
+				return fmt.Errorf("presenced: group %s: %w", g, err)
+			}
+		}
+	}
+	p.fileGroups = make(map[string]struct{}, len(groups))
+	for g := range groups {
+		p.fileGroups[g] = struct{}{}
+	}
+	p.log.Info().Int("groups", len(groups)).Msg("groups file written to the store")
 	return nil
 }
 
-// SetGroups makes the roster exactly groups (name -> members) and applies
-// what changed, as ReloadGroups does.
-func (p *Plugin) SetGroups(groups map[string][]string) {
-	changes := p.Roster.Replace(groups)
-	p.log.Info().Int("groups", len(groups)).Int("changes", len(changes)).Msg("groups loaded")
+// groupChanged queues a group to be read again from the store ("": all).
+func (p *Plugin) groupChanged(group string) {
+	p.groupsMu.Lock()
+	p.groupsDirty[group] = struct{}{}
+	p.groupsMu.Unlock()
+	select {
+	case p.groupsKick <- struct{}{}:
+	default:
+	}
+}
+
+// groupReader reads the changed groups from the store into the roster, and
+// hands the membership changes to the pump. It retries a failed read every
+// second.
+func (p *Plugin) groupReader() {
+	defer p.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.groupsKick:
+		case <-retry.C:
+		}
+		p.groupsMu.Lock()
+		dirty := p.groupsDirty
+		p.groupsDirty = make(map[string]struct{})
+		p.groupsMu.Unlock()
+		if err := p.readGroups(dirty); err != nil {
+			p.log.Debug().Err(err).Msg("groups not read; trying again")
+			p.groupsMu.Lock()
+			maps.Copy(p.groupsDirty, dirty)
+			p.groupsMu.Unlock()
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// readGroups reads the named groups ("" for all) and applies them.
+func (p *Plugin) readGroups(names map[string]struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var changes []roster.Change
+	if _, all := names[""]; all {
+		groups, err := p.groups.AllGroups(ctx)
+		if err != nil {
+			return err
+		}
+		changes = p.Roster.Replace(groups)
+	} else {
+		for _, g := range slices.Sorted(maps.Keys(names)) {
+			members, ok, err := p.groups.Members(ctx, g)
+			if err != nil {
+				return err
+			}
+			changes = append(changes, p.Roster.SetMembers(g, members, ok)...)
+		}
+	}
 	if len(changes) == 0 {
-		return
+		return nil
 	}
 	select {
 	case p.joins <- changes:
 	case <-p.stop:
 	}
+	return nil
 }
 
 // watch is the Groups hook's Watch: a subscription to a group topic by
@@ -205,3 +297,23 @@ func (p *Plugin) groupFilter(filter string) (string, bool) {
 func (p *Plugin) groupTick() time.Duration {
 	return max(p.cfg.Presence.GroupBatch.D()/10, time.Millisecond)
 }
+
+// GroupSnapshot returns a group's snapshot, keeping the group from now on
+// (as a subscription to its topic does); false when it does not exist.
+func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) {
+	p.watchGroup(group)
+	return p.Board.Snapshot(group)
+}
+
+// GroupSizes returns every group's name and size.
+func (p *Plugin) GroupSizes() map[string]int {
+	out := make(map[string]int)
+	for _, g := range p.Roster.Groups() {
+		out[g] = p.Roster.Size(g)
+	}
+	return out
+}
+
+// Groups is where the groups are kept (the store): the admin API writes
+// through it, and every node follows.
+func (p *Plugin) Groups() store.Groups { return p.groups }

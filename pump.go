@@ -112,6 +112,8 @@ func (p *Plugin) handle(events []store.Event) {
 			p.tombstoneAfter(e.Settle, p.Publisher.Versions)
 		case store.Recovered:
 			p.audit()
+		case store.GroupChanged:
+			p.groupChanged(e.Group)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
 		}

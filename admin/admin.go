@@ -7,9 +7,14 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
 )
 
 // Source is what the admin API reads. With a presenced.Plugin p:
@@ -24,7 +29,28 @@ type Source struct {
 	User func(ctx context.Context, user string) (presence.User, bool, error)
 	// Stats returns the counters, as a JSON-encodable value.
 	Stats func() any
+	// Group returns a group's snapshot (the group topic's, which this
+	// call starts keeping), false when the group does not exist. Nil: no
+	// group endpoints.
+	Group func(group string) (roster.Snapshot, bool)
+	// Groups returns every group's name and size.
+	Groups func() map[string]int
+	// Groups writes, nil when the API may not write (it has no token).
+	SetGroup      func(ctx context.Context, group string, members []string) error
+	AddMembers    func(ctx context.Context, group string, users []string) error
+	RemoveMembers func(ctx context.Context, group string, users []string) error
+	DeleteGroup   func(ctx context.Context, group string) error
 }
+
+// Limits of the admin API.
+const (
+	// MaxBatch is the most users one batch query may name.
+	MaxBatch = 1000
+	// MaxPage is the most members one group page holds (the default).
+	MaxPage = 1000
+	// maxBody bounds a request body.
+	maxBody = 1 << 20
+)
 
 // Handler serves:
 //
@@ -33,6 +59,15 @@ type Source struct {
 //	GET /api/v1/users/{user}            the retained presence JSON, or 404
 //	GET /api/v1/users/{user}/sessions   account, live and recently ended sessions, with end reasons
 //	GET /api/v1/stats                   counters
+//	POST /api/v1/users/batch            {"users":[...]} (at most MaxBatch): each user's retained presence, or null
+//	GET /api/v1/groups                  every group's name and size
+//	GET /api/v1/groups/{group}          the group's snapshot, a page of members at a time (?after=user&limit=n)
+//	PUT /api/v1/groups/{group}          {"members":[...]}: the group with exactly these members
+//	DELETE /api/v1/groups/{group}       the group removed
+//	POST /api/v1/groups/{group}/members {"users":[...]}: added
+//	DELETE /api/v1/groups/{group}/members/{user}
+//
+// The writes answer 403 unless the API is guarded by a token.
 func Handler(src Source) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -77,7 +112,129 @@ func Handler(src Source) http.Handler {
 	mux.HandleFunc("GET /api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, src.Stats())
 	})
+	mux.HandleFunc("POST /api/v1/users/batch", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Users []string `json:"users"`
+		}
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if len(req.Users) > MaxBatch {
+			httpError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%d users, at most %d", len(req.Users), MaxBatch))
+			return
+		}
+		out := make(map[string]json.RawMessage, len(req.Users))
+		for _, u := range req.Users {
+			if payload, ok := src.Retained(u); ok {
+				out[u] = payload
+			} else {
+				out[u] = json.RawMessage("null")
+			}
+		}
+		writeJSON(w, map[string]any{"users": out})
+	})
+	if src.Group != nil {
+		groupRoutes(mux, src)
+	}
 	return mux
+}
+
+// groupRoutes serves the group endpoints.
+func groupRoutes(mux *http.ServeMux, src Source) {
+	mux.HandleFunc("GET /api/v1/groups", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, map[string]any{"groups": src.Groups()})
+	})
+	mux.HandleFunc("GET /api/v1/groups/{group}", func(w http.ResponseWriter, r *http.Request) {
+		s, ok := src.Group(r.PathValue("group"))
+		if !ok {
+			httpError(w, http.StatusNotFound, "no such group")
+			return
+		}
+		limit := MaxPage
+		if v := r.URL.Query().Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > MaxPage {
+				httpError(w, http.StatusBadRequest, fmt.Sprintf("limit must be 1 to %d", MaxPage))
+				return
+			}
+			limit = n
+		}
+		after := r.URL.Query().Get("after")
+		i, _ := slices.BinarySearchFunc(s.Members, after, func(m roster.Member, u string) int { return strings.Compare(m.User, u) })
+		if after != "" && i < len(s.Members) && s.Members[i].User == after {
+			i++
+		}
+		page := s.Members[i:min(i+limit, len(s.Members))]
+		next := ""
+		if i+limit < len(s.Members) {
+			next = page[len(page)-1].User
+		}
+		writeJSON(w, struct {
+			roster.Snapshot
+			Next string `json:"next,omitempty"` // the after= of the next page
+		}{roster.Snapshot{Group: s.Group, Version: s.Version, Members: nonNil(page), Counts: s.Counts}, next})
+	})
+	write := func(fn func(w http.ResponseWriter, r *http.Request)) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if src.SetGroup == nil {
+				httpError(w, http.StatusForbidden, "group writes need admin.token (or admin.token_file)")
+				return
+			}
+			if err := presence.ValidGroup(r.PathValue("group")); err != nil {
+				httpError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			fn(w, r)
+		}
+	}
+	done := func(w http.ResponseWriter, err error) {
+		if err != nil {
+			httpError(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+	users := func(w http.ResponseWriter, r *http.Request, field string) ([]string, bool) {
+		var req map[string][]string
+		if !readJSON(w, r, &req) {
+			return nil, false
+		}
+		for _, u := range req[field] {
+			if err := presence.ValidUser(u); err != nil {
+				httpError(w, http.StatusBadRequest, err.Error())
+				return nil, false
+			}
+		}
+		return req[field], true
+	}
+	mux.HandleFunc("PUT /api/v1/groups/{group}", write(func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := users(w, r, "members"); ok {
+			done(w, src.SetGroup(r.Context(), r.PathValue("group"), m))
+		}
+	}))
+	mux.HandleFunc("DELETE /api/v1/groups/{group}", write(func(w http.ResponseWriter, r *http.Request) {
+		done(w, src.DeleteGroup(r.Context(), r.PathValue("group")))
+	}))
+	mux.HandleFunc("POST /api/v1/groups/{group}/members", write(func(w http.ResponseWriter, r *http.Request) {
+		if m, ok := users(w, r, "users"); ok {
+			done(w, src.AddMembers(r.Context(), r.PathValue("group"), m))
+		}
+	}))
+	mux.HandleFunc("DELETE /api/v1/groups/{group}/members/{user}", write(func(w http.ResponseWriter, r *http.Request) {
+		done(w, src.RemoveMembers(r.Context(), r.PathValue("group"), []string{r.PathValue("user")}))
+	}))
+}
+
+// readJSON decodes a request body of at most maxBody bytes into v, or
+// answers 400.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		httpError(w, http.StatusBadRequest, "bad request body: "+err.Error())
+		return false
+	}
+	return true
 }
 
 func nonNil[T any](s []T) []T {

@@ -78,9 +78,15 @@ func TestGroupsVisibility(t *testing.T) {
 
 	// bob leaves the team: alice's next change reaches ops, not bob.
 	writeAtomic(t, file, []byte("groups:\n  team: [alice]\n  other: [carol]\n"))
+	removed := time.Now()
 	if err := n.Reload(); err != nil {
 		t.Fatal(err)
 	}
+	// The store reports the change; the node reads the group again.
+	testkit.Wait(t, time.Second, "bob out of the team", func() error {
+		return testkit.Why(!n.Presence.Roster.Member("team", "bob"), "still a member")
+	})
+	t.Logf("bob's removal applied %v after the reload", time.Since(removed).Round(time.Millisecond))
 	if rc := alice.publish(t, "presence/set", `{"status":"away","text":"gone fishing"}`, 1, false); rc != 0 {
 		t.Fatalf("alice's presence/set: %#x", rc)
 	}

@@ -146,6 +146,34 @@ func (x *Index) Delete(group string) []Change {
 	return out
 }
 
+// SetMembers makes group hold exactly members, or removes it when it does
+// not exist, and returns the changes made (removals first).
+func (x *Index) SetMembers(group string, members []string, exists bool) []Change {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Change
+	want := set(members)
+	for _, u := range sorted(x.members[group]) {
+		if _, ok := want[u]; !ok || !exists {
+			x.remove(group, u)
+			out = append(out, Change{Group: group, User: u})
+		}
+	}
+	if !exists {
+		delete(x.members, group)
+		return out
+	}
+	if x.members[group] == nil {
+		x.members[group] = make(map[string]struct{})
+	}
+	for _, u := range sorted(want) {
+		if x.add(group, u) {
+			out = append(out, Change{Group: group, User: u, Added: true})
+		}
+	}
+	return out
+}
+
 // Replace makes the index hold exactly groups (name -> members) and returns
 // the changes made, groups in name order, removals first.
 func (x *Index) Replace(groups map[string][]string) []Change {

@@ -86,3 +86,19 @@ func BenchmarkIndexMates(b *testing.B) {
 		x.Mates("u00001", fmt.Sprintf("u%05d", i%10000))
 	}
 }
+
+func TestIndexSetMembers(t *testing.T) {
+	x := NewIndex()
+	x.Add("team", "ann", "bob")
+	c := x.SetMembers("team", []string{"bob", "cat"}, true)
+	want := []Change{{Group: "team", User: "ann"}, {Group: "team", User: "cat", Added: true}}
+	if !slices.Equal(c, want) {
+		t.Fatalf("changes %+v, want %+v", c, want)
+	}
+	if c := x.SetMembers("team", nil, false); len(c) != 2 || x.Has("team") || x.Mates("bob", "cat") {
+		t.Fatalf("delete: %+v", c)
+	}
+	if c := x.SetMembers("empty", nil, true); len(c) != 0 || !x.Has("empty") {
+		t.Fatalf("empty group: %+v", c)
+	}
+}

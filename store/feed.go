@@ -44,6 +44,9 @@ const (
 	// (replication is asynchronous); whoever runs the node has its sessions
 	// checked against the store (Audit).
 	Recovered
+	// GroupChanged: a group's members changed, or the group was created or
+	// deleted (Group names it): whoever runs the node reads it again.
+	GroupChanged
 )
 
 // Event is one thing a store reports. The store never calls into the node:
@@ -59,6 +62,8 @@ type Event struct {
 	// Node, Incarnation and Sessions describe a swept incarnation (NodeLost).
 	Node, Incarnation string
 	Sessions          int
+	// Group is the group that changed (GroupChanged).
+	Group string
 }
 
 // Feed is a store's change feed: a queue that never blocks the store, which
@@ -103,6 +108,13 @@ func (f *Feed) Push(e Event) {
 		for i := range f.events {
 			if f.events[i].Kind == Reset {
 				f.events[i].Settle = max(f.events[i].Settle, e.Settle)
+				f.mu.Unlock()
+				return
+			}
+		}
+	case GroupChanged:
+		for i := range f.events {
+			if p := &f.events[i]; p.Kind == GroupChanged && p.Group == e.Group {
 				f.mu.Unlock()
 				return
 			}

@@ -19,8 +19,9 @@ type Memory struct {
 	rules  presence.Rules
 	report func(Event) // called under mu, in commit order; must not block
 
-	mu    sync.Mutex
-	users map[string]presence.User
+	mu     sync.Mutex
+	users  map[string]presence.User
+	groups map[string]map[string]struct{} // group -> members (groups.go)
 }
 
 // NewMemory returns an empty store. now is the clock (time.Now in

@@ -237,10 +237,12 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
-	r.ps = r.c.Subscribe(ctx, r.k.feed())
-	if _, err := r.ps.Receive(ctx); err != nil { // the subscription confirmation
-		_ = r.ps.Close()
-		return r.fail("subscribe", err)
+	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed())
+	for range 2 { // the subscriptions' confirmations
+		if _, err := r.ps.Receive(ctx); err != nil {
+			_ = r.ps.Close()
+			return r.fail("subscribe", err)
+		}
 	}
 	r.watchMasters(ctx) // the cluster's masters now: a change is a failover
 	r.mu.Lock()

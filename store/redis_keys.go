@@ -29,6 +29,11 @@ type keys struct {
 
 func (k keys) user(user string) string { return k.prefix + "{" + user + "}" }
 func (k keys) feed() string            { return k.prefix + "feed" }
+func (k keys) groupFeed() string       { return k.prefix + "gfeed" }
+func (k keys) groups() string          { return k.prefix + "groups" }
+func (k keys) group(group string) string {
+	return k.prefix + "g:{" + group + "}"
+}
 func (k keys) registry() string        { return k.prefix + "nodes" }
 func (k keys) node(node string) string { return k.prefix + "node:" + node }
 

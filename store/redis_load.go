@@ -34,6 +34,15 @@ func (r *Redis) listen() {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
+			if m.Channel == r.k.groupFeed() {
+				if presence.ValidGroup(m.Payload) != nil {
+					r.stats.feedErrors.Add(1)
+					r.log.Error().Str("group", m.Payload).Msg("bad group name on the group feed")
+					continue
+				}
+				r.report(Event{Kind: GroupChanged, Group: m.Payload})
+				continue
+			}
 			p, err := decodeChange([]byte(m.Payload))
 			if err != nil {
 				r.stats.feedErrors.Add(1)
@@ -42,7 +51,11 @@ func (r *Redis) listen() {
 			}
 			r.report(Event{Kind: Changed, Aggregate: p})
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			switch {
+			case m.Kind != "subscribe":
+			case m.Channel == r.k.groupFeed():
+				r.report(Event{Kind: GroupChanged}) // every group: changes may have been missed
+			default:
 				r.reload()
 			}
 		}

@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
+	"github.com/presenced/presenced/presence"
+)
+
+const groupsAdminToken = "Groups-Admin-Token-1"
+
+// groupsAdmin calls a node's admin API with the token.
+func groupsAdmin(t *testing.T, addr, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+groupsAdminToken)
+	resp, err := mnHTTP.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// Three nodes share Redis (the real binary): a group made through one
+// node's admin API rules visibility on every node; the group topic gives a
+// snapshot then consecutive deltas on every node; a member removed through
+// another node stops receiving within a second; the batch query answers
+// for 1,000 users in one call.
+func TestGroupsMultiNode(t *testing.T) {
+	srv := redistest.Start(t)
+	pwfile := filepath.Join(t.TempDir(), "passwd")
+	pw := map[string]string{"alice": "alice-Secret-1", "bob": "bob-Secret-2", "carol": "carol-Secret-3", "ops": "ops-Secret-4"}
+	writePasswordFile(t, pwfile, pw)
+	env := []string{"PRESENCED_AUTH_PASSWORD_FILE=" + pwfile, "PRESENCED_PRESENCE_VISIBILITY=groups",
+		"PRESENCED_PRESENCE_OBSERVERS=ops", "PRESENCED_ADMIN_TOKEN=" + groupsAdminToken}
+	bin := mnBinary(t)
+	a := mnStartTTL(t, bin, "ga", []string{srv.Addr()}, mnNodeTTL, env...)
+	b := mnStartTTL(t, bin, "gb", []string{srv.Addr()}, mnNodeTTL, env...)
+	c := mnStartTTL(t, bin, "gc", []string{srv.Addr()}, mnNodeTTL, env...)
+	as := func(u string) []connectOpt { return []connectOpt{withUser(u), withPassword(pw[u])} }
+
+	if code, body := groupsAdmin(t, a.admin, "PUT", "/api/v1/groups/team", map[string]any{"members": []string{"alice", "bob"}}); code != http.StatusNoContent {
+		t.Fatalf("PUT team on A: %d %s", code, body)
+	}
+	if code, body := groupsAdmin(t, a.admin, "PUT", "/api/v1/groups/other", map[string]any{"members": []string{"carol"}}); code != http.StatusNoContent {
+		t.Fatalf("PUT other on A: %d %s", code, body)
+	}
+	// Every node has the groups.
+	for _, n := range []*mnProc{a, b, c} {
+		testkit.Wait(t, time.Second, "node "+n.id+" has the team", func() error {
+			code, body := groupsAdmin(t, n.admin, "GET", "/api/v1/groups", nil)
+			return testkit.Why(code == 200 && bytes.Contains(body, []byte(`"team":2`)), string(body))
+		})
+	}
+
+	ops := newObserver(t, c.mqtt, "presence/users/+", as("ops")...)
+	bob := newObserver(t, c.mqtt, "presence/users/+", as("bob")...)
+	watcher := newObserver(t, a.mqtt, "presence/groups/team", as("ops")...)
+	carol := newObserver(t, c.mqtt, "presence/users/+", as("carol")...)
+	carolOn := carol.waitStatus("carol", presence.Online)
+	alice := dial5(t, b.mqtt, "alice-1", "alice", withPassword(pw["alice"]))
+	aliceOn := ops.waitStatus("alice", presence.Online)
+	bob.waitStatus("alice", presence.Online)
+	carolMarker(t, carol, carolOn.Version, "m1")
+	if h := carol.history("alice"); len(h) != 0 {
+		t.Errorf("carol received alice's presence: %+v", h)
+	}
+
+	// The group topic on A: the snapshot, then alice online in a delta.
+	testkit.Wait(t, waitTimeout, "alice online on the team topic", func() error {
+		msgs := watcher.groupMsgs(t, "team")
+		return testkit.Why(len(msgs) > 0 && msgs[len(msgs)-1].Online == 2, fmt.Sprintf("%d messages", len(msgs)))
+	})
+	msgs := watcher.groupMsgs(t, "team")
+	if msgs[0].Members == nil {
+		t.Fatalf("the first message is not the snapshot: %+v", msgs[0])
+	}
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Follows != msgs[i-1].Version || msgs[i].Version != msgs[i].Follows+1 {
+			t.Fatalf("message %d: version %d follows %d, after %d", i, msgs[i].Version, msgs[i].Follows, msgs[i-1].Version)
+		}
+	}
+
+	// bob removed through B: within a second he no longer receives alice.
+	start := time.Now()
+	if code, body := groupsAdmin(t, b.admin, "DELETE", "/api/v1/groups/team/members/bob", nil); code != http.StatusNoContent {
+		t.Fatalf("DELETE bob on B: %d %s", code, body)
+	}
+	testkit.Wait(t, time.Second, "bob out of the team on C", func() error {
+		code, body := groupsAdmin(t, c.admin, "GET", "/api/v1/groups/team", nil)
+		return testkit.Why(code == 200 && !bytes.Contains(body, []byte(`"user":"bob"`)), string(body))
+	})
+	t.Logf("bob's removal through B reached C in %v", time.Since(start).Round(time.Millisecond))
+	if rc := alice.publish(t, "presence/set", `{"status":"away","text":"later"}`, 1, false); rc != 0 {
+		t.Fatalf("alice's set: %#x", rc)
+	}
+	away := ctNext(ops, "alice", aliceOn.Version, "away", statusOf(presence.Away))
+	bobLast, _ := bob.last("bob")
+	if rc := bob.c.publish(t, "presence/set", `{"status":"idle","text":"m2"}`, 1, false); rc != 0 {
+		t.Fatalf("bob's set: %#x", rc)
+	}
+	ctNext(bob, "bob", bobLast.Version, "m2", func(p presence.Aggregate) bool { return p.Text == "m2" })
+	if last, _ := bob.last("alice"); last.Version >= away.Version {
+		t.Errorf("bob, removed, received alice's %s v%d", last.Status, last.Version)
+	}
+
+	// The batch query: 1,000 users in one call (alice known, the rest not).
+	names := []string{"alice"}
+	for i := range 999 {
+		names = append(names, fmt.Sprintf("nobody%03d", i))
+	}
+	code, body := groupsAdmin(t, c.admin, "POST", "/api/v1/users/batch", map[string]any{"users": names})
+	var batch struct {
+		Users map[string]*presence.Aggregate `json:"users"`
+	}
+	if err := json.Unmarshal(body, &batch); code != 200 || err != nil || len(batch.Users) != 1000 {
+		t.Fatalf("batch: %d %v, %d users", code, err, len(batch.Users))
+	}
+	if got := batch.Users["alice"]; got == nil || got.Status != presence.Away || len(got.Sessions) != 1 || got.Sessions[0].Node != "gb" {
+		t.Fatalf("batch alice: %+v (want away, one session on node gb)", got)
+	}
+	if code, _ := groupsAdmin(t, c.admin, "POST", "/api/v1/users/batch", map[string]any{"users": append(names, "one-too-many")}); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("batch of 1001: %d", code)
+	}
+	ops.check()
+}
