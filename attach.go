@@ -243,6 +243,10 @@ type Plugin struct {
 	groupsKick  chan struct{}
 	fileMu      sync.Mutex          // guards fileGroups
 	fileGroups  map[string]struct{} // the groups last written from the groups file
+	claims      store.Claims        // the groups users' tokens claimed
+	claimsMu    sync.Mutex          // guards claimsDirty
+	claimsDirty map[string][]string // claims to write, per user
+	claimsKick  chan struct{}
 
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
@@ -336,6 +340,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.groups = p.store.(store.Groups)
 	p.groupsDirty = make(map[string]struct{})
 	p.groupsKick = make(chan struct{}, 1)
+	p.claims = p.store.(store.Claims)
+	p.claimsDirty = make(map[string][]string)
+	p.claimsKick = make(chan struct{}, 1)
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}
@@ -399,9 +406,10 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.Roster.Replace(groups)
 	p.Tracker.Start()
 	p.started = true
-	p.wg.Add(2)
+	p.wg.Add(3)
 	go p.pump()
 	go p.groupReader()
+	go p.claimWriter()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {
 		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {

@@ -317,3 +317,82 @@ func (p *Plugin) GroupSizes() map[string]int {
 // Groups is where the groups are kept (the store): the admin API writes
 // through it, and every node follows.
 func (p *Plugin) Groups() store.Groups { return p.groups }
+
+// ClaimGroups records the groups a user's token claims (called as the user
+// connects; it never waits for the store): the user is added to each group
+// claimed, and removed from each group its previous token claimed that this
+// one does not. Invalid group names are ignored. The writes are made by a
+// worker, the latest claim per user winning.
+func (p *Plugin) ClaimGroups(user string, groups []string) {
+	valid := make([]string, 0, len(groups))
+	for _, g := range groups {
+		if presence.ValidGroup(g) == nil {
+			valid = append(valid, g)
+		}
+	}
+	slices.Sort(valid)
+	valid = slices.Compact(valid)
+	p.claimsMu.Lock()
+	p.claimsDirty[user] = valid
+	p.claimsMu.Unlock()
+	select {
+	case p.claimsKick <- struct{}{}:
+	default:
+	}
+}
+
+// claimWriter writes the claimed groups, retrying a failed write every
+// second.
+func (p *Plugin) claimWriter() {
+	defer p.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.claimsKick:
+		case <-retry.C:
+		}
+		p.claimsMu.Lock()
+		dirty := p.claimsDirty
+		p.claimsDirty = make(map[string][]string)
+		p.claimsMu.Unlock()
+		for user, groups := range dirty {
+			if err := p.writeClaims(user, groups); err != nil {
+				p.log.Debug().Err(err).Str("user", user).Msg("claimed groups not written; trying again")
+				p.claimsMu.Lock()
+				if _, newer := p.claimsDirty[user]; !newer {
+					p.claimsDirty[user] = groups
+				}
+				p.claimsMu.Unlock()
+				retry.Reset(time.Second)
+			}
+		}
+	}
+}
+
+func (p *Plugin) writeClaims(user string, groups []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	prev, err := p.claims.SwapClaims(ctx, user, groups)
+	if err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if !slices.Contains(prev, g) || !p.Roster.Member(g, user) {
+			if err := p.groups.AddMembers(ctx, g, []string{user}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, g := range prev {
+		if !slices.Contains(groups, g) {
+			if err := p.groups.RemoveMembers(ctx, g, []string{user}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -79,7 +79,8 @@ type Identity struct {
 	User string
 	// Method is MethodPassword, MethodJWT or MethodCertificate.
 	Method string
-	// Groups are the token's groups claim (unused for now).
+	// Groups are the token's groups claim (nil when it has none): the
+	// node adds the user to them (presenced's Plugin.ClaimGroups).
 	Groups []string
 	// Observer marks a service account, which may read all presence: the
 	// user is listed in Config.Observers, or the token's observer claim

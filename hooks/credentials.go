@@ -63,8 +63,12 @@ type AuthOptions struct {
 	// (with Credentials enabled).
 	AllowAnonymous bool
 	Identity       IdentityRule // with FromClientID, the client id's user must be the authenticated user
-	Log            zerolog.Logger
-	Now            func() time.Time
+	// Groups receives the groups a token claims (auth.jwt.groups_claim),
+	// when the claim is present, for each connection accepted. It must not
+	// block. Nil: claims are ignored.
+	Groups func(user string, groups []string)
+	Log    zerolog.Logger
+	Now    func() time.Time
 }
 
 type account struct {
@@ -130,6 +134,9 @@ func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	a.accounts.Store(cl, account{user: id.User, observer: id.Observer})
 	a.Counters.Accepted.Add(1)
+	if a.o.Groups != nil && id.Groups != nil && id.User != "" {
+		a.o.Groups(id.User, id.Groups)
+	}
 	return nil
 }
 

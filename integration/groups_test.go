@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -222,4 +224,48 @@ func TestGroupsTopic(t *testing.T) {
 		o := ops.groupMsgs(t, "team")
 		return testkit.Why(len(o) > 0 && o[len(o)-1].Version == msgs[len(msgs)-1].Version, fmt.Sprintf("ops has %d messages", len(o)))
 	})
+}
+
+// A token's groups claim puts its user in those groups; a later token of
+// the same user that no longer claims a group takes the user out of it.
+func TestGroupsJWTClaim(t *testing.T) {
+	dir := t.TempDir()
+	secret := []byte("an HS256 secret of well over thirty-two bytes, for the test only")
+	secretFile := filepath.Join(dir, "hs256.key")
+	writeAtomic(t, secretFile, secret)
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Auth.JWT.HS256SecretFile = secretFile
+		c.Presence.Visibility = configs.VisibilityGroups
+	})
+	hour := time.Now().Add(time.Hour).Unix()
+	token := func(user string, groups ...string) string {
+		return hs256(t, secret, jwt.MapClaims{"sub": user, "groups": append([]string{}, groups...), "exp": hour})
+	}
+	bob := newObserver(t, n.MQTTAddr(), "presence/users/+", withPassword(token("bob", "team")))
+	bob.waitStatus("bob", presence.Online)
+	alice := dial5(t, n.MQTTAddr(), "alice-1", "", withPassword(token("alice", "team", "bad/name")))
+	on := bob.waitStatus("alice", presence.Online) // introduced once the claim is written
+	if g := n.Presence.Roster.GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
+		t.Fatalf("alice's groups %v, want [team] (an invalid name is ignored)", g)
+	}
+	// alice comes back with a token that claims no group: out of the team.
+	alice.disconnect()
+	bob.waitStatus("alice", presence.Offline)
+	alice = dial5(t, n.MQTTAddr(), "alice-2", "", withPassword(token("alice")))
+	testkit.Wait(t, time.Second, "alice out of the team", func() error {
+		return testkit.Why(!n.Presence.Roster.Member("team", "alice"), "still a member")
+	})
+	if rc := alice.publish(t, "presence/set", `{"status":"busy"}`, 1, false); rc != 0 {
+		t.Fatalf("alice's set: %#x", rc)
+	}
+	bobLast, _ := bob.last("bob")
+	if rc := bob.c.publish(t, "presence/set", `{"status":"idle","text":"m"}`, 1, false); rc != 0 {
+		t.Fatalf("bob's set: %#x", rc)
+	}
+	ctNext(bob, "bob", bobLast.Version, "m", func(p presence.Aggregate) bool { return p.Text == "m" })
+	for _, p := range bob.history("alice") {
+		if p.Version > on.Version && p.Status == presence.Busy {
+			t.Fatalf("bob received alice's busy after she left the team: %+v", p)
+		}
+	}
 }

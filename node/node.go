@@ -101,7 +101,12 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 		n.Auth = hooks.NewAuth(hooks.AuthOptions{
 			Server: n.Server, Credentials: n.creds, AllowAnonymous: cfg.Auth.AllowAnonymous,
 			Identity: hooks.IdentityRule{FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID, Separator: cfg.Identity.Separator},
-			Log:      log.With().Str("component", "auth").Logger(),
+			Groups: func(user string, groups []string) {
+				if n.Presence != nil { // set before the server serves
+					n.Presence.ClaimGroups(user, groups)
+				}
+			},
+			Log: log.With().Str("component", "auth").Logger(),
 		})
 		if err := n.Server.AddHook(n.Auth, nil); err != nil {
 			return nil, fmt.Errorf("add authentication hook: %w", err)

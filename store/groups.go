@@ -218,3 +218,46 @@ func (r *Redis) AllGroups(ctx context.Context) (map[string][]string, error) {
 	r.up()
 	return out, nil
 }
+
+// Claims are the groups a user's token claimed when it last connected
+// (auth.jwt.groups_claim): SwapClaims stores the new list and returns the
+// previous one, so that the node adds the user to the groups newly claimed
+// and removes it from those no longer claimed.
+type Claims interface {
+	SwapClaims(ctx context.Context, user string, groups []string) (prev []string, err error)
+}
+
+// SwapClaims implements Claims.
+func (m *Memory) SwapClaims(_ context.Context, user string, groups []string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.claims == nil {
+		m.claims = make(map[string][]string)
+	}
+	prev := m.claims[user]
+	m.claims[user] = slices.Clone(groups)
+	return prev, nil
+}
+
+// scriptClaims swaps a user's claimed groups.
+// KEYS[1] the user's claims set  ARGV[1...] groups. Returns the previous.
+var scriptClaims = redis.NewScript(`
+local prev = redis.call('SMEMBERS', KEYS[1])
+redis.call('DEL', KEYS[1])
+if #ARGV > 0 then redis.call('SADD', KEYS[1], unpack(ARGV)) end
+return prev
+`)
+
+// SwapClaims implements Claims.
+func (r *Redis) SwapClaims(ctx context.Context, user string, groups []string) ([]string, error) {
+	args := make([]any, len(groups))
+	for i, g := range groups {
+		args[i] = g
+	}
+	prev, err := scriptClaims.Run(ctx, r.c, []string{r.k.claims(user)}, args...).StringSlice()
+	if err != nil {
+		return nil, r.fail("claims", err)
+	}
+	r.up()
+	return prev, nil
+}

@@ -111,3 +111,33 @@ func TestRedisClusterGroups(t *testing.T) {
 		return out
 	})
 }
+
+func claimsContract(t *testing.T, c Claims) {
+	t.Helper()
+	ctx := context.Background()
+	steps := []struct{ set, prev []string }{
+		{[]string{"a", "b"}, nil},
+		{[]string{"b"}, []string{"a", "b"}},
+		{nil, []string{"b"}},
+		{[]string{"c"}, nil},
+	}
+	for i, s := range steps {
+		prev, err := c.SwapClaims(ctx, "alice", s.set)
+		slices.Sort(prev)
+		if err != nil || !slices.Equal(prev, s.prev) {
+			t.Fatalf("step %d: previous %v (%v), want %v", i, prev, err, s.prev)
+		}
+	}
+	if prev, _ := c.SwapClaims(ctx, "bob", nil); len(prev) != 0 {
+		t.Fatalf("bob's claims leaked: %v", prev)
+	}
+}
+
+func TestMemoryClaims(t *testing.T) {
+	claimsContract(t, NewMemory(presence.NewRules(nil), time.Now, NewFeed().Push))
+}
+
+func TestRedisClaims(t *testing.T) {
+	r, _ := newRedisStore(t, redistest.Start(t).Client(t), "n1")
+	claimsContract(t, r)
+}

@@ -22,6 +22,7 @@ type Memory struct {
 	mu     sync.Mutex
 	users  map[string]presence.User
 	groups map[string]map[string]struct{} // group -> members (groups.go)
+	claims map[string][]string            // user -> groups its last token claimed
 }
 
 // NewMemory returns an empty store. now is the clock (time.Now in
