@@ -231,12 +231,15 @@ type Plugin struct {
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
-	Roster    *roster.Index // who belongs to which group
-	Board     *roster.Board // the group topics someone watches
+	Roster    *roster.Index  // who belongs to which group
+	Board     *roster.Board  // the leader's: every group, cut into batches
+	Mirror    *roster.Mirror // the group topics as published, for those watched here
 
 	groupMu sync.Mutex           // a group's snapshot retained, then its delta published
 	joins   chan []roster.Change // membership changes, for the pump
 	groups  store.Groups         // where the groups are kept (the store)
+	glog    store.GroupLog       // the group topics' batches, from the leader to every node
+	resyncs map[string]struct{}  // watched groups to read again from the log (under groupsMu)
 
 	groupsMu    sync.Mutex          // guards groupsDirty
 	groupsDirty map[string]struct{} // groups to read again ("": all)
@@ -338,6 +341,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
 	p.joins = make(chan []roster.Change, 16)
 	p.groups = p.store.(store.Groups)
+	p.glog = p.store.(store.GroupLog)
+	p.Mirror = roster.NewMirror()
+	p.resyncs = make(map[string]struct{})
 	p.groupsDirty = make(map[string]struct{})
 	p.groupsKick = make(chan struct{}, 1)
 	p.claims = p.store.(store.Claims)
@@ -406,10 +412,11 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.Roster.Replace(groups)
 	p.Tracker.Start()
 	p.started = true
-	p.wg.Add(3)
+	p.wg.Add(4)
 	go p.pump()
 	go p.groupReader()
 	go p.claimWriter()
+	go p.leadLoop()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {
 		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {

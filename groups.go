@@ -2,7 +2,6 @@ package presenced
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -21,12 +20,8 @@ import (
 // so every node agrees; each node holds it in memory (roster.Index), read
 // whole at start and a group again whenever the store reports it changed.
 // presence.groups_file is written to the store at start and by ReloadGroups
-// (SIGHUP in the binary); the admin API writes single groups. A group topic, presence/groups/{group}, is kept from its first
-// subscription on: its snapshot is the topic's retained message, rewritten
-// with each batch, and each batch is published (not retained) as a delta.
-// The snapshot is retained before its delta is published, both under
-// groupMu, so a subscriber gets the snapshot at the delta's version or the
-// one before it, then every delta after it: never a gap.
+// (SIGHUP in the binary); the admin API writes single groups. The group
+// topics are in grouptopic.go.
 
 // groupsTopic is the prefix of the group topics.
 func (p *Plugin) groupsTopic() string { return p.cfg.Presence.TopicPrefix + "/groups/" }
@@ -137,14 +132,23 @@ func (p *Plugin) groupReader() {
 		case <-retry.C:
 		}
 		p.groupsMu.Lock()
-		dirty := p.groupsDirty
-		p.groupsDirty = make(map[string]struct{})
+		dirty, resyncs := p.groupsDirty, p.resyncs
+		p.groupsDirty, p.resyncs = make(map[string]struct{}), make(map[string]struct{})
 		p.groupsMu.Unlock()
-		if err := p.readGroups(dirty); err != nil {
-			p.log.Debug().Err(err).Msg("groups not read; trying again")
+		err := p.readGroups(dirty)
+		if err != nil {
 			p.groupsMu.Lock()
 			maps.Copy(p.groupsDirty, dirty)
 			p.groupsMu.Unlock()
+		}
+		if e := p.readSnapshots(resyncs); e != nil {
+			err = e
+			p.groupsMu.Lock()
+			maps.Copy(p.resyncs, resyncs)
+			p.groupsMu.Unlock()
+		}
+		if err != nil {
+			p.log.Debug().Err(err).Msg("groups not read; trying again")
 			retry.Reset(time.Second)
 		}
 	}
@@ -193,54 +197,6 @@ func (p *Plugin) watch(cl *mqtt.Client, filter string) {
 		}
 	}
 	p.watchGroup(group)
-}
-
-// watchGroup keeps group's topic from now on, if the group exists and is not
-// kept yet: its snapshot becomes the retained message before mochi reads
-// the retained messages for the subscription that asked.
-func (p *Plugin) watchGroup(group string) {
-	if presence.ValidGroup(group) != nil || !p.Roster.Has(group) {
-		return
-	}
-	p.groupMu.Lock()
-	defer p.groupMu.Unlock()
-	if p.Board.Watched(group) {
-		return
-	}
-	s, ok := p.Board.Watch(group)
-	if !ok {
-		return
-	}
-	p.retainGroup(s)
-}
-
-// retainGroup stores a snapshot as its group topic's retained message.
-func (p *Plugin) retainGroup(s roster.Snapshot) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		p.log.Error().Err(err).Str("group", s.Group).Msg("group snapshot")
-		return
-	}
-	p.broker.Retain(p.groupsTopic()+s.Group, b)
-}
-
-// cutGroups publishes the batches due: the snapshot at the batch's version
-// is retained first, then the delta published.
-func (p *Plugin) cutGroups() {
-	p.groupMu.Lock()
-	defer p.groupMu.Unlock()
-	for _, d := range p.Board.Cut() {
-		if s, ok := p.Board.Snapshot(d.Group); ok {
-			p.retainGroup(s)
-		}
-		b, err := json.Marshal(d)
-		if err != nil {
-			continue
-		}
-		if err := p.srv.Publish(p.groupsTopic()+d.Group, b, false, 1); err != nil {
-			p.log.Warn().Err(err).Str("group", d.Group).Msg("group delta not published")
-		}
-	}
 }
 
 // joined applies membership changes (from the pump): the kept groups
@@ -296,13 +252,6 @@ func (p *Plugin) groupFilter(filter string) (string, bool) {
 // so a batch is at most that late.
 func (p *Plugin) groupTick() time.Duration {
 	return max(p.cfg.Presence.GroupBatch.D()/10, time.Millisecond)
-}
-
-// GroupSnapshot returns a group's snapshot, keeping the group from now on
-// (as a subscription to its topic does); false when it does not exist.
-func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) {
-	p.watchGroup(group)
-	return p.Board.Snapshot(group)
 }
 
 // GroupSizes returns every group's name and size.

@@ -40,8 +40,6 @@ func (p *Plugin) pump() {
 	retention := p.retention()
 	forget := time.NewTicker(min(forgetEvery, retention/4))
 	defer forget.Stop()
-	groups := time.NewTicker(p.groupTick())
-	defer groups.Stop()
 	repair := time.NewTicker(repairEvery)
 	defer repair.Stop()
 	var refresh <-chan time.Time
@@ -70,8 +68,6 @@ func (p *Plugin) pump() {
 			p.Publisher.Refresh()
 		case changes := <-p.joins:
 			p.joined(changes)
-		case <-groups.C:
-			p.cutGroups()
 		case <-repair.C:
 			if n := p.Board.Repair(); n > 0 {
 				p.log.Warn().Int("groups", n).Msg("group occupancy counts were wrong: rebuilt")
@@ -114,6 +110,8 @@ func (p *Plugin) handle(events []store.Event) {
 			p.audit()
 		case store.GroupChanged:
 			p.groupChanged(e.Group)
+		case store.GroupBatch:
+			p.applyBatch(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
 		}

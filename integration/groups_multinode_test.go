@@ -74,6 +74,7 @@ func TestGroupsMultiNode(t *testing.T) {
 	ops := newObserver(t, c.mqtt, "presence/users/+", as("ops")...)
 	bob := newObserver(t, c.mqtt, "presence/users/+", as("bob")...)
 	watcher := newObserver(t, a.mqtt, "presence/groups/team", as("ops")...)
+	watcherC := newObserver(t, c.mqtt, "presence/groups/team", as("ops")...)
 	carol := newObserver(t, c.mqtt, "presence/users/+", as("carol")...)
 	carolOn := carol.waitStatus("carol", presence.Online)
 	alice := dial5(t, b.mqtt, "alice-1", "alice", withPassword(pw["alice"]))
@@ -122,6 +123,40 @@ func TestGroupsMultiNode(t *testing.T) {
 		t.Errorf("bob, removed, received alice's %s v%d", last.Status, last.Version)
 	}
 
+	// The team topic is the same on A and C: every delta both got is the
+	// same, byte for byte, and both end at the same version.
+	testkit.Wait(t, waitTimeout, "A and C at the same version", func() error {
+		x, y := watcher.groupMsgs(t, "team"), watcherC.groupMsgs(t, "team")
+		return testkit.Why(len(x) > 0 && len(y) > 0 && x[len(x)-1].Version == y[len(y)-1].Version && x[len(x)-1].Total == 1,
+			fmt.Sprintf("A %d messages, C %d", len(x), len(y)))
+	})
+	byVersion := func(o *observer) map[uint64]string {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		out := map[uint64]string{}
+		for _, r := range o.raw["presence/groups/team"] {
+			var m groupMsg
+			if json.Unmarshal([]byte(r), &m) == nil && m.Members == nil {
+				out[m.Version] = r
+			}
+		}
+		return out
+	}
+	da, dc := byVersion(watcher), byVersion(watcherC)
+	same := 0
+	for v, x := range da {
+		if y, ok := dc[v]; ok {
+			if x != y {
+				t.Errorf("delta v%d differs: A %s, C %s", v, x, y)
+			}
+			same++
+		}
+	}
+	if same == 0 {
+		t.Errorf("no delta seen on both A and C: A %v, C %v", da, dc)
+	}
+	t.Logf("%d deltas seen on both A and C, all the same", same)
+
 	// The batch query: 1,000 users in one call (alice known, the rest not).
 	names := []string{"alice"}
 	for i := range 999 {
@@ -141,4 +176,50 @@ func TestGroupsMultiNode(t *testing.T) {
 		t.Fatalf("batch of 1001: %d", code)
 	}
 	ops.check()
+}
+
+// The leader of the group topics is SIGKILLed: the other node takes the
+// lease once it runs out (node_ttl), reads the log back, and the team topic
+// goes on from the version it had, with what changed meanwhile.
+func TestGroupsLeaderFailover(t *testing.T) {
+	srv := redistest.Start(t)
+	env := []string{"PRESENCED_ADMIN_TOKEN=" + groupsAdminToken}
+	bin := mnBinary(t)
+	a := mnStartTTL(t, bin, "la", []string{srv.Addr()}, mnNodeTTL, env...)
+	a.p.waitLine(t, "group topics: this node leads") // the first node leads
+	b := mnStartTTL(t, bin, "lb", []string{srv.Addr()}, mnNodeTTL, env...)
+	if code, body := groupsAdmin(t, b.admin, "PUT", "/api/v1/groups/team", map[string]any{"members": []string{"alice", "bob"}}); code != http.StatusNoContent {
+		t.Fatalf("PUT team: %d %s", code, body)
+	}
+	watcher := newObserver(t, b.mqtt, "presence/groups/team")
+	alice := dial5(t, b.mqtt, "alice-1", "alice")
+	testkit.Wait(t, waitTimeout, "alice online on the team topic", func() error {
+		m := watcher.groupMsgs(t, "team")
+		return testkit.Why(len(m) > 0 && m[len(m)-1].Online == 1, fmt.Sprintf("%d messages", len(m)))
+	})
+	before := watcher.groupMsgs(t, "team")
+	last := before[len(before)-1].Version
+
+	a.kill(t)
+	killed := time.Now()
+	if rc := alice.publish(t, "presence/set", `{"status":"away"}`, 1, false); rc != 0 {
+		t.Fatalf("alice's set: %#x", rc)
+	}
+	dial5(t, b.mqtt, "bob-1", "bob")
+	var msgs []groupMsg
+	testkit.Wait(t, mnNodeTTL+5*time.Second, "the team topic going on", func() error {
+		msgs = watcher.groupMsgs(t, "team")
+		l := msgs[len(msgs)-1]
+		return testkit.Why(l.Online == 2 && l.ByStatus[presence.Away] == 1, fmt.Sprintf("online %d", l.Online))
+	})
+	t.Logf("the team topic went on %v after the leader was killed (node_ttl %v)", time.Since(killed).Round(time.Millisecond), mnNodeTTL)
+	b.p.waitLine(t, "group topics: this node leads")
+	for i := len(before); i < len(msgs); i++ {
+		if msgs[i].Members != nil {
+			continue // a snapshot sent again is allowed; its version moves on
+		}
+		if msgs[i].Follows != msgs[i-1].Version || msgs[i].Version != msgs[i].Follows+1 || msgs[i].Version <= last {
+			t.Fatalf("after the failover, message %d: version %d follows %d, after %d (last before the kill %d)", i, msgs[i].Version, msgs[i].Follows, msgs[i-1].Version, last)
+		}
+	}
 }

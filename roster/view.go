@@ -22,7 +22,7 @@ type Member struct {
 func MemberOf(a presence.Aggregate) Member {
 	m := Member{User: a.User, Status: a.Status, Text: a.Text, Version: a.Version}
 	if !a.LastSeen.IsZero() {
-		t := a.LastSeen
+		t := a.LastSeen.UTC().Truncate(time.Millisecond) // as the users payload writes it
 		m.LastSeen = &t
 	}
 	return m
@@ -215,7 +215,7 @@ func (b *Board) Cut() []Delta {
 		if len(v.pending) == 0 || now.Sub(v.last) < b.window {
 			continue
 		}
-		d := Delta{Group: g, Follows: v.version, Version: v.version + 1}
+		d := Delta{Group: g, Follows: v.version, Version: v.version + 1, Changes: []Member{}}
 		for _, u := range slices.Sorted(maps.Keys(v.pending)) {
 			p := v.pending[u]
 			old, had := v.members[u]
@@ -324,4 +324,119 @@ func same(a, b Member) bool {
 		return false
 	}
 	return a.User == b.User && a.Status == b.Status && a.Text == b.Text && a.Version == b.Version
+}
+
+// Load makes the board keep group at the state of s (a snapshot published
+// earlier, read back from the store), so that its next batch follows s's
+// version; the board then catches up with Note. The window counts from now.
+func (b *Board) Load(s Snapshot) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := &view{version: s.Version, members: make(map[string]Member, len(s.Members)), pending: make(map[string]*Member), last: b.now(), counts: make(map[presence.Status]int)}
+	for _, m := range s.Members {
+		v.members[m.User] = m
+		v.counts[m.Status]++
+	}
+	b.groups[s.Group] = v
+}
+
+// Groups returns the names of the kept groups.
+func (b *Board) Groups() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.groups))
+}
+
+// Mirror holds the group topics as published: the snapshot of each group
+// at its latest version, to which each delta is applied. Every node keeps
+// one, fed by the one board that cuts the batches (the leader's), so the
+// snapshot and deltas are the same on every node.
+type Mirror struct {
+	mu     sync.Mutex
+	groups map[string]*Snapshot
+}
+
+// NewMirror returns an empty mirror.
+func NewMirror() *Mirror { return &Mirror{groups: make(map[string]*Snapshot)} }
+
+// Set makes s the group's state, unless the mirror holds a later version.
+func (m *Mirror) Set(s Snapshot) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur := m.groups[s.Group]; cur != nil && cur.Version >= s.Version {
+		return false
+	}
+	c := s
+	c.Members = slices.Clone(s.Members)
+	m.groups[s.Group] = &c
+	return true
+}
+
+// Get returns a group's snapshot.
+func (m *Mirror) Get(group string) (Snapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.groups[group]
+	if s == nil {
+		return Snapshot{}, false
+	}
+	c := *s
+	c.Members = slices.Clone(s.Members)
+	return c, true
+}
+
+// Version returns the version held of a group, and whether it is held.
+func (m *Mirror) Version(group string) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.groups[group]
+	if s == nil {
+		return 0, false
+	}
+	return s.Version, true
+}
+
+// Groups returns the groups held.
+func (m *Mirror) Groups() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.groups))
+}
+
+// Drop forgets a group.
+func (m *Mirror) Drop(group string) {
+	m.mu.Lock()
+	delete(m.groups, group)
+	m.mu.Unlock()
+}
+
+// Apply applies a delta that follows the group's version and returns the
+// snapshot after it. It reports false, changing nothing, for a group it
+// does not hold, a delta it already has, or a gap (the caller reads the
+// snapshot again).
+func (m *Mirror) Apply(d Delta) (Snapshot, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.groups[d.Group]
+	if s == nil || d.Follows != s.Version {
+		return Snapshot{}, false
+	}
+	byUser := make(map[string]Member, len(s.Members)+len(d.Changes))
+	for _, x := range s.Members {
+		byUser[x.User] = x
+	}
+	for _, x := range d.Changes {
+		byUser[x.User] = x
+	}
+	for _, u := range d.Removed {
+		delete(byUser, u)
+	}
+	s.Members = s.Members[:0]
+	for _, u := range slices.Sorted(maps.Keys(byUser)) {
+		s.Members = append(s.Members, byUser[u])
+	}
+	s.Version, s.Counts = d.Version, d.Counts
+	c := *s
+	c.Members = slices.Clone(s.Members)
+	return c, true
 }

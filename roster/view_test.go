@@ -299,3 +299,58 @@ func TestBoardOnlyWatched(t *testing.T) {
 		t.Fatalf("batches of unwatched groups: %+v", d)
 	}
 }
+
+// A mirror fed the board's batches holds the board's snapshot; a gap or a
+// repeat is refused; a board loaded from a snapshot goes on from its
+// version.
+func TestMirrorFollowsBoard(t *testing.T) {
+	b, idx, w, clk := newBoard(t)
+	idx.Add("team", "ann", "bob", "cat")
+	s, _ := b.Watch("team")
+	m := NewMirror()
+	if !m.Set(s) || m.Set(s) {
+		t.Fatal("Set: the first must take, the same version again must not")
+	}
+	var all []Delta
+	sts := []presence.Status{presence.Online, presence.Away, presence.Offline}
+	for i := range 30 {
+		clk.advance(window)
+		b.Note(w.set([]string{"ann", "bob", "cat"}[i%3], sts[i%3], uint64(i+1)))
+		if i == 10 {
+			b.Joined(idx.Remove("team", "cat"))
+		}
+		if i == 20 {
+			b.Joined(idx.Add("team", "dan"))
+		}
+		for _, d := range b.Cut() {
+			got, ok := m.Apply(d)
+			want, _ := b.Snapshot("team")
+			if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("after v%d: mirror %+v, board %+v", d.Version, got, want)
+			}
+			all = append(all, d)
+		}
+	}
+	if _, ok := m.Apply(all[len(all)-1]); ok {
+		t.Fatal("a repeated delta applied")
+	}
+	gap := all[len(all)-1]
+	gap.Follows, gap.Version = gap.Version+1, gap.Version+2
+	if _, ok := m.Apply(gap); ok {
+		t.Fatal("a delta after a gap applied")
+	}
+	// A new board (another leader) loads the published snapshot and
+	// continues from its version.
+	cur, _ := m.Get("team")
+	b2 := NewBoard(idx, window, clk.now, w.lookup)
+	b2.Load(cur)
+	clk.advance(window)
+	b2.Note(w.set("ann", presence.DND, 1000))
+	d := b2.Cut()
+	if len(d) != 1 || d[0].Follows != cur.Version {
+		t.Fatalf("after Load: %+v, want a batch following v%d", d, cur.Version)
+	}
+	if _, ok := m.Apply(d[0]); !ok {
+		t.Fatal("the new board's batch does not follow the mirror")
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
 )
 
 // EventKind says what a store reports on its feed.
@@ -47,6 +48,9 @@ const (
 	// GroupChanged: a group's members changed, or the group was created or
 	// deleted (Group names it): whoever runs the node reads it again.
 	GroupChanged
+	// GroupBatch: the leader committed a group topic's batch (Delta): every
+	// node applies it to its group topics, in order. Never coalesced.
+	GroupBatch
 )
 
 // Event is one thing a store reports. The store never calls into the node:
@@ -64,6 +68,8 @@ type Event struct {
 	Sessions          int
 	// Group is the group that changed (GroupChanged).
 	Group string
+	// Delta is a group topic's batch (GroupBatch).
+	Delta *roster.Delta
 }
 
 // Feed is a store's change feed: a queue that never blocks the store, which

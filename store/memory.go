@@ -23,6 +23,9 @@ type Memory struct {
 	users  map[string]presence.User
 	groups map[string]map[string]struct{} // group -> members (groups.go)
 	claims map[string][]string            // user -> groups its last token claimed
+
+	logOnce sync.Once
+	glog    *memoryLog // the group log (grouplog.go)
 }
 
 // NewMemory returns an empty store. now is the clock (time.Now in

@@ -237,8 +237,8 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
-	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed())
-	for range 2 { // the subscriptions' confirmations
+	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed(), r.k.groupBatches())
+	for range 3 { // the subscriptions' confirmations
 		if _, err := r.ps.Receive(ctx); err != nil {
 			_ = r.ps.Close()
 			return r.fail("subscribe", err)

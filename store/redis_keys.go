@@ -27,11 +27,14 @@ type keys struct {
 	cluster bool
 }
 
-func (k keys) user(user string) string   { return k.prefix + "{" + user + "}" }
-func (k keys) feed() string              { return k.prefix + "feed" }
-func (k keys) groupFeed() string         { return k.prefix + "gfeed" }
-func (k keys) groups() string            { return k.prefix + "groups" }
-func (k keys) claims(user string) string { return k.prefix + "uc:{" + user + "}" }
+func (k keys) user(user string) string      { return k.prefix + "{" + user + "}" }
+func (k keys) feed() string                 { return k.prefix + "feed" }
+func (k keys) groupFeed() string            { return k.prefix + "gfeed" }
+func (k keys) groups() string               { return k.prefix + "groups" }
+func (k keys) groupLog(group string) string { return k.prefix + "gs:{" + group + "}" }
+func (k keys) groupBatches() string         { return k.prefix + "gdelta" }
+func (k keys) groupLeader() string          { return k.prefix + "gleader" }
+func (k keys) claims(user string) string    { return k.prefix + "uc:{" + user + "}" }
 func (k keys) group(group string) string {
 	return k.prefix + "g:{" + group + "}"
 }

@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
 )
 
 // listen reports the change feed. After go-redis re-subscribes (a lost
@@ -34,6 +36,16 @@ func (r *Redis) listen() {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
+			if m.Channel == r.k.groupBatches() {
+				var d roster.Delta
+				if err := json.Unmarshal([]byte(m.Payload), &d); err != nil || presence.ValidGroup(d.Group) != nil || d.Version != d.Follows+1 {
+					r.stats.feedErrors.Add(1)
+					r.log.Error().Err(err).Msg("undecodable group batch")
+					continue
+				}
+				r.report(Event{Kind: GroupBatch, Delta: &d})
+				continue
+			}
 			if m.Channel == r.k.groupFeed() {
 				if presence.ValidGroup(m.Payload) != nil {
 					r.stats.feedErrors.Add(1)
@@ -55,6 +67,8 @@ func (r *Redis) listen() {
 			case m.Kind != "subscribe":
 			case m.Channel == r.k.groupFeed():
 				r.report(Event{Kind: GroupChanged}) // every group: changes may have been missed
+			case m.Channel == r.k.groupBatches():
+				r.report(Event{Kind: GroupBatch}) // no delta: batches may have been missed, read the groups again
 			default:
 				r.reload()
 			}

@@ -1,0 +1,268 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/roster"
+)
+
+// GroupLog carries the group topics from the one node that cuts their
+// batches (the leader) to every node: it keeps each group's snapshot at
+// its latest version, and announces each batch (a GroupBatch event on
+// every node), so that the snapshot and the deltas are the same on every
+// node. A batch is committed only if it follows the version the log holds:
+// a second leader (the lease changed hands while the first still cut
+// batches) cannot fork a group's history.
+type GroupLog interface {
+	// Lead takes or keeps the leadership for ttl; true while this node
+	// (incarnation) holds it.
+	Lead(ctx context.Context, ttl time.Duration) (bool, error)
+	// OpenGroup stores s as a group's first snapshot unless the log holds
+	// one, and returns the one it holds.
+	OpenGroup(ctx context.Context, s roster.Snapshot) (roster.Snapshot, error)
+	// CommitBatch applies d to the group's snapshot and announces it, if
+	// the log holds version d.Follows; it reports whether it did.
+	CommitBatch(ctx context.Context, d roster.Delta) (bool, error)
+	// GroupSnapshot returns the group's snapshot, false when there is none.
+	GroupSnapshot(ctx context.Context, group string) (roster.Snapshot, bool, error)
+	// DropGroup forgets a deleted group's snapshot.
+	DropGroup(ctx context.Context, group string) error
+}
+
+// --- memory: one node, always the leader ---
+
+type memoryLog struct {
+	mu     sync.Mutex
+	groups map[string]roster.Snapshot
+}
+
+func (m *Memory) log() *memoryLog {
+	m.logOnce.Do(func() { m.glog = &memoryLog{groups: make(map[string]roster.Snapshot)} })
+	return m.glog
+}
+
+// Lead implements GroupLog: a memory store has one node.
+func (m *Memory) Lead(context.Context, time.Duration) (bool, error) { return true, nil }
+
+// OpenGroup implements GroupLog.
+func (m *Memory) OpenGroup(_ context.Context, s roster.Snapshot) (roster.Snapshot, error) {
+	l := m.log()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cur, ok := l.groups[s.Group]; ok {
+		return cur, nil
+	}
+	l.groups[s.Group] = s
+	return s, nil
+}
+
+// CommitBatch implements GroupLog.
+func (m *Memory) CommitBatch(_ context.Context, d roster.Delta) (bool, error) {
+	l := m.log()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur, ok := l.groups[d.Group]
+	if !ok || cur.Version != d.Follows {
+		return false, nil
+	}
+	mir := roster.NewMirror()
+	mir.Set(cur)
+	next, _ := mir.Apply(d)
+	l.groups[d.Group] = next
+	dd := d
+	m.reportLog(Event{Kind: GroupBatch, Delta: &dd})
+	return true, nil
+}
+
+// GroupSnapshot implements GroupLog.
+func (m *Memory) GroupSnapshot(_ context.Context, group string) (roster.Snapshot, bool, error) {
+	l := m.log()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.groups[group]
+	return s, ok, nil
+}
+
+// DropGroup implements GroupLog.
+func (m *Memory) DropGroup(_ context.Context, group string) error {
+	l := m.log()
+	l.mu.Lock()
+	delete(l.groups, group)
+	l.mu.Unlock()
+	return nil
+}
+
+// reportLog reports an event outside the store's lock (the group log has
+// its own).
+func (m *Memory) reportLog(e Event) { m.report(e) }
+
+// --- Redis ---
+//
+// A group's log is a hash P:gs:{group} (the group's slot): "=v" its
+// version, "=c" its counts (JSON), "m:<user>" each member (JSON). A batch
+// is one script on it that checks the version, writes the changed members
+// and publishes the delta on P:gdelta. The leader holds P:gleader (its
+// node and incarnation, with the node TTL), renewed every third of it.
+
+var scriptLead = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
+if not cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+return 0
+`)
+
+// scriptGroupOpen: KEYS[1] the log  ARGV[1] version  ARGV[2] counts
+// ARGV[3...] user, member JSON pairs. Returns 1 if it wrote, 0 if the log
+// existed.
+var scriptGroupOpen = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], '=v', ARGV[1], '=c', ARGV[2])
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], ARGV[i + 1]) end
+return 1
+`)
+
+// scriptGroupCommit: KEYS[1] the log  ARGV[1] follows  ARGV[2] version
+// ARGV[3] counts  ARGV[4] channel  ARGV[5] delta JSON  ARGV[6] n changed
+// ARGV[7 .. 6+2n] user, member JSON pairs  then removed users.
+var scriptGroupCommit = redis.NewScript(`
+local v = redis.call('HGET', KEYS[1], '=v')
+if v ~= ARGV[1] then return 0 end
+local n = tonumber(ARGV[6])
+for i = 7, 6 + 2 * n, 2 do redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], ARGV[i + 1]) end
+for i = 7 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], 'm:' .. ARGV[i]) end
+redis.call('HSET', KEYS[1], '=v', ARGV[2], '=c', ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+`)
+
+// Lead implements GroupLog.
+func (r *Redis) Lead(ctx context.Context, ttl time.Duration) (bool, error) {
+	r.mu.Lock()
+	me := member(r.node, r.inc)
+	r.mu.Unlock()
+	n, err := scriptLead.Run(ctx, r.c, []string{r.k.groupLeader()}, me, ms(ttl)).Int()
+	if err != nil {
+		return false, r.fail("lead", err)
+	}
+	r.up()
+	return n == 1, nil
+}
+
+// OpenGroup implements GroupLog.
+func (r *Redis) OpenGroup(ctx context.Context, s roster.Snapshot) (roster.Snapshot, error) {
+	counts, err := json.Marshal(s.Counts)
+	if err != nil {
+		return roster.Snapshot{}, err
+	}
+	args := []any{strconv.FormatUint(s.Version, 10), counts}
+	for _, m := range s.Members {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return roster.Snapshot{}, err
+		}
+		args = append(args, m.User, b)
+	}
+	wrote, err := scriptGroupOpen.Run(ctx, r.c, []string{r.k.groupLog(s.Group)}, args...).Int()
+	if err != nil {
+		return roster.Snapshot{}, r.fail("group open", err)
+	}
+	if wrote == 1 {
+		r.up()
+		return s, nil
+	}
+	cur, ok, err := r.GroupSnapshot(ctx, s.Group)
+	if err != nil {
+		return roster.Snapshot{}, err
+	}
+	if !ok { // dropped in between
+		return r.OpenGroup(ctx, s)
+	}
+	return cur, nil
+}
+
+// CommitBatch implements GroupLog.
+func (r *Redis) CommitBatch(ctx context.Context, d roster.Delta) (bool, error) {
+	counts, err := json.Marshal(d.Counts)
+	if err != nil {
+		return false, err
+	}
+	delta, err := json.Marshal(d)
+	if err != nil {
+		return false, err
+	}
+	args := []any{strconv.FormatUint(d.Follows, 10), strconv.FormatUint(d.Version, 10), counts, r.k.groupBatches(), delta, len(d.Changes)}
+	for _, m := range d.Changes {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return false, err
+		}
+		args = append(args, m.User, b)
+	}
+	for _, u := range d.Removed {
+		args = append(args, u)
+	}
+	n, err := scriptGroupCommit.Run(ctx, r.c, []string{r.k.groupLog(d.Group)}, args...).Int()
+	if err != nil {
+		return false, r.fail("group commit", err)
+	}
+	r.up()
+	return n == 1, nil
+}
+
+// GroupSnapshot implements GroupLog.
+func (r *Redis) GroupSnapshot(ctx context.Context, group string) (roster.Snapshot, bool, error) {
+	h, err := r.c.HGetAll(ctx, r.k.groupLog(group)).Result()
+	if err != nil {
+		return roster.Snapshot{}, false, r.fail("group snapshot", err)
+	}
+	r.up()
+	if len(h) == 0 {
+		return roster.Snapshot{}, false, nil
+	}
+	s, err := decodeGroupLog(group, h)
+	return s, err == nil, err
+}
+
+// decodeGroupLog reads a group's log hash.
+func decodeGroupLog(group string, h map[string]string) (roster.Snapshot, error) {
+	s := roster.Snapshot{Group: group, Members: []roster.Member{}}
+	v, err := strconv.ParseUint(h["=v"], 10, 64)
+	if err != nil || v == 0 {
+		return s, fmt.Errorf("group log %s: bad version %q", group, h["=v"])
+	}
+	s.Version = v
+	if err := json.Unmarshal([]byte(h["=c"]), &s.Counts); err != nil {
+		return s, fmt.Errorf("group log %s: counts: %w", group, err)
+	}
+	for _, f := range slices.Sorted(maps.Keys(h)) {
+		user, ok := strings.CutPrefix(f, "m:")
+		if !ok {
+			continue
+		}
+		var m roster.Member
+		if err := json.Unmarshal([]byte(h[f]), &m); err != nil || m.User != user {
+			return s, fmt.Errorf("group log %s: member %s: %v", group, user, err)
+		}
+		s.Members = append(s.Members, m)
+	}
+	return s, nil
+}
+
+// DropGroup implements GroupLog.
+func (r *Redis) DropGroup(ctx context.Context, group string) error {
+	if err := r.c.Del(ctx, r.k.groupLog(group)).Err(); err != nil {
+		return r.fail("group drop", err)
+	}
+	r.up()
+	return nil
+}
