@@ -1,6 +1,7 @@
 package roster
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -352,5 +353,54 @@ func TestMirrorFollowsBoard(t *testing.T) {
 	}
 	if _, ok := m.Apply(d[0]); !ok {
 		t.Fatal("the new board's batch does not follow the mirror")
+	}
+}
+
+// A 10,000-member group: the snapshot's size, and the cost of one member
+// change through the leader's board and a node's mirror (the batch is one
+// change: the worst case per change).
+func BenchmarkGroup10k(b *testing.B) {
+	board, idx, w, clk := newBoard(&testing.T{})
+	users := make([]string, 10000)
+	for i := range users {
+		users[i] = fmt.Sprintf("member-%05d", i)
+		w.set(users[i], presence.Online, uint64(i+1))
+	}
+	idx.Add("big", users...)
+	s, _ := board.Watch("big")
+	js, _ := json.Marshal(s)
+	m := NewMirror()
+	m.Set(s)
+	v := uint64(100000)
+	b.ResetTimer()
+	for i := range b.N {
+		v++
+		clk.advance(window)
+		board.Note(w.set(users[i%len(users)], presence.Away, v))
+		for _, d := range board.Cut() {
+			if _, ok := m.Apply(d); !ok {
+				b.Fatal("gap")
+			}
+		}
+	}
+	b.ReportMetric(float64(len(js)), "snapshot-bytes")
+}
+
+// Encoding a 10,000-member snapshot, as a node does to retain it after each
+// batch.
+func BenchmarkSnapshot10kJSON(b *testing.B) {
+	board, idx, w, _ := newBoard(&testing.T{})
+	users := make([]string, 10000)
+	for i := range users {
+		users[i] = fmt.Sprintf("member-%05d", i)
+		w.set(users[i], presence.Online, uint64(i+1))
+	}
+	idx.Add("big", users...)
+	s, _ := board.Watch("big")
+	b.ResetTimer()
+	for range b.N {
+		if _, err := json.Marshal(s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
