@@ -130,8 +130,8 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 // TLS files and the admin token.
 func (n *Node) secure() error {
 	cfg := &n.cfg
-	if cfg.Presence.Visibility == configs.VisibilitySelf && !cfg.AuthEnabled() {
-		return errors.New("presence.visibility self needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one any client can claim any user")
+	if cfg.Presence.Visibility != configs.VisibilityOpen && !cfg.AuthEnabled() {
+		return fmt.Errorf("presence.visibility %s needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one any client can claim any user", cfg.Presence.Visibility)
 	}
 	if !cfg.AuthEnabled() && !cfg.Auth.AllowAnonymous {
 		var held []string
