@@ -223,3 +223,81 @@ func TestGroupsLeaderFailover(t *testing.T) {
 		}
 	}
 }
+
+// Three nodes share Redis: 200 members of one group connect within about a
+// second, spread over the nodes; a watcher on each node gets the snapshot,
+// then a handful of deltas with consecutive versions, the same on every
+// node, ending with all 200 online.
+func TestGroupsMultiNodeBurst(t *testing.T) {
+	const members = 200
+	srv := redistest.Start(t)
+	env := []string{"PRESENCED_ADMIN_TOKEN=" + groupsAdminToken}
+	bin := mnBinary(t)
+	nodes := []*mnProc{
+		mnStartTTL(t, bin, "ba", []string{srv.Addr()}, mnNodeTTL, env...),
+		mnStartTTL(t, bin, "bb", []string{srv.Addr()}, mnNodeTTL, env...),
+		mnStartTTL(t, bin, "bc", []string{srv.Addr()}, mnNodeTTL, env...),
+	}
+	var users []string
+	for i := range members {
+		users = append(users, fmt.Sprintf("m%03d", i))
+	}
+	if code, body := groupsAdmin(t, nodes[0].admin, "PUT", "/api/v1/groups/team", map[string]any{"members": users}); code != http.StatusNoContent {
+		t.Fatalf("PUT team: %d %s", code, body)
+	}
+	var watchers []*observer
+	for _, n := range nodes {
+		testkit.Wait(t, time.Second, "node "+n.id+" has the team", func() error {
+			code, body := groupsAdmin(t, n.admin, "GET", "/api/v1/groups", nil)
+			return testkit.Why(code == 200 && bytes.Contains(body, []byte(fmt.Sprintf(`"team":%d`, members))), string(body))
+		})
+		w := newObserver(t, n.mqtt, "presence/groups/team")
+		testkit.Wait(t, waitTimeout, "the snapshot on "+n.id, func() error {
+			return testkit.Why(len(w.groupMsgs(t, "team")) > 0, "nothing yet")
+		})
+		watchers = append(watchers, w)
+	}
+	start := time.Now()
+	done := make(chan struct{}, 4)
+	for k := range 4 { // four dialers side by side, each member on node i%3
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := k; i < members; i += 4 {
+				dial5(t, nodes[i%3].mqtt, users[i]+"-phone", users[i])
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	connected := time.Since(start)
+	var last []groupMsg
+	for i, w := range watchers {
+		testkit.Wait(t, waitTimeout, "all online on "+nodes[i].id, func() error {
+			m := w.groupMsgs(t, "team")
+			return testkit.Why(m[len(m)-1].Online == members, fmt.Sprintf("online %d", m[len(m)-1].Online))
+		})
+		msgs := w.groupMsgs(t, "team")
+		if msgs[0].Members == nil {
+			t.Fatalf("%s: the first message is not the snapshot", nodes[i].id)
+		}
+		deltas := 0
+		for j := 1; j < len(msgs); j++ {
+			if msgs[j].Members != nil {
+				continue // a snapshot sent again after a missed batch
+			}
+			deltas++
+			if msgs[j].Version != msgs[j].Follows+1 || (msgs[j-1].Members == nil && msgs[j].Follows != msgs[j-1].Version) {
+				t.Fatalf("%s: message %d: version %d follows %d after %d", nodes[i].id, j, msgs[j].Version, msgs[j].Follows, msgs[j-1].Version)
+			}
+		}
+		if limit := int(connected/(250*time.Millisecond)) + 3; deltas > limit {
+			t.Errorf("%s: %d deltas for %d members connecting in %v, want at most %d", nodes[i].id, deltas, members, connected.Round(time.Millisecond), limit)
+		}
+		t.Logf("%s: 1 snapshot and %d deltas for %d members connecting in %v", nodes[i].id, deltas, members, connected.Round(time.Millisecond))
+		if i > 0 && msgs[len(msgs)-1].Version != last[len(last)-1].Version {
+			t.Errorf("%s ends at version %d, %s at %d", nodes[i].id, msgs[len(msgs)-1].Version, nodes[0].id, last[len(last)-1].Version)
+		}
+		last = msgs
+	}
+}

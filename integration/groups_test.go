@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -219,6 +220,24 @@ func TestGroupsTopic(t *testing.T) {
 		t.Errorf("%d deltas for %d members connecting in %v, want at most %d", deltas, members-1, connected.Round(time.Millisecond), limit)
 	}
 	t.Logf("%d members connected in %v; the watcher got 1 snapshot and %d deltas (vs %d per-user messages)", members-1, connected.Round(time.Millisecond), deltas, members-1)
+	// The admin batch query answers for 1,000 users in one call.
+	names := append([]string(nil), users...)
+	for i := len(names); i < 1000; i++ {
+		names = append(names, fmt.Sprintf("nobody%03d", i))
+	}
+	b, _ := json.Marshal(map[string]any{"users": names})
+	resp, err := mnHTTP.Post("http://"+n.AdminAddr()+"/api/v1/users/batch", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch struct {
+		Users map[string]*presence.Aggregate `json:"users"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&batch)
+	resp.Body.Close()
+	if err != nil || len(batch.Users) != 1000 || batch.Users["m001"] == nil || batch.Users["m001"].Status != presence.Online || batch.Users["nobody999"] != nil {
+		t.Fatalf("batch query: %v, %d users", err, len(batch.Users))
+	}
 	// Every watcher sees the same: the second has the same last version.
 	testkit.Wait(t, waitTimeout, "ops has the same messages", func() error {
 		o := ops.groupMsgs(t, "team")
