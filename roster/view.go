@@ -3,6 +3,7 @@ package roster
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -368,6 +369,7 @@ func (m *Mirror) Set(s Snapshot) bool {
 	}
 	c := s
 	c.Members = slices.Clone(s.Members)
+	slices.SortFunc(c.Members, func(a, b Member) int { return strings.Compare(a.User, b.User) }) // Apply searches them
 	m.groups[s.Group] = &c
 	return true
 }
@@ -421,19 +423,20 @@ func (m *Mirror) Apply(d Delta) (Snapshot, bool) {
 	if s == nil || d.Follows != s.Version {
 		return Snapshot{}, false
 	}
-	byUser := make(map[string]Member, len(s.Members)+len(d.Changes))
-	for _, x := range s.Members {
-		byUser[x.User] = x
+	byUser := func(u string) (int, bool) {
+		return slices.BinarySearchFunc(s.Members, u, func(m Member, u string) int { return strings.Compare(m.User, u) })
 	}
 	for _, x := range d.Changes {
-		byUser[x.User] = x
+		if i, ok := byUser(x.User); ok {
+			s.Members[i] = x
+		} else {
+			s.Members = slices.Insert(s.Members, i, x)
+		}
 	}
 	for _, u := range d.Removed {
-		delete(byUser, u)
-	}
-	s.Members = s.Members[:0]
-	for _, u := range slices.Sorted(maps.Keys(byUser)) {
-		s.Members = append(s.Members, byUser[u])
+		if i, ok := byUser(u); ok {
+			s.Members = slices.Delete(s.Members, i, i+1)
+		}
 	}
 	s.Version, s.Counts = d.Version, d.Counts
 	c := *s
