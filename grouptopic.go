@@ -36,7 +36,10 @@ import (
 //
 // A new leader takes over when the lease of the old one runs out (at most
 // redis.node_ttl after it died); meanwhile the user topics go on, and the
-// group topics pause.
+// group topics pause. Without any group nobody leads, and the lease costs
+// Redis nothing; with groups, keeping it costs the leader one script (three
+// commands) every third of redis.node_ttl, and every other node one (two
+// commands) as often.
 
 // leadLoop runs the leader's side: it takes or keeps the lease, keeps every
 // group of the roster on the Board, and commits the batches due.
@@ -52,6 +55,13 @@ func (p *Plugin) leadLoop() {
 		case <-p.stop:
 			return
 		case <-tick.C:
+		}
+		if p.Roster.Len() == 0 { // no group: nothing to lead, no lease to keep
+			if leading {
+				leading = false
+				p.log.Info().Msg("group topics: no group left to lead")
+			}
+			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
 		if now := time.Now(); now.Sub(leaseAt) >= ttl/3 {

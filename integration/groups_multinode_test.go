@@ -186,11 +186,11 @@ func TestGroupsLeaderFailover(t *testing.T) {
 	env := []string{"PRESENCED_ADMIN_TOKEN=" + groupsAdminToken}
 	bin := mnBinary(t)
 	a := mnStartTTL(t, bin, "la", []string{srv.Addr()}, mnNodeTTL, env...)
-	a.p.waitLine(t, "group topics: this node leads") // the first node leads
-	b := mnStartTTL(t, bin, "lb", []string{srv.Addr()}, mnNodeTTL, env...)
-	if code, body := groupsAdmin(t, b.admin, "PUT", "/api/v1/groups/team", map[string]any{"members": []string{"alice", "bob"}}); code != http.StatusNoContent {
+	if code, body := groupsAdmin(t, a.admin, "PUT", "/api/v1/groups/team", map[string]any{"members": []string{"alice", "bob"}}); code != http.StatusNoContent {
 		t.Fatalf("PUT team: %d %s", code, body)
 	}
+	a.p.waitLine(t, "group topics: this node leads") // the first node with a group leads
+	b := mnStartTTL(t, bin, "lb", []string{srv.Addr()}, mnNodeTTL, env...)
 	watcher := newObserver(t, b.mqtt, "presence/groups/team")
 	alice := dial5(t, b.mqtt, "alice-1", "alice")
 	testkit.Wait(t, waitTimeout, "alice online on the team topic", func() error {

@@ -85,6 +85,13 @@ func (x *Index) Groups() []string {
 	return out
 }
 
+// Len returns the number of groups.
+func (x *Index) Len() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.members)
+}
+
 // Size returns the number of members of group.
 func (x *Index) Size(group string) int {
 	x.mu.RLock()

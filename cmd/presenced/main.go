@@ -67,7 +67,7 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 			if err := n.Reload(); err != nil {
 				log.Error().Err(err).Msg("reload failed: what could not be read is kept as it was")
 			} else {
-				log.Info().Msg("reloaded: password file, token keys, TLS certificates, admin token file, groups file")
+				log.Info().Msg("reloaded: password file, token keys, TLS certificates, admin token file")
 			}
 		case <-ctx.Done():
 			waiting = false
