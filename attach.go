@@ -414,8 +414,8 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.started = true
 	p.wg.Add(4)
 	go p.pump()
-	go p.groupReader()
-	go p.claimWriter()
+	go p.worker(p.groupsKick, p.readChanged)
+	go p.worker(p.claimsKick, p.writeDirtyClaims)
 	go p.leadLoop()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {

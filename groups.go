@@ -110,16 +110,20 @@ func (p *Plugin) groupChanged(group string) {
 	p.groupsMu.Lock()
 	p.groupsDirty[group] = struct{}{}
 	p.groupsMu.Unlock()
+	kick(p.groupsKick)
+}
+
+// kick wakes a worker without waiting.
+func kick(c chan struct{}) {
 	select {
-	case p.groupsKick <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
 
-// groupReader reads the changed groups from the store into the roster, and
-// hands the membership changes to the pump. It retries a failed read every
-// second.
-func (p *Plugin) groupReader() {
+// worker runs work each time it is kicked, and a second after a run that
+// failed, until Stop.
+func (p *Plugin) worker(kicked <-chan struct{}, work func() error) {
 	defer p.wg.Done()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -128,30 +132,39 @@ func (p *Plugin) groupReader() {
 		select {
 		case <-p.stop:
 			return
-		case <-p.groupsKick:
+		case <-kicked:
 		case <-retry.C:
 		}
-		p.groupsMu.Lock()
-		dirty, resyncs := p.groupsDirty, p.resyncs
-		p.groupsDirty, p.resyncs = make(map[string]struct{}), make(map[string]struct{})
-		p.groupsMu.Unlock()
-		err := p.readGroups(dirty)
-		if err != nil {
-			p.groupsMu.Lock()
-			maps.Copy(p.groupsDirty, dirty)
-			p.groupsMu.Unlock()
-		}
-		if e := p.readSnapshots(resyncs); e != nil {
-			err = e
-			p.groupsMu.Lock()
-			maps.Copy(p.resyncs, resyncs)
-			p.groupsMu.Unlock()
-		}
-		if err != nil {
-			p.log.Debug().Err(err).Msg("groups not read; trying again")
+		if work() != nil {
 			retry.Reset(time.Second)
 		}
 	}
+}
+
+// readChanged reads the changed groups from the store into the roster
+// (handing the membership changes to the pump), and the watched groups to
+// resync from the group log; what fails is tried again.
+func (p *Plugin) readChanged() error {
+	p.groupsMu.Lock()
+	dirty, resyncs := p.groupsDirty, p.resyncs
+	p.groupsDirty, p.resyncs = make(map[string]struct{}), make(map[string]struct{})
+	p.groupsMu.Unlock()
+	err := p.readGroups(dirty)
+	if err != nil {
+		p.groupsMu.Lock()
+		maps.Copy(p.groupsDirty, dirty)
+		p.groupsMu.Unlock()
+	}
+	if e := p.readSnapshots(resyncs); e != nil {
+		err = e
+		p.groupsMu.Lock()
+		maps.Copy(p.resyncs, resyncs)
+		p.groupsMu.Unlock()
+	}
+	if err != nil {
+		p.log.Debug().Err(err).Msg("groups not read; trying again")
+	}
+	return err
 }
 
 // readGroups reads the named groups ("" for all) and applies them.
@@ -284,42 +297,29 @@ func (p *Plugin) ClaimGroups(user string, groups []string) {
 	p.claimsMu.Lock()
 	p.claimsDirty[user] = valid
 	p.claimsMu.Unlock()
-	select {
-	case p.claimsKick <- struct{}{}:
-	default:
-	}
+	kick(p.claimsKick)
 }
 
-// claimWriter writes the claimed groups, retrying a failed write every
-// second.
-func (p *Plugin) claimWriter() {
-	defer p.wg.Done()
-	retry := time.NewTimer(time.Hour)
-	retry.Stop()
-	defer retry.Stop()
-	for {
-		select {
-		case <-p.stop:
-			return
-		case <-p.claimsKick:
-		case <-retry.C:
-		}
-		p.claimsMu.Lock()
-		dirty := p.claimsDirty
-		p.claimsDirty = make(map[string][]string)
-		p.claimsMu.Unlock()
-		for user, groups := range dirty {
-			if err := p.writeClaims(user, groups); err != nil {
-				p.log.Debug().Err(err).Str("user", user).Msg("claimed groups not written; trying again")
-				p.claimsMu.Lock()
-				if _, newer := p.claimsDirty[user]; !newer {
-					p.claimsDirty[user] = groups
-				}
-				p.claimsMu.Unlock()
-				retry.Reset(time.Second)
+// writeDirtyClaims writes the claims queued; a failed one is tried again
+// unless a newer claim of the same user came meanwhile.
+func (p *Plugin) writeDirtyClaims() error {
+	p.claimsMu.Lock()
+	dirty := p.claimsDirty
+	p.claimsDirty = make(map[string][]string)
+	p.claimsMu.Unlock()
+	var failed error
+	for user, groups := range dirty {
+		if err := p.writeClaims(user, groups); err != nil {
+			p.log.Debug().Err(err).Str("user", user).Msg("claimed groups not written; trying again")
+			p.claimsMu.Lock()
+			if _, newer := p.claimsDirty[user]; !newer {
+				p.claimsDirty[user] = groups
 			}
+			p.claimsMu.Unlock()
+			failed = err
 		}
 	}
+	return failed
 }
 
 func (p *Plugin) writeClaims(user string, groups []string) error {

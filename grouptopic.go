@@ -216,10 +216,7 @@ func (p *Plugin) resync(group string) {
 	p.groupsMu.Lock()
 	p.resyncs[group] = struct{}{}
 	p.groupsMu.Unlock()
-	select {
-	case p.groupsKick <- struct{}{}:
-	default:
-	}
+	kick(p.groupsKick)
 }
 
 // readSnapshots reads watched groups from the log (the group reader calls

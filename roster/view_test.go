@@ -360,14 +360,7 @@ func TestMirrorFollowsBoard(t *testing.T) {
 // change through the leader's board and a node's mirror (the batch is one
 // change: the worst case per change).
 func BenchmarkGroup10k(b *testing.B) {
-	board, idx, w, clk := newBoard(&testing.T{})
-	users := make([]string, 10000)
-	for i := range users {
-		users[i] = fmt.Sprintf("member-%05d", i)
-		w.set(users[i], presence.Online, uint64(i+1))
-	}
-	idx.Add("big", users...)
-	s, _ := board.Watch("big")
+	board, w, clk, users, s := group10k()
 	js, _ := json.Marshal(s)
 	m := NewMirror()
 	m.Set(s)
@@ -389,7 +382,18 @@ func BenchmarkGroup10k(b *testing.B) {
 // Encoding a 10,000-member snapshot, as a node does to retain it after each
 // batch.
 func BenchmarkSnapshot10kJSON(b *testing.B) {
-	board, idx, w, _ := newBoard(&testing.T{})
+	_, _, _, _, s := group10k()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := json.Marshal(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// group10k is a board keeping one group of 10,000 members, all online.
+func group10k() (*Board, *world, *fakeClock, []string, Snapshot) {
+	board, idx, w, clk := newBoard(&testing.T{})
 	users := make([]string, 10000)
 	for i := range users {
 		users[i] = fmt.Sprintf("member-%05d", i)
@@ -397,10 +401,5 @@ func BenchmarkSnapshot10kJSON(b *testing.B) {
 	}
 	idx.Add("big", users...)
 	s, _ := board.Watch("big")
-	b.ResetTimer()
-	for range b.N {
-		if _, err := json.Marshal(s); err != nil {
-			b.Fatal(err)
-		}
-	}
+	return board, w, clk, users, s
 }

@@ -82,34 +82,27 @@ func TestRedisGroups(t *testing.T) {
 	srv := redistest.Start(t)
 	a, _ := newRedisStore(t, srv.Client(t), "n1")
 	_, colB := newRedisStore(t, srv.Client(t), "n2")
-	groupsContract(t, a, func() []string {
-		colB.mu.Lock()
-		defer colB.mu.Unlock()
-		var out []string
-		for _, e := range colB.others {
-			if e.Kind == GroupChanged && e.Group != "" {
-				out = append(out, e.Group)
-			}
-		}
-		return out
-	})
+	groupsContract(t, a, colB.groupsAnnounced)
 }
 
 func TestRedisClusterGroups(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	a, _ := newRedisStore(t, cl.Client(t), "n1")
 	_, colB := newRedisStore(t, cl.Client(t), "n2")
-	groupsContract(t, a, func() []string {
-		colB.mu.Lock()
-		defer colB.mu.Unlock()
-		var out []string
-		for _, e := range colB.others {
-			if e.Kind == GroupChanged && e.Group != "" {
-				out = append(out, e.Group)
-			}
+	groupsContract(t, a, colB.groupsAnnounced)
+}
+
+// groupsAnnounced returns the groups a store reported changed.
+func (e *events) groupsAnnounced() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, ev := range e.others {
+		if ev.Kind == GroupChanged && ev.Group != "" {
+			out = append(out, ev.Group)
 		}
-		return out
-	})
+	}
+	return out
 }
 
 func claimsContract(t *testing.T, c Claims) {
