@@ -187,6 +187,7 @@ func (p *Plugin) readGroups(names map[string]struct{}) error {
 			changes = append(changes, p.Roster.SetMembers(g, members, ok)...)
 		}
 	}
+	p.unwatchDeleted()
 	if len(changes) == 0 {
 		return nil
 	}

@@ -280,6 +280,20 @@ func (p *Plugin) watchGroup(group string) {
 	}
 }
 
+// unwatchDeleted stops watching the deleted groups: their topic's
+// retained snapshot is removed, so a new subscriber gets nothing.
+func (p *Plugin) unwatchDeleted() {
+	for _, g := range p.Mirror.Groups() {
+		if p.Roster.Has(g) {
+			continue
+		}
+		p.groupMu.Lock()
+		p.Mirror.Drop(g)
+		p.broker.Clear(p.groupsTopic() + g)
+		p.groupMu.Unlock()
+	}
+}
+
 // retainGroup stores a snapshot as its group topic's retained message.
 func (p *Plugin) retainGroup(s roster.Snapshot) {
 	b, err := json.Marshal(s)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -286,5 +287,37 @@ func TestGroupsJWTClaim(t *testing.T) {
 		if p.Version > on.Version && p.Status == presence.Busy {
 			t.Fatalf("bob received alice's busy after she left the team: %+v", p)
 		}
+	}
+}
+
+// A deleted group's topic keeps no retained snapshot: a new subscriber
+// gets nothing; created again, it starts over.
+func TestGroupsDelete(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := context.Background()
+	if err := n.Presence.SetGroups(ctx, map[string][]string{"team": {"ann"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, time.Second, "the team known", func() error { return testkit.Why(n.Presence.Roster.Has("team"), "not yet") })
+	w1 := newObserver(t, n.MQTTAddr(), "presence/groups/team")
+	testkit.Wait(t, waitTimeout, "the snapshot", func() error { return testkit.Why(len(w1.groupMsgs(t, "team")) == 1, "nothing yet") })
+	if err := n.Presence.SetGroups(ctx, map[string][]string{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, time.Second, "the team deleted", func() error { return testkit.Why(!n.Presence.Roster.Has("team"), "still there") })
+	// The node unwatches it right after reading it gone; a subscription
+	// made once that is done gets no retained message. ann's own
+	// presence, subscribed to after the group's on the same connection,
+	// marks when the retained messages were delivered.
+	testkit.Wait(t, time.Second, "the topic unwatched", func() error {
+		_, watched := n.Presence.Mirror.Version("team")
+		return testkit.Why(!watched, "still watched")
+	})
+	dial5(t, n.MQTTAddr(), "ann-1", "ann")
+	w2 := newObserver(t, n.MQTTAddr(), "presence/groups/team")
+	w2.subscribe("presence/users/ann")
+	w2.waitStatus("ann", presence.Online)
+	if m := w2.groupMsgs(t, "team"); len(m) != 0 {
+		t.Fatalf("a deleted group's topic delivered %+v", m)
 	}
 }
