@@ -285,7 +285,10 @@ func (p *Plugin) Groups() store.Groups { return p.groups }
 // connects; it never waits for the store): the user is added to each group
 // claimed, and removed from each group its previous token claimed that this
 // one does not. Invalid group names are ignored. The writes are made by a
-// worker, the latest claim per user winning.
+// worker, the latest claim per user winning; this node's roster has the
+// user in the claimed groups at once, so that the user's first SUBSCRIBE,
+// right after CONNACK, may already read them (the other nodes follow the
+// store).
 func (p *Plugin) ClaimGroups(user string, groups []string) {
 	valid := make([]string, 0, len(groups))
 	for _, g := range groups {
@@ -295,6 +298,9 @@ func (p *Plugin) ClaimGroups(user string, groups []string) {
 	}
 	slices.Sort(valid)
 	valid = slices.Compact(valid)
+	for _, g := range valid {
+		p.Roster.Add(g, user)
+	}
 	p.claimsMu.Lock()
 	p.claimsDirty[user] = valid
 	p.claimsMu.Unlock()

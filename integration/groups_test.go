@@ -263,6 +263,12 @@ func TestGroupsJWTClaim(t *testing.T) {
 	}
 	bob := newObserver(t, n.MQTTAddr(), "presence/users/+", withPassword(token("bob", "team")))
 	bob.waitStatus("bob", presence.Online)
+	// The claim is in force for a connection's first SUBSCRIBE, right
+	// after CONNACK.
+	dan := dial5(t, n.MQTTAddr(), "dan-1", "", withPassword(token("dan", "team")))
+	if got := subAck(t, dan, "presence/groups/team"); got != rcGrantedQoS1 {
+		t.Fatalf("dan's presence/groups/team right after CONNACK: SUBACK %#x", got)
+	}
 	alice := dial5(t, n.MQTTAddr(), "alice-1", "", withPassword(token("alice", "team", "bad/name")))
 	on := bob.waitStatus("alice", presence.Online) // introduced once the claim is written
 	if g := n.Presence.Roster.GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
