@@ -49,7 +49,7 @@ func (p *Plugin) leadLoop() {
 	defer tick.Stop()
 	ttl := p.leaseTTL()
 	var leading bool
-	var leaseAt time.Time
+	var leaseAt, triedAt time.Time // the lease last taken or kept; the last try
 	for {
 		select {
 		case <-p.stop:
@@ -64,7 +64,8 @@ func (p *Plugin) leadLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
-		if now := time.Now(); now.Sub(leaseAt) >= ttl/3 {
+		if now := time.Now(); now.Sub(triedAt) >= ttl/3 {
+			triedAt = now
 			ok, err := p.glog.Lead(ctx, ttl)
 			switch {
 			case err != nil && leading:
