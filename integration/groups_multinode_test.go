@@ -2,11 +2,14 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +202,35 @@ func TestGroupsLeaderFailover(t *testing.T) {
 	})
 	before := watcher.groupMsgs(t, "team")
 	last := before[len(before)-1].Version
+
+	// The lease costs little: with nothing changing, over one node_ttl the
+	// leader keeps it and the other node tries for it each a third of
+	// node_ttl: about 6 scripts (no other script runs while nothing
+	// changes).
+	ctx := context.Background()
+	evalsha := func() int64 {
+		info, err := srv.Client(t).Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+				return n
+			}
+		}
+		return 0
+	}
+	e0 := evalsha()
+	window := time.Now().Add(mnNodeTTL)
+	for time.Now().Before(window) { // a measuring window, not a wait for a condition
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := evalsha() - e0; n > 10 {
+		t.Errorf("%d scripts in %v with nothing changing, want about 6 (the lease)", n, mnNodeTTL)
+	} else {
+		t.Logf("%d scripts in %v with nothing changing (the lease)", n, mnNodeTTL)
+	}
 
 	a.kill(t)
 	killed := time.Now()
