@@ -262,12 +262,6 @@ func (p *Plugin) groupFilter(filter string) (string, bool) {
 	return g, ok && g != "" && !strings.ContainsAny(g, "/+#")
 }
 
-// groupTick is how often due batches are looked for: a tenth of the window,
-// so a batch is at most that late.
-func (p *Plugin) groupTick() time.Duration {
-	return max(p.cfg.Presence.GroupBatch.D()/10, time.Millisecond)
-}
-
 // GroupSizes returns every group's name and size.
 func (p *Plugin) GroupSizes() map[string]int {
 	out := make(map[string]int)

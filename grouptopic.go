@@ -45,9 +45,10 @@ import (
 // group of the roster on the Board, and commits the batches due.
 func (p *Plugin) leadLoop() {
 	defer p.wg.Done()
-	tick := time.NewTicker(p.groupTick())
+	tick := time.NewTicker(leadTick)
 	defer tick.Stop()
 	ttl := p.leaseTTL()
+	var gen uint64 // the roster's generation the board was last reconciled with
 	var leading bool
 	var leaseAt, triedAt time.Time // the lease last taken or kept; the last try
 	for {
@@ -91,8 +92,11 @@ func (p *Plugin) leadLoop() {
 				}
 			}
 		}
+		if !leading {
+			gen = 0
+		}
 		if leading {
-			p.leadOnce(ctx)
+			gen = p.leadOnce(ctx, gen)
 		}
 		cancel()
 	}
@@ -106,37 +110,47 @@ func (p *Plugin) leaseTTL() time.Duration {
 	return 3 * time.Second
 }
 
-// leadOnce opens the groups the Board does not keep yet, drops the deleted
-// ones, and commits the batches due.
-func (p *Plugin) leadOnce(ctx context.Context) {
-	kept := p.Board.Groups()
-	for _, g := range p.Roster.Groups() {
-		if _, ok := slices.BinarySearch(kept, g); !ok {
-			if err := p.openGroup(ctx, g); err != nil {
-				return
+// leadTick is how often the leader looks for batches due: a batch is cut
+// at most this long after its window ends.
+const leadTick = 5 * time.Millisecond
+
+// leadOnce, when the roster changed since gen, opens the groups the Board
+// does not keep yet and drops the deleted ones; then it commits the batches
+// due. It returns the roster's generation it reconciled with.
+func (p *Plugin) leadOnce(ctx context.Context, gen uint64) uint64 {
+	if now := p.Roster.Gen(); now != gen {
+		kept := p.Board.Groups()
+		for _, g := range p.Roster.Groups() {
+			if _, ok := slices.BinarySearch(kept, g); !ok {
+				if err := p.openGroup(ctx, g); err != nil {
+					return gen
+				}
 			}
 		}
-	}
-	for _, g := range kept {
-		if !p.Roster.Has(g) {
-			p.Board.Unwatch(g)
-			if err := p.glog.DropGroup(ctx, g); err != nil {
-				return
+		for _, g := range kept {
+			if !p.Roster.Has(g) {
+				p.Board.Unwatch(g)
+				if err := p.glog.DropGroup(ctx, g); err != nil {
+					return gen
+				}
 			}
 		}
+		gen = now
 	}
 	for _, d := range p.Board.Cut() {
 		ok, err := p.glog.CommitBatch(ctx, d)
 		if err != nil {
 			// Not committed: read the group back and cut again from there.
 			p.Board.Unwatch(d.Group)
-			return
+			return 0
 		}
 		if !ok {
 			p.log.Warn().Str("group", d.Group).Uint64("follows", d.Follows).Msg("group batch refused: the log moved on; read again")
 			p.Board.Unwatch(d.Group)
+			gen = 0
 		}
 	}
+	return gen
 }
 
 // openGroup puts a group on the leader's Board at the version the log
@@ -258,7 +272,13 @@ func (p *Plugin) watchGroup(group string) {
 	if presence.ValidGroup(group) != nil || !p.Roster.Has(group) {
 		return
 	}
-	if _, watched := p.Mirror.Version(group); watched {
+	// Looked at under groupMu: a group is marked watched and its snapshot
+	// retained in one step under it, so a subscriber that finds the group
+	// watched finds its snapshot retained.
+	p.groupMu.Lock()
+	_, watched := p.Mirror.Version(group)
+	p.groupMu.Unlock()
+	if watched {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -3,6 +3,7 @@ package roster
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Change is one membership change: user joined (Added) or left group.
@@ -15,6 +16,7 @@ type Change struct {
 // (Mates) and written rarely (a groups file, the admin API, the store's
 // events). Its methods may be called from any goroutine.
 type Index struct {
+	gen     atomic.Uint64 // counts the changes
 	mu      sync.RWMutex
 	members map[string]map[string]struct{} // group -> users; a group may be empty
 	of      map[string]map[string]struct{} // user -> groups
@@ -85,6 +87,9 @@ func (x *Index) Groups() []string {
 	return out
 }
 
+// Gen changes with every change of the index.
+func (x *Index) Gen() uint64 { return x.gen.Load() }
+
 // Len returns the number of groups.
 func (x *Index) Len() int {
 	x.mu.RLock()
@@ -104,6 +109,7 @@ func (x *Index) Size(group string) int {
 func (x *Index) Create(group string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	if _, ok := x.members[group]; ok {
 		return false
 	}
@@ -115,6 +121,7 @@ func (x *Index) Create(group string) bool {
 func (x *Index) Add(group string, users ...string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	var out []Change
 	for _, u := range users {
 		if x.add(group, u) {
@@ -131,6 +138,7 @@ func (x *Index) Add(group string, users ...string) []Change {
 func (x *Index) Remove(group string, users ...string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	var out []Change
 	for _, u := range users {
 		if x.remove(group, u) {
@@ -144,6 +152,7 @@ func (x *Index) Remove(group string, users ...string) []Change {
 func (x *Index) Delete(group string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	var out []Change
 	for _, u := range sorted(x.members[group]) {
 		x.remove(group, u)
@@ -158,6 +167,7 @@ func (x *Index) Delete(group string) []Change {
 func (x *Index) SetMembers(group string, members []string, exists bool) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	var out []Change
 	want := set(members)
 	for _, u := range sorted(x.members[group]) {
@@ -186,6 +196,7 @@ func (x *Index) SetMembers(group string, members []string, exists bool) []Change
 func (x *Index) Replace(groups map[string][]string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.gen.Add(1)
 	var out []Change
 	for _, g := range sorted(keys(x.members)) {
 		want := set(groups[g])

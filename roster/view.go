@@ -74,6 +74,7 @@ type Board struct {
 
 	mu     sync.Mutex
 	groups map[string]*view
+	dirty  map[string]struct{} // groups with pending changes: Cut and Next look only at them
 	stats  BoardStats
 }
 
@@ -96,7 +97,7 @@ type view struct {
 // NewBoard returns a board over idx's groups, cutting batches every window,
 // reading a member's current presence with lookup.
 func NewBoard(idx *Index, window time.Duration, now func() time.Time, lookup func(string) (presence.Aggregate, bool)) *Board {
-	return &Board{idx: idx, window: window, now: now, lookup: lookup, groups: make(map[string]*view)}
+	return &Board{idx: idx, window: window, now: now, lookup: lookup, groups: make(map[string]*view), dirty: make(map[string]struct{})}
 }
 
 // member is user's entry now: offline at version 0 when never seen.
@@ -182,6 +183,7 @@ func (b *Board) Note(a presence.Aggregate) {
 		}
 		m := MemberOf(a)
 		v.pending[a.User] = &m
+		b.dirty[g] = struct{}{}
 	}
 }
 
@@ -195,6 +197,7 @@ func (b *Board) Joined(changes []Change) {
 		if v == nil {
 			continue
 		}
+		b.dirty[c.Group] = struct{}{}
 		if c.Added {
 			m := b.member(c.User)
 			v.pending[c.User] = &m
@@ -211,11 +214,16 @@ func (b *Board) Cut() []Delta {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Delta
-	for _, g := range slices.Sorted(maps.Keys(b.groups)) {
+	for _, g := range slices.Sorted(maps.Keys(b.dirty)) {
 		v := b.groups[g]
-		if len(v.pending) == 0 || now.Sub(v.last) < b.window {
+		if v == nil || len(v.pending) == 0 {
+			delete(b.dirty, g)
 			continue
 		}
+		if now.Sub(v.last) < b.window {
+			continue
+		}
+		delete(b.dirty, g)
 		d := Delta{Group: g, Follows: v.version, Version: v.version + 1, Changes: []Member{}}
 		for _, u := range slices.Sorted(maps.Keys(v.pending)) {
 			p := v.pending[u]
@@ -257,8 +265,9 @@ func (b *Board) Next() time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	next := b.window
-	for _, v := range b.groups {
-		if len(v.pending) == 0 {
+	for g := range b.dirty {
+		v := b.groups[g]
+		if v == nil || len(v.pending) == 0 {
 			continue
 		}
 		next = min(next, max(0, v.last.Add(b.window).Sub(now)))
