@@ -4,8 +4,12 @@
 // writes what it measured as a result.File (JSON) plus the Markdown table
 // and the latency plot of bench/report.
 //
-//	presence-bench --systems presenced-memory,presenced-redis,mochi-bare,mosquitto-lastwill \
-//	    --scenarios steady,churn,storm,silent,fanout,flap --out-dir bench/results
+//	presence-bench --systems presenced-memory,presenced-redis,mochi-bare,mosquitto-lastwill,presenced-group \
+//	    --scenarios steady,churn,storm,silent,fanout,flap,team --out-dir bench/results
+//
+// presenced-group is presenced-memory with a groups file; it runs the team
+// scenario only (team.go), where it is compared with presenced-memory and
+// mosquitto-lastwill watching user topics.
 package main
 
 import (
@@ -26,10 +30,19 @@ import (
 	"github.com/presenced/presenced/bench/result"
 )
 
-const naError = "no presence in the bare broker"
+const (
+	naError     = "no presence in the bare broker"
+	naTeamRedis = "the team scenario compares the group topic with user topics on the memory store"
+)
 
 // isNA tells a run that does not apply to its system.
-func isNA(r result.Run) bool { return r.Error == naError }
+func isNA(r result.Run) bool { return r.Error == naError || r.Error == naTeamRedis }
+
+// applies tells whether scenario is run on sys at all: presenced-group is
+// presenced-memory with a groups file, and runs the team scenario only.
+func applies(sys, scenario string) bool {
+	return sys != systemGroup || scenario == scenarioTeam
+}
 
 // bareScenarios are the scenarios that need no presence.
 var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true}
@@ -56,10 +69,20 @@ func runBench(cfg config) (result.File, error) {
 	}
 	start := time.Now()
 	f := result.File{Started: start.UTC().Truncate(time.Millisecond), Command: cfg.Command, Machine: machineInfo(cfg.Paths)}
-	total := len(cfg.Systems) * len(cfg.Scenarios)
+	total := 0
+	for _, sys := range cfg.Systems {
+		for _, sc := range cfg.Scenarios {
+			if applies(sys, sc) {
+				total++
+			}
+		}
+	}
 	i := 0
 	for _, sys := range cfg.Systems {
 		for _, sc := range cfg.Scenarios {
+			if !applies(sys, sc) {
+				continue
+			}
 			i++
 			logf(cfg, "[%d/%d] %s %s ...", i, total, sys, sc)
 			t0 := time.Now()
@@ -68,6 +91,7 @@ func runBench(cfg config) (result.File, error) {
 			f.Runs = append(f.Runs, r)
 		}
 	}
+	teamCompare(f.Runs, cfg.Team.Batch)
 	f.Duration = math.Round(time.Since(start).Seconds()*10) / 10
 	return f, nil
 }
@@ -160,6 +184,7 @@ var scenarioFuncs = map[string]func(*runEnv) error{
 	result.ScenarioSilent: (*runEnv).silent,
 	result.ScenarioFanout: (*runEnv).fanout,
 	result.ScenarioFlap:   (*runEnv).flap,
+	scenarioTeam:          (*runEnv).team,
 }
 
 // runOne starts the system fresh, runs the scenario and stops the system.
@@ -174,6 +199,10 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		r.Error = naError
 		return r
 	}
+	if sysName == result.SystemRedis && scenario == scenarioTeam {
+		r.Error = naTeamRedis
+		return r
+	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
 	if err != nil {
 		r.Error = err.Error()
@@ -181,7 +210,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	}
 	tempDirs.add(dir)
 	defer tempDirs.remove(dir)
-	sys, err := startSystem(sysName, cfg.Paths, dir)
+	sys, err := startSystem(sysName, cfg.Paths, dir, presencedConfigFor(cfg, sysName, scenario, fdLimit))
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -206,7 +235,11 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		}
 		done <- err
 	}()
-	timer := time.NewTimer(cfg.RunTimeout)
+	timeout := cfg.RunTimeout
+	if scenario == scenarioTeam {
+		timeout += cfg.Team.Burst
+	}
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte
 	if sys.isPresenced() {
@@ -239,10 +272,10 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		case <-time.After(30 * time.Second):
 			sys.stop()
 			e.closeAll()
-			r.Error = fmt.Sprintf("timed out after %v (the scenario did not stop)", cfg.RunTimeout)
+			r.Error = fmt.Sprintf("timed out after %v (the scenario did not stop)", timeout)
 			return r
 		}
-		err = fmt.Errorf("timed out after %v", cfg.RunTimeout)
+		err = fmt.Errorf("timed out after %v", timeout)
 	}
 	sys.stop()
 	e.closeAll()
@@ -289,6 +322,21 @@ func (e *runEnv) capDevices(n, others int, what string) int {
 		return c
 	}
 	return n
+}
+
+// newObserverFilters connects an observer subscribed to every filter (in
+// one SUBSCRIBE), covering the users cover accepts (nil: from the first
+// filter).
+func (e *runEnv) newObserverFilters(id string, filters []string, readBuf int, cover func(string) bool) (*observer, error) {
+	o := newObserver(e.sys.parser())
+	o.cover = cover
+	e.mu.Lock()
+	e.obs = append(e.obs, o)
+	e.mu.Unlock()
+	if _, err := o.connectFilters(e.sys.addr(), id, filters, 10*time.Second, readBuf); err != nil {
+		return nil, fmt.Errorf("observer %s: %w", id, err)
+	}
+	return o, nil
 }
 
 // newObserver connects an observer subscribed to filter.
@@ -543,7 +591,8 @@ func summaryLine(r result.Run, took time.Duration) string {
 		fmt.Fprintf(&b, " detection_s(n=%d p50=%g p99=%g max=%g limit=%g)", s.N, s.P50, s.P99, s.Max, m.DetectionLimitS)
 	}
 	add("msgs/change", m.MessagesPerChange, "")
-	for _, k := range []string{"observer_states_seen", "offline_shown"} {
+	for _, k := range []string{"observer_states_seen", "offline_shown", "msgs_per_watcher", "wrong_final", "broker_cpu_ms",
+		"big_snapshot_bytes", "big_first_snapshot_p50_ms", "big_cpu_us_per_change"} {
 		if v, ok := r.Extra[k]; ok {
 			fmt.Fprintf(&b, " %s=%g", k, v)
 		}

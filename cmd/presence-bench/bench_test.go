@@ -84,6 +84,8 @@ func smokeConfig(t *testing.T) config {
 	c.Silent.Devices, c.Silent.Keepalive = 10, 1
 	c.Fanout.Users, c.Fanout.Observers, c.Fanout.Changes, c.Fanout.Interval = 3, 4, 3, 300*time.Millisecond
 	c.Flap.Devices, c.Flap.Interval, c.Flap.Duration = 3, 400*time.Millisecond, 1600*time.Millisecond
+	c.Team.Members, c.Team.Burst, c.Team.Batch = 6, 400*time.Millisecond, 50*time.Millisecond
+	c.Team.BigMembers, c.Team.BigWatch, c.Team.BigChanges, c.Team.BigRate = 60, 2, 20, 200
 	c.ConnectWorkers = 8
 	c.RunTimeout = 40 * time.Second
 	c.Log = io.Discard
@@ -117,8 +119,14 @@ func TestSmoke(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(f.Runs) != len(allScenarios) {
-					t.Fatalf("%d runs", len(f.Runs))
+				want := 0
+				for _, sc := range allScenarios {
+					if applies(sys, sc) {
+						want++
+					}
+				}
+				if len(f.Runs) != want {
+					t.Fatalf("%d runs, want %d", len(f.Runs), want)
 				}
 				for _, r := range f.Runs {
 					checkRun(t, c, r)
@@ -161,10 +169,16 @@ func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
 func checkRun(t *testing.T, c config, r result.Run) {
 	t.Helper()
 	name := r.System + "/" + r.Scenario
-	presenced := r.System == result.SystemMemory || r.System == result.SystemRedis
+	presenced := r.System == result.SystemMemory || r.System == result.SystemRedis || r.System == systemGroup
 	if r.System == result.SystemMochi && !bareScenarios[r.Scenario] {
 		if r.Error != naError {
 			t.Errorf("%s: error %q, want %q", name, r.Error, naError)
+		}
+		return
+	}
+	if r.System == result.SystemRedis && r.Scenario == scenarioTeam {
+		if r.Error != naTeamRedis {
+			t.Errorf("%s: error %q, want %q", name, r.Error, naTeamRedis)
 		}
 		return
 	}
@@ -219,6 +233,24 @@ func checkRun(t *testing.T, c config, r result.Run) {
 		if r.Extra["observer_states_seen"] <= 0 || r.Extra["reconnects"] <= 0 {
 			bad("flap", r.Extra)
 		}
+	case scenarioTeam:
+		n := c.Team.Members
+		if m.Sessions != n || m.Latency == nil || m.Latency.N != n || r.Extra["wrong_final"] != 0 || r.Extra["members_not_seen_by_all"] != 0 || r.Extra["watchers_without_snapshot"] != 0 {
+			bad("team", m)
+		}
+		perWatcher := r.Extra["msgs_per_watcher"]
+		if r.System == systemGroup {
+			// One delta per batch window at most, and at least one.
+			if perWatcher < 1 || perWatcher > float64(n) || r.Extra["group_gaps"] != 0 || r.Extra["group_backward"] != 0 {
+				bad("group messages", r.Extra)
+			}
+			if r.Extra["big_snapshot_bytes"] < float64(c.Team.BigMembers)*40 || r.Extra["big_first_snapshot_p50_ms"] <= 0 || r.Extra["big_change_deltas"] < 1 {
+				bad("large group", r.Extra)
+			}
+		} else if perWatcher != float64(n-1) {
+			// One message per other member connecting.
+			bad("messages per watcher", perWatcher)
+		}
 	}
 	if presenced && r.Correct != (result.Correctness{}) {
 		t.Errorf("%s: presenced showed something wrong: %+v (notes %v)", name, r.Correct, r.Notes)
@@ -230,8 +262,9 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Systems) != 4 || len(c.Scenarios) != 6 || c.Steady.Devices != 15000 || c.Storm.Devices != 5000 ||
-		c.Churn.Rate != 1000 || c.Silent.Keepalive != 2 || c.Fanout.Observers != 50 || c.Flap.Duration != 10*time.Second {
+	if len(c.Systems) != 5 || len(c.Scenarios) != 7 || c.Steady.Devices != 15000 || c.Storm.Devices != 5000 ||
+		c.Churn.Rate != 1000 || c.Silent.Keepalive != 2 || c.Fanout.Observers != 50 || c.Flap.Duration != 10*time.Second ||
+		c.Team.Members != 500 || c.Team.Batch != 250*time.Millisecond || c.Team.BigMembers != 10000 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c, err = parseFlags([]string{"--systems", "mochi-bare", "--scenarios", "storm,steady", "--storm-devices", "7"}, io.Discard)
@@ -243,6 +276,9 @@ func TestFlags(t *testing.T) {
 		{"--scenarios", "steady,nope"},
 		{"--storm-devices", "0"},
 		{"--churn-rate", "-1"},
+		{"--team-batch", "5ms"},
+		{"--team-members", "1"},
+		{"--team-burst", "0s"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); err == nil {

@@ -97,7 +97,7 @@ type client struct {
 	nextID uint16 // under wmu
 
 	connack  chan byte
-	suback   chan struct{}
+	suback   chan []byte   // each SUBACK's return codes
 	done     chan struct{} // closed when the reader exits
 	errMu    sync.Mutex
 	err      error
@@ -115,7 +115,7 @@ var errConnackTimeout = errors.New("no CONNACK in time")
 
 // connect dials addr, sends CONNECT and waits for CONNACK.
 func connect(addr string, o connectOpts, timeout time.Duration) (*client, error) {
-	c := &client{opts: o, connack: make(chan byte, 1), suback: make(chan struct{}, 16), done: make(chan struct{})}
+	c := &client{opts: o, connack: make(chan byte, 1), suback: make(chan []byte, 16), done: make(chan struct{})}
 	c.DialStart = mono()
 	nc, err := dialTCP(addr, timeout)
 	if err != nil {
@@ -235,7 +235,8 @@ func (c *client) Publish(topic string, payload []byte, qos byte, retain bool) er
 	return err
 }
 
-// Subscribe subscribes to filters at QoS 1 and waits for SUBACK.
+// Subscribe subscribes to filters at QoS 1 and waits for SUBACK; a filter
+// the broker refuses (return code 0x80) is an error.
 func (c *client) Subscribe(timeout time.Duration, filters ...string) error {
 	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Subscribe, Qos: 1}, ProtocolVersion: 4}
 	for _, f := range filters {
@@ -254,7 +255,16 @@ func (c *client) Subscribe(timeout time.Duration, filters ...string) error {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
-	case <-c.suback:
+	case codes := <-c.suback:
+		refused := 0
+		for _, rc := range codes {
+			if rc >= 0x80 {
+				refused++
+			}
+		}
+		if refused > 0 {
+			return fmt.Errorf("SUBACK refused %d of %d filters", refused, len(filters))
+		}
 		return nil
 	case <-c.done:
 		return fmt.Errorf("connection closed before SUBACK: %w", c.Err())
@@ -357,8 +367,12 @@ func (c *client) readLoop() {
 				c.opts.OnPublish(pk.TopicName, pk.Payload, at)
 			}
 		case packets.Suback:
+			var codes []byte
+			if len(body) > 2 {
+				codes = body[2:]
+			}
 			select {
-			case c.suback <- struct{}{}:
+			case c.suback <- codes:
 			default:
 			}
 		case packets.Pingresp:

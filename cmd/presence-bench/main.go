@@ -18,9 +18,9 @@ import (
 	"github.com/presenced/presenced/bench/result"
 )
 
-var allSystems = []string{result.SystemMemory, result.SystemRedis, result.SystemMochi, result.SystemMosquitto}
+var allSystems = []string{result.SystemMemory, result.SystemRedis, result.SystemMochi, result.SystemMosquitto, systemGroup}
 
-var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap}
+var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -58,6 +58,15 @@ type config struct {
 	Flap struct {
 		Devices            int
 		Interval, Duration time.Duration
+	}
+	Team struct {
+		Members    int           // in the group; each also has a watcher
+		Burst      time.Duration // every member connects once within it
+		Batch      time.Duration // presenced-group's presence.group_batch
+		BigMembers int           // the large group of the sub-measurement
+		BigWatch   int           // new watchers timed to their first snapshot
+		BigChanges int           // status changes for CPU per member change
+		BigRate    float64       // their rate, per second
 	}
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -139,6 +148,13 @@ func defaultConfig() config {
 	c.Flap.Devices = 10
 	c.Flap.Interval = time.Second
 	c.Flap.Duration = 10 * time.Second
+	c.Team.Members = 500
+	c.Team.Burst = 10 * time.Second
+	c.Team.Batch = 250 * time.Millisecond
+	c.Team.BigMembers = 10000
+	c.Team.BigWatch = 5
+	c.Team.BigChanges = 2000
+	c.Team.BigRate = 1000
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -190,6 +206,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.Flap.Interval, "flap-interval", c.Flap.Interval, "flap: time between a device's reconnects")
 	fs.DurationVar(&c.Flap.Duration, "flap-duration", c.Flap.Duration, "flap: how long devices flap")
 
+	fs.IntVar(&c.Team.Members, "team-members", c.Team.Members, "team: members of the group; each member also has a watcher of the group (the group topic, or the other members' user topics)")
+	fs.DurationVar(&c.Team.Burst, "team-burst", c.Team.Burst, "team: every member connects once, at a random time within this burst (the issue's morning burst is 60s); a team run may take this much longer than --run-timeout")
+	fs.DurationVar(&c.Team.Batch, "team-batch", c.Team.Batch, "team: presence.group_batch of presenced-group (10ms..10s)")
+	fs.IntVar(&c.Team.BigMembers, "team-big-members", c.Team.BigMembers, "team (presenced-group): members of the large group, all online, for snapshot size, time to the first snapshot and CPU per member change")
+	fs.IntVar(&c.Team.BigWatch, "team-big-watchers", c.Team.BigWatch, "team (presenced-group): new watchers of the large group timed to their first snapshot, one after the other")
+	fs.IntVar(&c.Team.BigChanges, "team-big-changes", c.Team.BigChanges, "team (presenced-group): status changes of large-group members for CPU per member change")
+	fs.Float64Var(&c.Team.BigRate, "team-big-rate", c.Team.BigRate, "team (presenced-group): rate of those changes, per second")
+
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
 	if err := fs.Parse(args); err != nil {
@@ -238,6 +262,8 @@ func (c *config) validate() error {
 		"silent-devices": c.Silent.Devices, "silent-keepalive": c.Silent.Keepalive,
 		"fanout-users": c.Fanout.Users, "fanout-observers": c.Fanout.Observers, "fanout-changes": c.Fanout.Changes,
 		"flap-devices": c.Flap.Devices, "connect-workers": c.ConnectWorkers,
+		"team-members": c.Team.Members, "team-big-members": c.Team.BigMembers,
+		"team-big-watchers": c.Team.BigWatch, "team-big-changes": c.Team.BigChanges,
 	}
 	for name, v := range pos {
 		if v <= 0 {
@@ -248,6 +274,7 @@ func (c *config) validate() error {
 		"steady-ping-window": c.Steady.PingWindow, "steady-redis-window": c.Steady.RedisWindow,
 		"churn-duration": c.Churn.Duration, "fanout-interval": c.Fanout.Interval,
 		"flap-interval": c.Flap.Interval, "flap-duration": c.Flap.Duration, "run-timeout": c.RunTimeout,
+		"team-burst": c.Team.Burst,
 	}
 	for name, v := range durs {
 		if v <= 0 {
@@ -256,6 +283,15 @@ func (c *config) validate() error {
 	}
 	if c.Churn.Rate <= 0 {
 		return errors.New("--churn-rate must be positive")
+	}
+	if c.Team.BigRate <= 0 {
+		return errors.New("--team-big-rate must be positive")
+	}
+	if c.Team.Batch < 10*time.Millisecond || c.Team.Batch > 10*time.Second {
+		return errors.New("--team-batch must be between 10ms and 10s")
+	}
+	if c.Team.Members < 2 {
+		return errors.New("--team-members must be at least 2")
 	}
 	if c.Steady.Keepalive > 65535 || c.Storm.Keepalive > 65535 || c.Silent.Keepalive > 65535 {
 		return errors.New("keep-alive must be at most 65535")

@@ -107,13 +107,17 @@ type observer struct {
 	parse  parser
 	filter string
 	msgs   atomic.Int64 // every PUBLISH received
+	bytes  atomic.Int64 // their payload bytes
 	bad    atomic.Int64 // payloads that did not parse
 
-	mu    sync.Mutex
-	raw   []rawMsg
-	tl    map[string][]Obs
-	c     *client
-	since time.Duration // when it first subscribed
+	mu     sync.Mutex
+	raw    []rawMsg
+	tl     map[string][]Obs
+	groups []groupMsg // presence/groups/{group} messages, in receive order
+	c      *client
+	since  time.Duration          // when it first subscribed
+	cover  func(user string) bool // when set, which users it covers (else from filter)
+	first  string                 // the first message's topic and payload, for errors
 }
 
 type rawMsg struct {
@@ -128,7 +132,11 @@ func newObserver(p parser) *observer {
 
 func (o *observer) onPublish(topic string, payload []byte, at time.Duration) {
 	o.msgs.Add(1)
+	o.bytes.Add(int64(len(payload)))
 	o.mu.Lock()
+	if o.first == "" {
+		o.first = topic + " " + string(payload[:min(len(payload), 200)])
+	}
 	o.raw = append(o.raw, rawMsg{topic, payload, at})
 	o.mu.Unlock()
 }
@@ -136,6 +144,10 @@ func (o *observer) onPublish(topic string, payload []byte, at time.Duration) {
 // flush parses what was received since the last flush; o.mu is held.
 func (o *observer) flush() {
 	for _, m := range o.raw {
+		if strings.HasPrefix(m.topic, groupTopicPrefix) {
+			o.flushGroup(m)
+			continue
+		}
 		user, ok := strings.CutPrefix(m.topic, topicPrefix)
 		if !ok {
 			continue
@@ -154,27 +166,38 @@ func (o *observer) flush() {
 
 // covers tells whether the observer's subscription includes user.
 func (o *observer) covers(user string) bool {
+	if o.cover != nil {
+		return o.cover(user)
+	}
 	return o.filter == topicPrefix+"+" || o.filter == topicPrefix+user
 }
 
 // connect connects the observer and subscribes it to filter.
 func (o *observer) connect(addr, clientID, filter string, timeout time.Duration, readBuf int) error {
+	_, err := o.connectFilters(addr, clientID, []string{filter}, timeout, readBuf)
+	return err
+}
+
+// connectFilters connects the observer and subscribes it to every filter
+// in one SUBSCRIBE; the observer's filter is the first one (set cover for
+// the others). It returns the client.
+func (o *observer) connectFilters(addr, clientID string, filters []string, timeout time.Duration, readBuf int) (*client, error) {
 	c, err := connect(addr, connectOpts{ClientID: clientID, Keepalive: 60, ReadBuffer: readBuf, OnPublish: o.onPublish}, timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := c.Subscribe(timeout, filter); err != nil {
+	if err := c.Subscribe(timeout, filters...); err != nil {
 		c.Close()
-		return err
+		return nil, err
 	}
 	o.mu.Lock()
 	o.c = c
 	if o.filter == "" {
-		o.filter, o.since = filter, c.ConnackAt
+		o.filter, o.since = filters[0], c.ConnackAt
 	}
 	o.mu.Unlock()
 	go keepAlive(c, 20*time.Second)
-	return nil
+	return c, nil
 }
 
 // keepAlive pings c every interval until it closes.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,14 @@ import (
 
 	"github.com/presenced/presenced/bench/result"
 )
+
+// presencedConfig is what a run sets in presenced's config file beyond its
+// flags; the zero value writes none.
+type presencedConfig struct {
+	Groups           map[string][]string // presence.groups_file's content
+	GroupBatch       time.Duration       // presence.group_batch
+	MaxSubscriptions int                 // mqtt.max_subscriptions
+}
 
 // paths of the programs the bench starts.
 type paths struct {
@@ -38,11 +47,24 @@ type system struct {
 	waitCh              <-chan error
 	stderr              *tailBuffer
 	redis               *redisServer // presenced-redis only
+
+	// presenced only: the groups file it is (re)started with,
+	// presence.group_batch and mqtt.max_subscriptions (0: the default),
+	// written to a config file when any is set.
+	groups     map[string][]string
+	groupBatch time.Duration
+	maxSubs    int
 }
+
+// systemGroup is presenced with the in-memory store and a groups file,
+// whose observers watch the group topic presence/groups/{group}. It runs
+// the team scenario only; in every other scenario it would be
+// presenced-memory.
+const systemGroup = "presenced-group"
 
 func (s *system) hasPresence() bool { return s.name != result.SystemMochi }
 func (s *system) isPresenced() bool {
-	return s.name == result.SystemMemory || s.name == result.SystemRedis || s.name == result.SystemMochi
+	return s.name == result.SystemMemory || s.name == result.SystemRedis || s.name == result.SystemMochi || s.name == systemGroup
 }
 func (s *system) lastWill() bool { return s.name == result.SystemMosquitto }
 func (s *system) addr() string   { return "127.0.0.1:" + strconv.Itoa(s.mqttPort) }
@@ -55,9 +77,9 @@ func (s *system) parser() parser {
 	return parsePresenced
 }
 
-// startSystem starts name fresh.
-func startSystem(name string, p paths, dir string) (*system, error) {
-	s := &system{name: name, paths: p, dir: dir}
+// startSystem starts name fresh, with presenced's config o.
+func startSystem(name string, p paths, dir string, o presencedConfig) (*system, error) {
+	s := &system{name: name, paths: p, dir: dir, groups: o.Groups, groupBatch: o.GroupBatch, maxSubs: o.MaxSubscriptions}
 	var err error
 	if s.mqttPort, err = freePort(); err != nil {
 		return nil, err
@@ -82,7 +104,7 @@ func startSystem(name string, p paths, dir string) (*system, error) {
 func (s *system) start() error {
 	var cmd *exec.Cmd
 	switch s.name {
-	case result.SystemMemory, result.SystemRedis, result.SystemMochi:
+	case result.SystemMemory, result.SystemRedis, result.SystemMochi, systemGroup:
 		args := []string{
 			"--mqtt-addr", s.addr(), "--ws-addr", "off",
 			"--admin-addr", "127.0.0.1:" + strconv.Itoa(s.adminPort),
@@ -93,6 +115,13 @@ func (s *system) start() error {
 		}
 		if s.name == result.SystemMochi {
 			args = append(args, "--presence", "off")
+		}
+		if s.groups != nil || s.maxSubs > 0 {
+			conf, err := s.writeConfig()
+			if err != nil {
+				return err
+			}
+			args = append(args, "--config", conf)
 		}
 		cmd = exec.Command(s.paths.Presenced, args...)
 	case result.SystemMosquitto:
@@ -129,6 +158,50 @@ func (s *system) start() error {
 	s.proc = cmd
 	s.waitCh = exited
 	return nil
+}
+
+// writeConfig writes presenced's config file: the groups file of s.groups
+// (named by presence.groups_file), presence.group_batch and
+// mqtt.max_subscriptions; it returns the config's path.
+func (s *system) writeConfig() (string, error) {
+	text := ""
+	if s.maxSubs > 0 {
+		text += "mqtt:\n  max_subscriptions: " + strconv.Itoa(s.maxSubs) + "\n"
+	}
+	if s.groups != nil {
+		groups, err := s.writeGroups()
+		if err != nil {
+			return "", err
+		}
+		text += "presence:\n  groups_file: " + strconv.Quote(groups) + "\n"
+		if s.groupBatch > 0 {
+			text += "  group_batch: " + s.groupBatch.String() + "\n"
+		}
+	}
+	conf := filepath.Join(s.dir, "presenced.yaml")
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		return "", err
+	}
+	return conf, nil
+}
+
+// writeGroups writes the groups file of s.groups and returns its path.
+func (s *system) writeGroups() (string, error) {
+	var b strings.Builder
+	b.WriteString("groups:\n")
+	names := make([]string, 0, len(s.groups))
+	for g := range s.groups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	for _, g := range names {
+		b.WriteString("  " + g + ": [" + strings.Join(s.groups[g], ", ") + "]\n")
+	}
+	path := filepath.Join(s.dir, "groups.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // kill SIGKILLs the broker and waits for it.
