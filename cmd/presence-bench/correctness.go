@@ -111,6 +111,7 @@ type ObserverView struct {
 	TL     Timeline
 	Since  time.Duration
 	Covers func(user string) bool
+	Batch  time.Duration // the batch window of a group watcher: a change may wait that long
 }
 
 // evaluate counts, for every observer and every user of the ground truth
@@ -125,7 +126,8 @@ type ObserverView struct {
 //   - Ghosts: at a user's death (its last device's) + the window, with no
 //     device live again by then, the shown state is online.
 //   - WrongOffline: an offline state shown, for any time, while the user had
-//     been continuously live for more than graceUp. An observer that was
+//     been continuously live for more than graceUp (plus the batch window
+//     of an observer that gets batches: a change may wait that long). An observer that was
 //     never sent any state of a user it covers shows the user offline for
 //     good: that counts too (NeverShown) when the user was live for more
 //     than graceUp after the observer subscribed. (How late a first state
@@ -150,11 +152,12 @@ func evaluate(ivs []Interval, observers []ObserverView, end time.Duration) Evalu
 			ev.Ghosts += ghosts(userSpans, shown, end)
 			// Never given any state of a user that was live: the observer
 			// shows it offline for good.
-			if v.Covers != nil && len(shown) == 0 && overlapsLive(userSpans, v.Since+graceUp, end) {
+			grace := graceUp + v.Batch
+			if v.Covers != nil && len(shown) == 0 && overlapsLive(userSpans, v.Since+grace, end, grace) {
 				ev.WrongOffline++
 				ev.NeverShown++
 			}
-			ev.WrongOffline += wrongOffline(userSpans, shown, end)
+			ev.WrongOffline += wrongOffline(userSpans, shown, end, grace)
 		}
 	}
 	return ev
@@ -227,7 +230,7 @@ func ghosts(sp []span, shown []Obs, end time.Duration) int {
 	return n
 }
 
-func wrongOffline(sp []span, shown []Obs, end time.Duration) int {
+func wrongOffline(sp []span, shown []Obs, end, grace time.Duration) int {
 	n := 0
 	for i, ob := range shown {
 		if ob.Online {
@@ -237,7 +240,7 @@ func wrongOffline(sp []span, shown []Obs, end time.Duration) int {
 		if i+1 < len(shown) {
 			to = shown[i+1].At
 		}
-		if overlapsLive(sp, ob.At, to) {
+		if overlapsLive(sp, ob.At, to, grace) {
 			n++
 		}
 	}
@@ -245,10 +248,10 @@ func wrongOffline(sp []span, shown []Obs, end time.Duration) int {
 }
 
 // overlapsLive tells whether [from, to) meets a time at which the user had
-// been live for more than graceUp.
-func overlapsLive(sp []span, from, to time.Duration) bool {
+// been live for more than grace.
+func overlapsLive(sp []span, from, to, grace time.Duration) bool {
 	for _, s := range sp {
-		if max(s.up+graceUp, from) < min(s.down, to) {
+		if max(s.up+grace, from) < min(s.down, to) {
 			return true
 		}
 	}

@@ -280,3 +280,22 @@ func TestConvergeAt(t *testing.T) {
 		t.Fatalf("converge from 16 ms: %v %v", at, ok)
 	}
 }
+
+// A group watcher may show a member offline for its batch window (plus the
+// usual second) after the member came up; longer is a wrong offline.
+func TestWrongOfflineBatchWindow(t *testing.T) {
+	ivs := []Interval{{User: "u", Up: time.Second, Down: forever}}
+	shown := func(onlineAt time.Duration) []ObserverView {
+		return []ObserverView{{
+			TL:     Timeline{"u": {{At: 0, Online: false}, {At: onlineAt, Online: true}}},
+			Covers: func(string) bool { return true },
+			Batch:  3 * time.Second,
+		}}
+	}
+	if ev := evaluate(ivs, shown(4500*time.Millisecond), 10*time.Second); ev.WrongOffline != 0 {
+		t.Fatalf("online 3.5 s after coming up, within the 3 s window + 1 s: %d wrong offline", ev.WrongOffline)
+	}
+	if ev := evaluate(ivs, shown(5500*time.Millisecond), 10*time.Second); ev.WrongOffline != 1 {
+		t.Fatalf("online 4.5 s after coming up: %d wrong offline, want 1", ev.WrongOffline)
+	}
+}

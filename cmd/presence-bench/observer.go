@@ -106,9 +106,10 @@ func payloadHash(b []byte) uint64 {
 type observer struct {
 	parse  parser
 	filter string
-	msgs   atomic.Int64 // every PUBLISH received
-	bytes  atomic.Int64 // their payload bytes
-	bad    atomic.Int64 // payloads that did not parse
+	batch  time.Duration // the group topic's batch window, for a group watcher (see ObserverView)
+	msgs   atomic.Int64  // every PUBLISH received
+	bytes  atomic.Int64  // their payload bytes
+	bad    atomic.Int64  // payloads that did not parse
 
 	mu     sync.Mutex
 	raw    []rawMsg
@@ -271,7 +272,7 @@ func (o *observer) view() ObserverView {
 	tl := o.timeline()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return ObserverView{TL: tl, Since: o.since, Covers: o.covers}
+	return ObserverView{TL: tl, Since: o.since, Covers: o.covers, Batch: o.batch}
 }
 
 // latestAccepted is the state an observer following the contract shows: the

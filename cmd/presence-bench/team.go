@@ -119,6 +119,11 @@ func (e *runEnv) team() error {
 		if err != nil {
 			return err
 		}
+		if group {
+			o.mu.Lock()
+			o.batch = cfg.Batch
+			o.mu.Unlock()
+		}
 		watchers[i] = o
 		return nil
 	}
