@@ -197,11 +197,16 @@ type wireSet struct {
 // (at most 256 bytes, no control character or bidi control) and the device
 // ValidDevice.
 func ParseSetRequest(b []byte) (SetRequest, error) {
+	// (The field names are exact and appear once: encoding/json alone would
+	// take "Status" for "status", and the last of two "status".)
 	if len(b) > MaxSetPayload {
 		return SetRequest{}, fmt.Errorf("%w: payload is %d bytes, at most %d", ErrBadPayload, len(b), MaxSetPayload)
 	}
 	if !utf8.Valid(b) {
 		return SetRequest{}, fmt.Errorf("%w: payload is not UTF-8", ErrBadPayload)
+	}
+	if err := setKeys(b); err != nil {
+		return SetRequest{}, err
 	}
 	var w wireSet
 	d := json.NewDecoder(bytes.NewReader(b))
@@ -248,4 +253,76 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 		}
 	}
 	return r, nil
+}
+
+// setKeys checks that a presence/set object's field names are among the
+// four, in lower case, each at most once (encoding/json alone takes
+// "Status" for "status", and the last of two). It scans the bytes without
+// allocating; a value that is not a string or null, and anything that is
+// not a well-formed object, is left to the decoder to refuse.
+func setKeys(b []byte) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil
+	}
+	var seen [4]bool
+	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
+		end := i + 1
+		for end < len(b) && b[end] != '"' && b[end] != '\\' {
+			end++
+		}
+		if end >= len(b) || b[end] == '\\' {
+			return fmt.Errorf("%w: a field name with an escape", ErrBadPayload)
+		}
+		k := -1
+		switch string(b[i+1 : end]) {
+		case "status":
+			k = 0
+		case "text":
+			k = 1
+		case "device":
+			k = 2
+		case "scope":
+			k = 3
+		default:
+			return fmt.Errorf("%w: unknown field %q (the fields are status, text, device and scope, in lower case)", ErrBadPayload, b[i+1:end])
+		}
+		if seen[k] {
+			return fmt.Errorf("%w: field %q given twice", ErrBadPayload, b[i+1:end])
+		}
+		seen[k] = true
+		i = skipSpace(b, end+1)
+		if i >= len(b) || b[i] != ':' {
+			return nil
+		}
+		i = skipSpace(b, i+1)
+		switch {
+		case i < len(b) && b[i] == '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case bytes.HasPrefix(b[i:], []byte("null")):
+			i += 4
+		default:
+			return nil
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ',' {
+			return nil
+		}
+		i = skipSpace(b, i+1)
+	}
+	return nil
+}
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
