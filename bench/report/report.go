@@ -109,7 +109,7 @@ func correctness(c result.Correctness) []int {
 // isPresenced reports whether the system is presenced with presence on: only
 // those have versions, so "backward versions" means nothing for the others.
 func isPresenced(system string) bool {
-	return system == result.SystemMemory || system == result.SystemRedis
+	return system == result.SystemMemory || system == result.SystemRedis || system == result.SystemGroup
 }
 
 // Markdown renders the whole report.

@@ -629,3 +629,24 @@ func TestFormatting(t *testing.T) {
 		}
 	}
 }
+
+// The group topic's watchers get versions too: its backward-versions cell
+// is a count, not "–" (which stays for mosquitto).
+func TestBackwardVersionsOfTheGroupTopic(t *testing.T) {
+	f := result.File{Runs: []result.Run{
+		{System: result.SystemGroup, Scenario: "team"},
+		{System: result.SystemMosquitto, Scenario: "team"},
+	}}
+	md := string(Markdown(f))
+	rows := map[string]string{}
+	for _, line := range strings.Split(md, "\n") {
+		for _, sys := range []string{result.SystemGroup, result.SystemMosquitto} {
+			if strings.HasPrefix(line, "| "+sys+" |") {
+				rows[sys] = line
+			}
+		}
+	}
+	if !strings.HasSuffix(rows[result.SystemGroup], "| 0 |") || !strings.HasSuffix(rows[result.SystemMosquitto], "| – |") {
+		t.Fatalf("rows:\n%s\n%s", rows[result.SystemGroup], rows[result.SystemMosquitto])
+	}
+}

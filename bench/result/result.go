@@ -11,6 +11,7 @@ const (
 	SystemRedis     = "presenced-redis"    // presenced, Redis store
 	SystemMochi     = "mochi-bare"         // presenced with presence off: the bare mochi broker
 	SystemMosquitto = "mosquitto-lastwill" // Debian's mosquitto 2.x with the classic retained online + last-will offline pattern
+	SystemGroup     = "presenced-group"    // presenced, in-memory store, watched through a group topic (the team scenario)
 )
 
 // Scenarios.

@@ -60,7 +60,7 @@ type system struct {
 // whose observers watch the group topic presence/groups/{group}. It runs
 // the team scenario only; in every other scenario it would be
 // presenced-memory.
-const systemGroup = "presenced-group"
+const systemGroup = result.SystemGroup
 
 func (s *system) hasPresence() bool { return s.name != result.SystemMochi }
 func (s *system) isPresenced() bool {
