@@ -504,7 +504,7 @@ func (c Config) validate() []*keyError {
 	}
 	adminOK := validAddr(c.Admin.Addr) == "" && distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr) == "" &&
 		distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr) == ""
-	if adminOK && c.Admin.Addr != Off && !loopbackAddr(c.Admin.Addr) && c.Admin.Token == "" && c.Admin.TokenFile == "" {
+	if adminOK && c.Admin.Addr != Off && !LoopbackAddr(c.Admin.Addr) && c.Admin.Token == "" && c.Admin.TokenFile == "" {
 		v.add("admin.addr", "%q is reachable beyond this machine: set admin.token or admin.token_file, or listen on 127.0.0.1", c.Admin.Addr)
 	}
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
@@ -654,8 +654,8 @@ func ParsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// loopbackAddr reports whether a host:port address is on loopback only.
-func loopbackAddr(s string) bool {
+// LoopbackAddr reports whether a host:port address is on loopback only.
+func LoopbackAddr(s string) bool {
 	host, _, err := net.SplitHostPort(s)
 	if err != nil {
 		return false

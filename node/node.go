@@ -136,7 +136,7 @@ func (n *Node) secure() error {
 	if !cfg.AuthEnabled() && !cfg.Auth.AllowAnonymous {
 		var held []string
 		for _, addr := range []*string{&cfg.MQTT.Addr, &cfg.MQTT.WSAddr} {
-			if *addr != configs.Off && !loopback(*addr) {
+			if *addr != configs.Off && !configs.LoopbackAddr(*addr) {
 				held = append(held, *addr)
 				*addr = onLoopback(*addr)
 			}
@@ -234,19 +234,6 @@ func (n *Node) Reload() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// loopback reports whether a host:port address listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // onLoopback returns addr's port on 127.0.0.1.
