@@ -215,30 +215,40 @@ func (p *Plugin) watch(cl *mqtt.Client, filter string) {
 
 // joined applies membership changes (from the pump): the kept groups
 // follow, and each new pair of mates gets the other's current presence on
-// the subscriptions that now may read it.
+// the subscriptions that now may read it. Per group, each user's topic is
+// looked up once: a user joining a group of N members costs N+1 lookups,
+// and N joining at once (a new group) 2N, not N².
 func (p *Plugin) joined(changes []roster.Change) {
 	p.Board.Joined(changes)
 	if p.cfg.Presence.Visibility != configs.VisibilityGroups {
 		return
 	}
+	added := make(map[string]map[string]struct{}) // group -> users who joined it
 	for _, c := range changes {
-		if !c.Added {
-			continue
-		}
-		members, _ := p.Roster.Members(c.Group)
-		for _, m := range members {
-			if m == c.User {
-				continue
+		if c.Added {
+			if added[c.Group] == nil {
+				added[c.Group] = make(map[string]struct{})
 			}
-			p.introduce(m, c.User) // m now may read c.User
-			p.introduce(c.User, m)
+			added[c.Group][c.User] = struct{}{}
+		}
+	}
+	for g, users := range added {
+		members, _ := p.Roster.Members(g)
+		for _, m := range members {
+			if _, joined := users[m]; joined {
+				// Every member's subscriptions may now read m.
+				p.introduce(m, func(viewer string) bool { return viewer != m && p.Roster.Member(g, viewer) })
+			} else {
+				// Those who joined may now read m.
+				p.introduce(m, func(viewer string) bool { _, ok := users[viewer]; return ok })
+			}
 		}
 	}
 }
 
-// introduce sends user's current presence to viewer's subscriptions that
-// match it (they could not read it before).
-func (p *Plugin) introduce(viewer, user string) {
+// introduce sends user's current presence to the subscriptions to it of the
+// viewers who now may read it (they could not before).
+func (p *Plugin) introduce(user string, now func(viewer string) bool) {
 	var to []*mqtt.Client
 	subs := p.srv.Topics.Subscribers(p.Publisher.Topic(user))
 	for id := range subs.Subscriptions {
@@ -246,7 +256,7 @@ func (p *Plugin) introduce(viewer, user string) {
 		if !ok {
 			continue
 		}
-		if u, service := p.Hook.Viewer(cl); !service && u == viewer {
+		if u, service := p.Hook.Viewer(cl); !service && u != "" && now(u) {
 			to = append(to, cl)
 		}
 	}
