@@ -285,7 +285,7 @@ func (p *Plugin) watchGroup(group string) {
 	defer cancel()
 	s, ok, err := p.glog.GroupSnapshot(ctx, group)
 	if err == nil && !ok {
-		if fresh, exists := roster.NewBoard(p.Roster, time.Hour, p.now, p.lookup).Watch(group); exists {
+		if fresh, exists := p.freshSnapshot(group); exists {
 			s, err = p.glog.OpenGroup(ctx, fresh)
 			ok = err == nil
 		}
@@ -337,8 +337,13 @@ func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) {
 	if s, ok, err := p.glog.GroupSnapshot(ctx, group); err == nil && ok {
 		return s, true
 	}
-	b := roster.NewBoard(p.Roster, time.Hour, p.now, p.lookup)
-	s, ok := b.Watch(group)
+	s, ok := p.freshSnapshot(group)
 	s.Version = 0
 	return s, ok
+}
+
+// freshSnapshot is a group's snapshot from this node's roster and published
+// presence, at version 1 (a board of its own: the leader's is not touched).
+func (p *Plugin) freshSnapshot(group string) (roster.Snapshot, bool) {
+	return roster.NewBoard(p.Roster, time.Hour, p.now, p.lookup).Watch(group)
 }
