@@ -27,6 +27,7 @@ func (nopTracker) Connect(presence.ConnID, string, string, string)          {}
 func (nopTracker) Established(presence.ConnID, string)                      {}
 func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
 func (nopTracker) LastWords(presence.ConnID, string, string)                {}
+func (nopTracker) WillDelay(presence.ConnID, string, time.Duration)         {}
 func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)   {}
 
 var _ hooks.Tracker = nopTracker{}

@@ -50,6 +50,9 @@ type Tracker interface {
 	// LastWords records the text of the connection's will on presence/set,
 	// applied when the session ends uncleanly.
 	LastWords(conn presence.ConnID, id, text string)
+	// WillDelay records the MQTT 5 will delay of a connection whose will
+	// applies, before its Disconnect: observers are shown the end no sooner.
+	WillDelay(conn presence.ConnID, id string, d time.Duration)
 	// Disconnect is called when the connection has ended.
 	Disconnect(conn presence.ConnID, id string, reason presence.EndReason)
 }
@@ -413,6 +416,11 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
+		// mochi clears the will of a clean DISCONNECT before this hook, and
+		// this hook clears a taken-over one's: a will left applies.
+		if will := cl.Properties.Will; atomic.LoadUint32(&will.Flag) == 1 && will.WillDelayInterval > 0 && cl.Properties.ProtocolVersion == 5 {
+			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
+		}
 		h.o.Tracker.Disconnect(l.conn, cl.ID, EndReason(err, cl.StopCause()))
 	}
 }

@@ -1,5 +1,7 @@
 package presence
 
+import "time"
+
 // EndArgs names the session to end and why.
 type EndArgs struct {
 	User      string
@@ -7,6 +9,10 @@ type EndArgs struct {
 	Epoch     uint64
 	Reason    EndReason
 	LastWords *string // will text, kept when the end is unclean
+	// WillDelay is the MQTT 5 will delay the session asked for (zero when
+	// none, or when no will applies): observers are shown the end no
+	// sooner (presence.Pacing, capped).
+	WillDelay time.Duration
 }
 
 // SessionRef names one session at one epoch.

@@ -27,10 +27,11 @@ type Wanted struct {
 	Device      string
 	Status      Status
 	Text        string
-	Established bool      // CONNACK has been sent
-	Live        bool      // the connection has not ended
-	Reason      EndReason // why it ended, once it has
-	LastWords   *string   // its will's text, applied if it ends uncleanly
+	Established bool          // CONNACK has been sent
+	Live        bool          // the connection has not ended
+	Reason      EndReason     // why it ended, once it has
+	LastWords   *string       // its will's text, applied if it ends uncleanly
+	WillDelay   time.Duration // its will's delay (MQTT 5), carried by its unclean end
 }
 
 // Written is what the store was last told for one client id.
@@ -99,6 +100,9 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 		switch {
 		case !replaced && !w.Live:
 			end.Reason, end.LastWords = w.Reason, w.LastWords
+			if !w.Reason.Clean() {
+				end.WillDelay = w.WillDelay
+			}
 			return Write{Kind: WriteEnd, End: end}
 		case replaced && w.Live && !w.Established:
 			return Write{} // a takeover in progress: wait for its CONNACK

@@ -59,6 +59,8 @@ type Event struct {
 	Kind EventKind
 	// Aggregate is the committed aggregate (Changed).
 	Aggregate presence.Aggregate
+	// Cause is what made the change (Changed): an end, or nothing known.
+	Cause presence.Cause
 	// Settle is how long the other nodes may take to open their sessions
 	// again after the store lost them (Reset): users still unknown to the
 	// store after it were lost with it.
@@ -96,8 +98,11 @@ func (f *Feed) Push(e Event) {
 	switch e.Kind {
 	case Changed:
 		if i, ok := f.users[e.Aggregate.User]; ok {
-			if f.events[i].Aggregate.Version < e.Aggregate.Version {
-				f.events[i] = e
+			if p := &f.events[i]; p.Aggregate.Version < e.Aggregate.Version {
+				if e.Cause.Ended == "" && p.Aggregate.Status == e.Aggregate.Status {
+					e.Cause = p.Cause // an end that made this status is still its cause
+				}
+				*p = e
 			}
 			f.mu.Unlock()
 			return

@@ -127,7 +127,7 @@ func checkAggregate(t *testing.T, what string, p presence.Aggregate, wantUTF8 bo
 		}
 		return // AppendJSON writes U+FFFD for the bad bytes: nothing comes back the same
 	}
-	again, err := decodeChange(encodeChange(t, p))
+	again, _, err := decodeChange(encodeChange(t, p))
 	if err != nil || !sameAggregate(again, p, sameWireTime) {
 		t.Fatalf("%s: written as a feed message and decoded again:\n%+v, %v\nwant %+v", what, again, err, p)
 	}
@@ -146,7 +146,7 @@ func checkAggregate(t *testing.T, what string, p presence.Aggregate, wantUTF8 bo
 // checkAggregate accepts, whose version is the message's "v".
 func FuzzDecodeChange(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := decodeChange(b)
+		p, _, err := decodeChange(b)
 		if err != nil {
 			if !reflect.DeepEqual(p, presence.Aggregate{}) {
 				t.Fatalf("failed decodeChange(%q) returned %+v", b, p)

@@ -36,11 +36,11 @@ func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *
 }
 
 // commit stores u, derives its aggregate and reports it when it changed.
-func (m *Memory) commit(u presence.User, now time.Time) {
+func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
 	u, p, changed := u.Commit(m.rules, now)
 	m.users[u.Name] = u
 	if changed {
-		m.report(Event{Kind: Changed, Aggregate: p})
+		m.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
 	}
 }
 
@@ -54,7 +54,7 @@ func (m *Memory) Open(_ context.Context, a presence.OpenArgs) (presence.Session,
 	if err != nil {
 		return presence.Session{}, fmt.Errorf("open %s/%s: %w", a.User, a.ID, err)
 	}
-	m.commit(u, now)
+	m.commit(u, now, presence.Cause{})
 	return s, nil
 }
 
@@ -67,7 +67,7 @@ func (m *Memory) End(_ context.Context, a presence.EndArgs) error {
 	if err != nil {
 		return fmt.Errorf("end %s/%s: %w", a.User, a.ID, err)
 	}
-	m.commit(u, now)
+	m.commit(u, now, presence.Cause{Ended: a.Reason, WillDelay: a.WillDelay})
 	return nil
 }
 
@@ -80,7 +80,7 @@ func (m *Memory) Update(_ context.Context, ref presence.SessionRef, upd presence
 	if err != nil {
 		return fmt.Errorf("update %s/%s: %w", ref.User, ref.ID, err)
 	}
-	m.commit(u, now)
+	m.commit(u, now, presence.Cause{})
 	return nil
 }
 
@@ -98,7 +98,7 @@ func (m *Memory) SetAccount(_ context.Context, user string, upd presence.Account
 	if err != nil {
 		return fmt.Errorf("set account %s: %w", user, err)
 	}
-	m.commit(u, now)
+	m.commit(u, now, presence.Cause{})
 	return nil
 }
 
@@ -133,7 +133,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 		}
 		u, reaped := u.Reap(now)
 		n += len(reaped)
-		m.commit(u, now)
+		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout})
 	}
 	return n, nil
 }

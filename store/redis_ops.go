@@ -78,7 +78,7 @@ func (r *Redis) End(ctx context.Context, a presence.EndArgs) error {
 	}
 	n, err := scriptEnd.Run(ctx, r.c, []string{r.k.user(a.User)},
 		a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
-		r.auth, r.k.feed(), ms(r.retention)).Int()
+		r.auth, r.k.feed(), ms(r.retention), ms(a.WillDelay)).Int()
 	if err != nil {
 		return r.fail("end", err)
 	}

@@ -21,6 +21,8 @@ type wireChange struct {
 	Since string          `json:"since"`
 	Ls    string          `json:"ls"`
 	Ss    json.RawMessage `json:"ss"`
+	R     string          `json:"r"`  // end reason, when an end made the change
+	Wd    json.Number     `json:"wd"` // will delay (ms) of the ended session
 }
 
 type wireView struct {
@@ -78,13 +80,40 @@ func msString(s string) (time.Time, error) {
 // validStatus accepts the statuses an aggregate or a session may carry.
 func validStatus(s presence.Status) bool { return s == presence.Offline || s.SessionStatus() }
 
-// decodeChange turns a feed message into the aggregate observers get.
-func decodeChange(b []byte) (presence.Aggregate, error) {
+// decodeChange turns a feed message into the aggregate observers get and
+// what made it.
+func decodeChange(b []byte) (presence.Aggregate, presence.Cause, error) {
 	var w wireChange
 	if err := json.Unmarshal(b, &w); err != nil {
-		return presence.Aggregate{}, fmt.Errorf("feed message: %w", err)
+		return presence.Aggregate{}, presence.Cause{}, fmt.Errorf("feed message: %w", err)
 	}
-	return w.presence()
+	p, err := w.presence()
+	if err != nil {
+		return p, presence.Cause{}, err
+	}
+	c, err := w.cause()
+	return p, c, err
+}
+
+// cause reads what made a change: an end reason and a will delay of at
+// most a day (anything longer is an error: MQTT's own maximum is 2^32 s,
+// and the pacer caps it far below anyway).
+func (w wireChange) cause() (presence.Cause, error) {
+	if w.R == "" {
+		return presence.Cause{}, nil
+	}
+	c := presence.Cause{Ended: presence.EndReason(w.R)}
+	if !c.Ended.Valid() {
+		return presence.Cause{}, fmt.Errorf("feed end reason %q", w.R)
+	}
+	if w.Wd != "" {
+		n, err := strconv.ParseInt(string(w.Wd), 10, 64)
+		if err != nil || n < 0 || n > 24*3600*1000 {
+			return presence.Cause{}, fmt.Errorf("feed will delay %q", w.Wd)
+		}
+		c.WillDelay = time.Duration(n) * time.Millisecond
+	}
+	return c, nil
 }
 
 func (w wireChange) presence() (presence.Aggregate, error) {

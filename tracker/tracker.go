@@ -316,6 +316,12 @@ func (t *Tracker) LastWords(conn presence.ConnID, id, text string) {
 	t.change(conn, id, func(w *presence.Wanted) { w.LastWords = &text })
 }
 
+// WillDelay records the MQTT 5 will delay of a connection whose will
+// applies; the end carries it (presence.EndArgs.WillDelay).
+func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
+	t.change(conn, id, func(w *presence.Wanted) { w.WillDelay = d })
+}
+
 // Disconnect is called when the connection has ended.
 func (t *Tracker) Disconnect(conn presence.ConnID, id string, reason presence.EndReason) {
 	t.change(conn, id, func(w *presence.Wanted) {

@@ -147,8 +147,10 @@ end
 -- commit derives the aggregate; when it changed it takes the next version,
 -- is stored, given the retention (offline) or none (online), and published
 -- on the change feed in the same script. The scalar fields are written in
--- every case (the caller changed some).
-local function commit(key, rec, sess, now, auth_csv, channel, retention)
+-- every case (the caller changed some). cause, when an end made the change,
+-- is {r = end reason, wd = will delay in ms}: the feed carries it, so that
+-- every node holds the change back the same way (presence.Pacing).
+local function commit(key, rec, sess, now, auth_csv, channel, retention, cause)
   local auth = {}
   for d in string.gmatch(auth_csv, '[^,]+') do auth[d] = true end
   local p = aggregate(rec, sess, auth)
@@ -182,9 +184,12 @@ local function commit(key, rec, sess, now, auth_csv, channel, retention)
     for i, s in ipairs(p.views) do
       ss[i] = {id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}
     end
-    redis.call('PUBLISH', channel, cjson.encode({
-      u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss,
-    }))
+    local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
+    if cause then
+      msg.r = cause.r
+      if cause.wd and cause.wd ~= '' and cause.wd ~= '0' then msg.wd = cause.wd end
+    end
+    redis.call('PUBLISH', channel, cjson.encode(msg))
   end
   return changed
 end

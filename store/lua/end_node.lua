@@ -15,5 +15,5 @@ if #gone == 0 then return 0 end
 table.sort(gone)
 for _, id in ipairs(gone) do retire(key, rec, sess, id, ARGV[3], now) end
 if next(sess) == nil then rec.lw = '' end
-commit(key, rec, sess, now, ARGV[4], ARGV[5], ARGV[6])
+commit(key, rec, sess, now, ARGV[4], ARGV[5], ARGV[6], {r = ARGV[3]})
 return #gone

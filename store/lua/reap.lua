@@ -19,6 +19,6 @@ for _, s in pairs(sess) do
 end
 if #due > 0 then
   if next(sess) == nil then rec.lw = '' end
-  commit(key, rec, sess, now, ARGV[1], ARGV[2], ARGV[3])
+  commit(key, rec, sess, now, ARGV[1], ARGV[2], ARGV[3], {r = 'timeout'})
 end
 return {#due, mine}
