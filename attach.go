@@ -231,7 +231,8 @@ type Plugin struct {
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
-	Roster    *roster.Index  // who belongs to which group
+	Pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
+	Roster    *roster.Index    // who belongs to which group
 	Board     *roster.Board  // the leader's: every group, cut into batches
 	Mirror    *roster.Mirror // the group topics as published, for those watched here
 
@@ -339,6 +340,11 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Publisher = publisher.New(cfg.Presence.TopicPrefix, p.broker, logFor("publisher"))
 	p.Roster = roster.NewIndex()
 	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
+	p.Pacer = publisher.NewPacer(cfg.Presence.Pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.Publisher,
+		func(a presence.Aggregate) {
+			p.Publisher.Publish(a)
+			p.Board.Note(a)
+		})
 	p.joins = make(chan []roster.Change, 16)
 	p.groups = p.store.(store.Groups)
 	p.glog = p.store.(store.GroupLog)

@@ -42,6 +42,17 @@ func (p *Plugin) pump() {
 	defer forget.Stop()
 	repair := time.NewTicker(repairEvery)
 	defer repair.Stop()
+	pace := time.NewTimer(time.Hour) // when the pacer has work again
+	pace.Stop()
+	defer pace.Stop()
+	// paced runs the pacer and sets the timer for its next work.
+	paced := func() {
+		next := p.Pacer.Run(p.now())
+		pace.Stop()
+		if !next.IsZero() {
+			pace.Reset(max(next.Sub(p.now()), 0))
+		}
+	}
 	var refresh <-chan time.Time
 	if max := p.srv.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 {
 		t := time.NewTicker(time.Duration(max) * time.Second / 4)
@@ -52,9 +63,13 @@ func (p *Plugin) pump() {
 		select {
 		case <-p.stop:
 			p.handle(p.feed.Take()) // the last ends the tracker wrote
+			p.Pacer.Run(p.now())
 			return
 		case <-p.feed.Ready():
 			p.handle(p.feed.Take())
+			paced()
+		case <-pace.C:
+			paced()
 		case now := <-resend.C:
 			for user, to := range p.Delivery.TakeMissing(resendBatch, now) {
 				p.Publisher.Resend(user, p.broker.resend(user, to))
@@ -101,8 +116,7 @@ func (p *Plugin) handle(events []store.Event) {
 	for _, e := range events {
 		switch e.Kind {
 		case store.Changed:
-			p.Publisher.Publish(e.Aggregate)
-			p.Board.Note(e.Aggregate)
+			p.Pacer.Offer(e.Aggregate, e.Cause, p.now())
 		case store.Reset:
 			p.Tracker.Reassert()
 			p.tombstoneAfter(e.Settle, p.Publisher.Versions)

@@ -155,6 +155,44 @@ type PresenceConfig struct {
 	SetRate              int      `yaml:"set_rate"`              // presence/set per second per session; default 5
 	SetBurst             int      `yaml:"set_burst"`             // presence/set burst per session; default 10
 	OfflineRetention     Duration `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
+
+	// What observers are shown, and when (presence.Pacing). The keys where
+	// 0 means off are pointers: unset takes the default.
+	OfflineGrace       *Duration  `yaml:"offline_grace"`       // an unclean end (network, timeout, node_lost, drain) shows offline only after this; default 5s; 0 off; <= 5m
+	DisconnectDebounce *Duration  `yaml:"disconnect_debounce"` // a clean DISCONNECT shows offline after this; default 1s; 0 at once; <= 10s
+	WillDelayMax       Duration   `yaml:"will_delay_max"`      // an MQTT 5 will delay holds the end up to this; default 60s; 1s..1h
+	MinDwell           *Duration  `yaml:"min_dwell"`           // least time between two shown status changes of a user; default 1s; 0 off; <= 1m
+	Flap               FlapConfig `yaml:"flap"`
+	PublishRate        int        `yaml:"publish_rate"`  // presence publishes per second per node, coalesced per user beyond it; default 10000; 10..1000000
+	PublishBurst       int        `yaml:"publish_burst"` // default 2000; 1..1000000
+}
+
+// FlapConfig is flap control: a user whose ends would have shown them
+// offline Ends times within Window flaps, and is shown offline only after
+// Grace.
+type FlapConfig struct {
+	Window Duration `yaml:"window"` // default 2m; 1s..1h
+	Ends   *int     `yaml:"ends"`   // default 3; 0 off; 2..1000
+	Grace  Duration `yaml:"grace"`  // default 30s; offline_grace..1h
+}
+
+// Pacing is the rule of when observers are shown a change, from this
+// section (defaults applied).
+func (p PresenceConfig) Pacing() presence.Pacing {
+	r := presence.Pacing{WillDelayMax: p.WillDelayMax.D(), FlapWindow: p.Flap.Window.D(), FlapGrace: p.Flap.Grace.D()}
+	if p.OfflineGrace != nil {
+		r.Grace = p.OfflineGrace.D()
+	}
+	if p.DisconnectDebounce != nil {
+		r.Debounce = p.DisconnectDebounce.D()
+	}
+	if p.MinDwell != nil {
+		r.Dwell = p.MinDwell.D()
+	}
+	if p.Flap.Ends != nil {
+		r.FlapEnds = *p.Flap.Ends
+	}
+	return r
 }
 
 // RedisConfig configures the shared Redis store. No address means the
@@ -288,6 +326,15 @@ const (
 	defaultMaxSessionsPerUser  = 16
 	defaultSetRate             = 5
 	defaultSetBurst            = 10
+	defaultOfflineGrace        = Duration(5 * time.Second)
+	defaultDisconnectDebounce  = Duration(time.Second)
+	defaultWillDelayMax        = Duration(time.Minute)
+	defaultMinDwell            = Duration(time.Second)
+	defaultFlapWindow          = Duration(2 * time.Minute)
+	defaultFlapEnds            = 3
+	defaultFlapGrace           = Duration(30 * time.Second)
+	defaultPublishRate         = 10_000
+	defaultPublishBurst        = 2_000
 	defaultUserClaim           = "sub"
 	defaultGroupsClaim         = "groups"
 	defaultJWTLeeway           = Duration(30 * time.Second)
@@ -356,6 +403,18 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Presence.SetRate, defaultSetRate)
 	setInt(&c.Presence.SetBurst, defaultSetBurst)
 	setDuration(&c.Presence.OfflineRetention, defaultRetention)
+	setDurationPtr(&c.Presence.OfflineGrace, defaultOfflineGrace)
+	setDurationPtr(&c.Presence.DisconnectDebounce, defaultDisconnectDebounce)
+	setDuration(&c.Presence.WillDelayMax, defaultWillDelayMax)
+	setDurationPtr(&c.Presence.MinDwell, defaultMinDwell)
+	setDuration(&c.Presence.Flap.Window, defaultFlapWindow)
+	if c.Presence.Flap.Ends == nil {
+		n := defaultFlapEnds
+		c.Presence.Flap.Ends = &n
+	}
+	setDuration(&c.Presence.Flap.Grace, max(defaultFlapGrace, *c.Presence.OfflineGrace))
+	setInt(&c.Presence.PublishRate, defaultPublishRate)
+	setInt(&c.Presence.PublishBurst, defaultPublishBurst)
 
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
@@ -394,6 +453,13 @@ func setInt(p *int, v int) {
 func setDuration(p *Duration, v Duration) {
 	if *p == 0 {
 		*p = v
+	}
+}
+
+// setDurationPtr sets an unset key where an explicit 0 means off.
+func setDurationPtr(p **Duration, v Duration) {
+	if *p == nil {
+		*p = &v
 	}
 }
 
@@ -537,6 +603,18 @@ func (c Config) validate() []*keyError {
 	if c.Presence.OfflineRetention < Duration(time.Minute) {
 		v.add("presence.offline_retention", "must be at least 1m (got %s)", c.Presence.OfflineRetention)
 	}
+	pace := c.Presence.Pacing()
+	v.check("presence.offline_grace", durationBetween(Duration(pace.Grace), 0, Duration(5*time.Minute)))
+	v.check("presence.disconnect_debounce", durationBetween(Duration(pace.Debounce), 0, Duration(10*time.Second)))
+	v.check("presence.will_delay_max", durationBetween(c.Presence.WillDelayMax, Duration(time.Second), Duration(time.Hour)))
+	v.check("presence.min_dwell", durationBetween(Duration(pace.Dwell), 0, Duration(time.Minute)))
+	v.check("presence.flap.window", durationBetween(c.Presence.Flap.Window, Duration(time.Second), Duration(time.Hour)))
+	if pace.FlapEnds != 0 {
+		v.check("presence.flap.ends", intBetween(pace.FlapEnds, 2, 1000))
+	}
+	v.check("presence.flap.grace", durationBetween(c.Presence.Flap.Grace, Duration(pace.Grace), Duration(time.Hour)))
+	v.check("presence.publish_rate", intBetween(c.Presence.PublishRate, 10, 1_000_000))
+	v.check("presence.publish_burst", intBetween(c.Presence.PublishBurst, 1, 1_000_000))
 
 	if p := oneOf(c.Auth.CertUserFrom, "", "cn", "san"); p != "" {
 		v.add("auth.cert_user_from", "must be empty, cn or san (got %q)", c.Auth.CertUserFrom)

@@ -81,6 +81,13 @@ func TestDefaults(t *testing.T) {
 			SetRate:              5,
 			SetBurst:             10,
 			OfflineRetention:     Duration(720 * time.Hour),
+			OfflineGrace:         ptr(Duration(5 * time.Second)),
+			DisconnectDebounce:   ptr(Duration(time.Second)),
+			WillDelayMax:         Duration(time.Minute),
+			MinDwell:             ptr(Duration(time.Second)),
+			Flap:                 FlapConfig{Window: Duration(2 * time.Minute), Ends: ptr(3), Grace: Duration(30 * time.Second)},
+			PublishRate:          10_000,
+			PublishBurst:         2_000,
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),
@@ -719,7 +726,11 @@ func TestEveryKeyIsReachable(t *testing.T) {
 		}
 		seen[lf.env] = lf.path
 
-		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s"}[lf.typ.Kind()]
+		typ := lf.typ
+		if typ.Kind() == reflect.Pointer { // a key where 0 means off
+			typ = typ.Elem()
+		}
+		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s"}[typ.Kind()]
 		if sample == "" {
 			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
 			continue
@@ -852,4 +863,27 @@ func TestRedisConfig(t *testing.T) {
 			t.Errorf("%s: %v", tc.key, err)
 		}
 	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The keys where 0 means off keep an explicit 0, and the pacing rule
+// follows the section.
+func TestPacingKeys(t *testing.T) {
+	t.Parallel()
+	c, err := Load(nil, []string{"PRESENCED_PRESENCE_OFFLINE_GRACE=0s", "PRESENCED_PRESENCE_FLAP_ENDS=0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Presence.Pacing()
+	if p.Grace != 0 || p.FlapEnds != 0 || p.Debounce != time.Second || p.Dwell != time.Second || p.FlapGrace != 30*time.Second {
+		t.Fatalf("pacing %+v", p)
+	}
+	bad := Defaults()
+	bad.Presence.OfflineGrace = ptr(Duration(time.Minute))
+	bad.Presence.Flap.Grace = Duration(10 * time.Second)
+	mustContain(t, bad.Validate(), ErrInvalid, "presence.flap.grace")
+	bad = Defaults()
+	bad.Presence.DisconnectDebounce = ptr(Duration(time.Minute))
+	mustContain(t, bad.Validate(), ErrInvalid, "presence.disconnect_debounce")
 }

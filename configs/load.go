@@ -261,6 +261,14 @@ func (l *loader) set(path, raw, source string) error {
 
 // setFromString parses s into v according to v's type.
 func setFromString(v reflect.Value, s string) error {
+	if v.Kind() == reflect.Pointer { // a key where 0 means off: set, even to 0
+		p := reflect.New(v.Type().Elem())
+		if err := setFromString(p.Elem(), s); err != nil {
+			return err
+		}
+		v.Set(p)
+		return nil
+	}
 	if v.Type() == durationType {
 		d, err := parseDuration(s)
 		if err != nil {

@@ -70,7 +70,7 @@ func goBuild(t *testing.T, dir, pkg string) string {
 }
 
 // binEnv is this process's environment without any PRESENCED_ variable,
-// plus extra.
+// with pacing off (pacingOffEnv), plus extra (the last of a key wins).
 func binEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -78,6 +78,7 @@ func binEnv(extra ...string) []string {
 			env = append(env, kv)
 		}
 	}
+	env = append(env, pacingOffEnv...)
 	return append(env, extra...)
 }
 

@@ -72,6 +72,7 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Optio
 		cfg.Redis.NodeTTL = configs.Duration(3 * time.Second)
 		cfg.Redis.SweepInterval = configs.Duration(500 * time.Millisecond)
 	}
+	pacingOff(&cfg)
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -424,3 +425,22 @@ func statusOf(ss ...presence.Status) func(presence.Aggregate) bool {
 }
 
 var _ = json.Marshal
+
+// pacingOff turns off what holds changes back from observers (the offline
+// grace, the disconnect debounce, the dwell, flap control): most tests assert
+// the moment the store learns of a change, and the pacing tests
+// (pacing_test.go) turn it on with pacingOn.
+func pacingOff(c *configs.Config) {
+	zero := configs.Duration(0)
+	none := 0
+	c.Presence.OfflineGrace = &zero
+	c.Presence.DisconnectDebounce = &zero
+	c.Presence.MinDwell = &zero
+	c.Presence.Flap.Ends = &none
+}
+
+// pacingOffEnv is pacingOff for the binary, as environment variables.
+var pacingOffEnv = []string{
+	"PRESENCED_PRESENCE_OFFLINE_GRACE=0s", "PRESENCED_PRESENCE_DISCONNECT_DEBOUNCE=0s",
+	"PRESENCED_PRESENCE_MIN_DWELL=0s", "PRESENCED_PRESENCE_FLAP_ENDS=0",
+}

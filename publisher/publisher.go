@@ -60,6 +60,8 @@ type Stats struct {
 type view struct {
 	version uint64
 	payload []byte
+	status  presence.Status
+	since   time.Time
 	gone    time.Time // last seen, while offline; zero while online
 }
 
@@ -89,7 +91,7 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 		return
 	}
 	p.mu.Lock()
-	v := view{version: a.Version, payload: payload}
+	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since}
 	if a.Status == presence.Offline {
 		v.gone = a.LastSeen
 	}
@@ -166,6 +168,17 @@ func (p *Publisher) Forget(before time.Time) int {
 	}
 	p.Stats.Forgotten.Add(int64(len(topics)))
 	return len(topics)
+}
+
+// Shown returns what is published of user (a zero Shown when nothing).
+func (p *Publisher) Shown(user string) presence.Shown {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v, ok := p.views[user]
+	if !ok {
+		return presence.Shown{}
+	}
+	return presence.Shown{Version: v.version, Status: v.status, Since: v.since}
 }
 
 // Get returns the payload published for user.
