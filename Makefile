@@ -28,6 +28,10 @@ test: deps check
 # on port 6379. The benchmark compares against Debian's mosquitto, installed
 # the same way; its package starts a daemon on port 1883, which would collide
 # with `go run ./cmd/presenced`, so that service is stopped and disabled too.
+# TestMQTTJSReconnectNeverOffline runs MQTT.js (integration/mqttjs) under
+# Node.js: Debian's nodejs and npm are installed when missing (bookworm's
+# Node 18 will do), and `npm ci` installs the pinned package-lock.json into
+# integration/mqttjs/node_modules when it is missing or older than the lock.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "deps: installing redis-server and redis-tools"; \
@@ -47,8 +51,20 @@ deps:
 		pids="$$(ss -Hltnp 'sport = :1883' 2>/dev/null | grep -o '"mosquitto",pid=[0-9]*' | sed 's/.*pid=//' | sort -u)"; \
 		if [ -n "$$pids" ]; then echo "deps: killing leftover mosquitto on 1883: $$pids"; kill -9 $$pids || true; fi; \
 	fi
+	@pkgs=""; command -v node >/dev/null 2>&1 || pkgs="nodejs"; command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "deps: installing$$(echo " $$pkgs" | tr -s ' ')"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
+	fi
+	@cd integration/mqttjs && \
+	if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] || [ package.json -nt node_modules/.package-lock.json ]; then \
+		echo "deps: npm ci in integration/mqttjs (MQTT.js)"; \
+		npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || exit 1; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
+	@command -v node >/dev/null && [ -f integration/mqttjs/node_modules/mqtt/package.json ]
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
