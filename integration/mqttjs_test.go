@@ -24,17 +24,16 @@ import (
 // client.reconnect().
 const mqttjsReconnects = 5
 
-// mqttjsConfig is the node's configuration for the MQTT.js tests.
-//
-// The lead fills it in: the harness turns the offline grace and the
-// disconnect debounce off by default for the older tests, so this sets
-// presence.disconnect_debounce explicitly (to its default, 1 s), e.g.
-//
-//	c.Presence.DisconnectDebounce = configs.Duration(time.Second)
-//
-// Until the debounce lands, TestMQTTJSReconnectNeverOffline fails: every
-// reconnect() shows the user offline and back.
-func mqttjsConfig(c *configs.Config) {}
+// mqttjsConfig is the node's config for the test: the default disconnect
+// debounce and offline grace (the harness turns pacing off for the older
+// tests, which assert the moment the store learns of a change).
+func mqttjsConfig(c *configs.Config) {
+	d := configs.Defaults()
+	c.Presence.OfflineGrace = d.Presence.OfflineGrace
+	c.Presence.DisconnectDebounce = d.Presence.DisconnectDebounce
+	c.Presence.MinDwell = d.Presence.MinDwell
+	c.Presence.Flap = d.Presence.Flap
+}
 
 // mqttjsEvent is one line of reconnect.js's output; see the script.
 type mqttjsEvent struct {

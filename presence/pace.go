@@ -13,8 +13,9 @@ import "time"
 //     change, so the end is never shown;
 //   - an MQTT 5 will delay stretches the hold to the delay, capped at
 //     WillDelayMax, as MQTT 5 holds the will itself;
-//   - a user whose ends would have shown them offline FlapEnds times within
-//     FlapWindow flaps: their offline is held for FlapGrace instead;
+//   - a user whose unclean ends would have shown them offline FlapEnds
+//     times within FlapWindow flaps: their offline is held for FlapGrace
+//     instead (a clean leave is never a flap: it is shown after Debounce);
 //   - two shown status changes of one user are at least Dwell apart.
 //
 // A change that keeps the shown status (a session list that moved, a new
@@ -74,9 +75,10 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 		p.Held = a // the end that made the held change still explains it: same cause, same due time
 		return p, Aggregate{}
 	}
+	left := c.Ended == EndClean || c.Ended == EndKicked // the user left, or was made to: not a flap
 	goingOffline := a.Status == Offline && shown.Status != Offline && shown.Status != "" &&
 		!(p.Holding() && p.Held.Status == Offline)
-	if goingOffline {
+	if goingOffline && !left {
 		p.Ends = append(p.Ends[:len(p.Ends):len(p.Ends)], now) // a copy: paces are values
 		if r.FlapEnds > 0 && len(p.Ends) > r.FlapEnds {
 			p.Ends = p.Ends[len(p.Ends)-r.FlapEnds:]
@@ -89,13 +91,13 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 	var hold time.Duration
 	if c.Ended != "" || a.Status == Offline { // an offline with no known cause came from an end whose report was coalesced
 		hold = r.Grace
-		if c.Ended == EndClean || c.Ended == EndKicked {
+		if left {
 			hold = r.Debounce
 		}
 		if c.WillDelay > 0 {
 			hold = max(hold, min(c.WillDelay, r.WillDelayMax))
 		}
-		if a.Status == Offline && r.flapping(p) {
+		if a.Status == Offline && !left && r.flapping(p) {
 			hold = max(hold, r.FlapGrace)
 		}
 	}

@@ -115,8 +115,17 @@ func TestPacing(t *testing.T) {
 			{at: 79 * s, release: true},
 			{at: 80 * s, release: true, want: Offline}, // the final state gets out
 		}},
-		{"old versions are ignored", rules, []paceStep{
+		{"clean leaves are no flaps: the last is shown after the debounce", rules, []paceStep{
 			{at: 0, status: Online, want: Online},
+			{at: 1 * s, status: Offline, cause: clean},
+			{at: 1*s + 10*time.Millisecond, status: Online, want: Online},
+			{at: 2 * s, status: Offline, cause: clean},
+			{at: 2*s + 10*time.Millisecond, status: Online, want: Online},
+			{at: 3 * s, status: Offline, cause: clean},
+			{at: 3*s + 10*time.Millisecond, status: Online, want: Online},
+			{at: 4 * s, status: Offline, cause: clean},
+			{at: 4*s + 999*time.Millisecond, release: true},
+			{at: 5 * s, release: true, want: Offline},
 		}},
 		{"the zero pacing holds nothing", Pacing{}, []paceStep{
 			{at: 0, status: Online, want: Online},
