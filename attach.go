@@ -233,8 +233,8 @@ type Plugin struct {
 	Publisher *publisher.Publisher
 	Pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
 	Roster    *roster.Index    // who belongs to which group
-	Board     *roster.Board  // the leader's: every group, cut into batches
-	Mirror    *roster.Mirror // the group topics as published, for those watched here
+	Board     *roster.Board    // the leader's: every group, cut into batches
+	Mirror    *roster.Mirror   // the group topics as published, for those watched here
 
 	groupMu sync.Mutex           // a group's snapshot retained, then its delta published
 	joins   chan []roster.Change // membership changes, for the pump
