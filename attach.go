@@ -493,6 +493,27 @@ func (p *Plugin) Stop(ctx context.Context) error {
 // Ready reports whether the store answers (false: degraded, still serving).
 func (p *Plugin) Ready() bool { return p.redis == nil || p.redis.Ready() }
 
+// Held returns the change held back from observers of user (the offline
+// grace, the disconnect debounce, the dwell), if any.
+func (p *Plugin) Held(user string) (any, bool) { return p.Pacer.Hold(user, p.now()) }
+
+// Holds lists every change held back from observers, the users who flap,
+// and how many wait for the publish rate.
+func (p *Plugin) Holds() any {
+	held, flapping := p.Pacer.Holds(p.now())
+	if held == nil {
+		held = []publisher.Hold{}
+	}
+	if flapping == nil {
+		flapping = []string{}
+	}
+	return struct {
+		Held     []publisher.Hold `json:"held"`
+		Flapping []string         `json:"flapping"`
+		Queued   int64            `json:"publish_queue_depth"`
+	}{held, flapping, p.Pacer.Stats.Queued.Load()}
+}
+
 // Retained returns the retained payload of user, as observers receive it.
 func (p *Plugin) Retained(user string) ([]byte, bool) { return p.Publisher.Get(user) }
 

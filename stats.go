@@ -43,6 +43,14 @@ type Stats struct {
 	Repeats         int64  `json:"retained_repeats_refused"`
 	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
 	Lagging         int64  `json:"subscribers_lagging"`
+	// The pacer (presence.offline_grace and the rest; publish_rate).
+	Held            int64 `json:"changes_held"`            // changes held back
+	HiddenBlinks    int64 `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
+	Released        int64 `json:"held_released"`           // held changes shown at their due time
+	Holding         int64 `json:"users_in_grace"`          // users with a change held now
+	PublishQueue    int64 `json:"publish_queue_depth"`     // users waiting for the publish rate now
+	PublishQueueMax int64 `json:"publish_queue_depth_max"` // the most that ever waited
+	Coalesced       int64 `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
 	store.RedisStats
 }
 
@@ -58,6 +66,13 @@ func (p *Plugin) Stats() Stats {
 		TrackerDepth:    t.Depth.Load(),
 		TrackerRetrying: t.Retrying.Load(),
 		FeedDepth:       p.feed.Depth(),
+		Held:            p.Pacer.Stats.Held.Load(),
+		HiddenBlinks:    p.Pacer.Stats.Hidden.Load(),
+		Released:        p.Pacer.Stats.Released.Load(),
+		Holding:         p.Pacer.Stats.Holding.Load(),
+		PublishQueue:    p.Pacer.Stats.Queued.Load(),
+		PublishQueueMax: p.Pacer.Stats.MaxQueued.Load(),
+		Coalesced:       p.Pacer.Stats.Coalesced.Load(),
 		Opened:          t.Opened.Load(),
 		Ended:           t.Ended.Load(),
 		Updated:         t.Updated.Load(),

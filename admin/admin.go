@@ -29,6 +29,10 @@ type Source struct {
 	User func(ctx context.Context, user string) (presence.User, bool, error)
 	// Stats returns the counters, as a JSON-encodable value.
 	Stats func() any
+	// Held returns what is held back from observers of user (its grace),
+	// as a JSON-encodable value; Holds lists every user held. Nil: none.
+	Held  func(user string) (any, bool)
+	Holds func() any
 	// Group returns a group's snapshot (the group topic's, which this
 	// call starts keeping), false when the group does not exist. Nil: no
 	// group endpoints.
@@ -57,7 +61,9 @@ const (
 //	GET /healthz                        200 "ok"
 //	GET /readyz                         200 "ready", or 503 "degraded" while Redis is unreachable
 //	GET /api/v1/users/{user}            the retained presence JSON, or 404
-//	GET /api/v1/users/{user}/sessions   account, live and recently ended sessions, with end reasons
+//	GET /api/v1/users/{user}/sessions   account, live and recently ended sessions, with end reasons, and
+//	                                    the change held back from observers (its grace), or null
+//	GET /api/v1/held                    every change held back from observers, the users who flap
 //	GET /api/v1/stats                   counters
 //	POST /api/v1/users/batch            {"users":[...]} (at most MaxBatch): each user's retained presence, or null
 //	GET /api/v1/groups                  every group's name and size
@@ -102,16 +108,28 @@ func Handler(src Source) http.Handler {
 			httpError(w, http.StatusNotFound, "user never seen")
 			return
 		}
+		var held any // null: observers see the truth
+		if src.Held != nil {
+			if h, ok := src.Held(u.Name); ok {
+				held = h
+			}
+		}
 		writeJSON(w, struct {
 			User    string             `json:"user"`
 			Account presence.Account   `json:"account"`
 			Live    []presence.Session `json:"live"`
 			Ended   []presence.Session `json:"ended"`
-		}{u.Name, u.Account, nonNil(u.Sessions), nonNil(u.Ended)})
+			Held    any                `json:"held"`
+		}{u.Name, u.Account, nonNil(u.Sessions), nonNil(u.Ended), held})
 	})
 	mux.HandleFunc("GET /api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, src.Stats())
 	})
+	if src.Holds != nil {
+		mux.HandleFunc("GET /api/v1/held", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, src.Holds())
+		})
+	}
 	mux.HandleFunc("POST /api/v1/users/batch", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Users []string `json:"users"`
