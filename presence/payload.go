@@ -190,9 +190,9 @@ func (r SetRequest) AccountUpdate() AccountUpdate {
 }
 
 type wireSet struct {
-	Status *string `json:"status"`
-	Text   *string `json:"text"`
-	Device *string `json:"device"`
+	Status   *string `json:"status"`
+	Text     *string `json:"text"`
+	Device   *string `json:"device"`
 	Scope    *string `json:"scope"`
 	Activity *bool   `json:"activity"`
 }
