@@ -24,10 +24,12 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -155,7 +157,20 @@ type PresenceConfig struct {
 	SetRate              int      `yaml:"set_rate"`              // presence/set per second per session; default 5
 	SetBurst             int      `yaml:"set_burst"`             // presence/set burst per session; default 10
 	OfflineRetention     Duration `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
+	// IdleAfter shows a session idle after this long without activity (a
+	// PUBLISH by the client, presence/set included; keep-alive is not), as
+	// Slack's auto-away; its next activity brings its own status back. Only
+	// an own status of online becomes idle. Default 0: off (IoT devices may
+	// be silent by design). 0 or >= 1s.
+	IdleAfter Duration `yaml:"idle_after"`
+	// IdleAfterDevices overrides IdleAfter per device label, e.g.
+	// {desktop: 10m, sensor: 0} (0: never for that label). Environment:
+	// PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop=10m,sensor=0.
+	IdleAfterDevices DeviceDurations `yaml:"idle_after_devices"`
 }
+
+// DeviceDurations maps device labels to durations.
+type DeviceDurations map[string]Duration
 
 // RedisConfig configures the shared Redis store. No address means the
 // in-memory store (a single node).
@@ -356,6 +371,10 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Presence.SetRate, defaultSetRate)
 	setInt(&c.Presence.SetBurst, defaultSetBurst)
 	setDuration(&c.Presence.OfflineRetention, defaultRetention)
+	// presence.idle_after: 0 (off) is the default; nothing to set.
+	if c.Presence.IdleAfterDevices == nil {
+		c.Presence.IdleAfterDevices = DeviceDurations{}
+	}
 
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
@@ -408,6 +427,7 @@ const (
 	maxSeparatorBytes   = 8
 	minSessionTTL       = Duration(10 * time.Second)
 	minReapInterval     = Duration(100 * time.Millisecond)
+	minIdleAfter        = Duration(time.Second) // presence.idle_after and its per-label overrides, when set
 	maxReapInterval     = Duration(time.Minute)
 	maxNodeIDBytes      = 253 // a DNS name
 	maxTopicBytes       = 65535
@@ -536,6 +556,18 @@ func (c Config) validate() []*keyError {
 	v.check("presence.set_burst", intBetween(c.Presence.SetBurst, 1, 100_000))
 	if c.Presence.OfflineRetention < Duration(time.Minute) {
 		v.add("presence.offline_retention", "must be at least 1m (got %s)", c.Presence.OfflineRetention)
+	}
+	if d := c.Presence.IdleAfter; d != 0 && d < minIdleAfter {
+		v.add("presence.idle_after", "must be 0 (off) or at least %s (got %s)", minIdleAfter, d)
+	}
+	for _, label := range slices.Sorted(maps.Keys(c.Presence.IdleAfterDevices)) {
+		d := c.Presence.IdleAfterDevices[label]
+		switch {
+		case presence.ValidDevice(label) != nil:
+			v.add("presence.idle_after_devices", "%q can never be a device label: %v", label, presence.ValidDevice(label))
+		case d != 0 && d < minIdleAfter:
+			v.add("presence.idle_after_devices", "%s must be 0 (never) or at least %s (got %s)", label, minIdleAfter, d)
+		}
 	}
 
 	if p := oneOf(c.Auth.CertUserFrom, "", "cn", "san"); p != "" {

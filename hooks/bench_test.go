@@ -23,11 +23,12 @@ import (
 // hook and mochi, not the store.
 type nopTracker struct{}
 
-func (nopTracker) Connect(presence.ConnID, string, string, string)          {}
-func (nopTracker) Established(presence.ConnID, string)                      {}
-func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
-func (nopTracker) LastWords(presence.ConnID, string, string)                {}
-func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)   {}
+func (nopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
+func (nopTracker) Active(presence.ConnID, string)                                      {}
+func (nopTracker) Established(presence.ConnID, string)                                 {}
+func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
+func (nopTracker) LastWords(presence.ConnID, string, string)                           {}
+func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}
 
 var _ hooks.Tracker = nopTracker{}
 
