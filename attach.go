@@ -303,6 +303,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL.D(), Shards: trackerShards,
 		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
 		Log:    logFor("tracker"),
+		Idle:   idleRules(cfg.Presence),
 	})
 
 	if cfg.Presence.Visibility != configs.VisibilityOpen && p.acl == nil {
@@ -334,6 +335,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Observers:          cfg.Presence.Observers,
 		Service:            service,
 		Now:                p.now,
+		Activity:           idleRules(cfg.Presence).Enabled(),
 	})
 	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
 	p.broker = broker{srv: srv, d: p.Delivery}
@@ -435,12 +437,34 @@ func (p *Plugin) start(ctx context.Context) error {
 			return err
 		})
 	}
+	if rules := idleRules(p.cfg.Presence); rules.Enabled() {
+		p.every("idle", idleCheckEvery(rules.Shortest()), func(context.Context) error {
+			p.Tracker.CheckIdle(p.now())
+			return nil
+		})
+	}
 	storeName := "memory"
 	if p.redis != nil {
 		storeName = "redis"
 	}
 	p.log.Info().Str("node", p.cfg.NodeID).Str("store", storeName).Msg("presence started")
 	return nil
+}
+
+// idleRules are presence.idle_after and its per-label overrides.
+func idleRules(c configs.PresenceConfig) presence.IdleRules {
+	r := presence.IdleRules{Default: c.IdleAfter.D(), Devices: make(map[string]time.Duration, len(c.IdleAfterDevices))}
+	for label, d := range c.IdleAfterDevices {
+		r.Devices[label] = d.D()
+	}
+	return r
+}
+
+// idleCheckEvery is how often the idle checker runs: a quarter of the
+// shortest idle time, at most a second, so a session shows idle at most
+// that late.
+func idleCheckEvery(shortest time.Duration) time.Duration {
+	return min(max(shortest/4, 10*time.Millisecond), time.Second)
 }
 
 // renew renews every session's store-side expiry; with Redis it then reaps

@@ -22,6 +22,8 @@ type Stats struct {
 	StaleEvents     int64  `json:"stale_events"`
 	StoreErrors     int64  `json:"store_errors"`
 	LostSessions    int64  `json:"lost_sessions"`
+	IdleEntered     int64  `json:"idle_entered"` // sessions shown idle for want of activity (presence.idle_after)
+	IdleLeft        int64  `json:"idle_left"`    // sessions brought back from it
 	Published       int64  `json:"published"`
 	OldVersions     int64  `json:"old_versions_dropped"`
 	SetAccepted     int64  `json:"set_accepted"`
@@ -80,6 +82,8 @@ func (p *Plugin) Stats() Stats {
 		StaleEvents:     t.StaleEvents.Load(),
 		StoreErrors:     t.Errors.Load(),
 		LostSessions:    t.Lost.Load(),
+		IdleEntered:     t.IdleEntered.Load(),
+		IdleLeft:        t.IdleLeft.Load(),
 		Published:       pb.Published.Load(),
 		OldVersions:     pb.Old.Load(),
 		SetAccepted:     h.SetAccepted.Load(),

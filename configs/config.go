@@ -24,10 +24,12 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +167,17 @@ type PresenceConfig struct {
 	Flap               FlapConfig `yaml:"flap"`
 	PublishRate        int        `yaml:"publish_rate"`  // presence publishes per second per node, coalesced per user beyond it; default 10000; 10..1000000
 	PublishBurst       int        `yaml:"publish_burst"` // default 2000; 1..1000000
+
+	// IdleAfter shows a session idle after this long without activity (a
+	// PUBLISH by the client, presence/set included; keep-alive is not), as
+	// Slack's auto-away; its next activity brings its own status back. Only
+	// an own status of online becomes idle. Default 0: off (IoT devices may
+	// be silent by design). 0 or >= 1s.
+	IdleAfter Duration `yaml:"idle_after"`
+	// IdleAfterDevices overrides IdleAfter per device label, e.g.
+	// {desktop: 10m, sensor: 0} (0: never for that label). Environment:
+	// PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop=10m,sensor=0.
+	IdleAfterDevices DeviceDurations `yaml:"idle_after_devices"`
 }
 
 // FlapConfig is flap control: a user whose ends would have shown them
@@ -194,6 +207,9 @@ func (p PresenceConfig) Pacing() presence.Pacing {
 	}
 	return r
 }
+
+// DeviceDurations maps device labels to durations.
+type DeviceDurations map[string]Duration
 
 // RedisConfig configures the shared Redis store. No address means the
 // in-memory store (a single node).
@@ -415,6 +431,10 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Presence.Flap.Grace, max(defaultFlapGrace, *c.Presence.OfflineGrace))
 	setInt(&c.Presence.PublishRate, defaultPublishRate)
 	setInt(&c.Presence.PublishBurst, defaultPublishBurst)
+	// presence.idle_after: 0 (off) is the default; nothing to set.
+	if c.Presence.IdleAfterDevices == nil {
+		c.Presence.IdleAfterDevices = DeviceDurations{}
+	}
 
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
@@ -474,6 +494,7 @@ const (
 	maxSeparatorBytes   = 8
 	minSessionTTL       = Duration(10 * time.Second)
 	minReapInterval     = Duration(100 * time.Millisecond)
+	minIdleAfter        = Duration(time.Second) // presence.idle_after and its per-label overrides, when set
 	maxReapInterval     = Duration(time.Minute)
 	maxNodeIDBytes      = 253 // a DNS name
 	maxTopicBytes       = 65535
@@ -615,6 +636,18 @@ func (c Config) validate() []*keyError {
 	v.check("presence.flap.grace", durationBetween(c.Presence.Flap.Grace, Duration(pace.Grace), Duration(time.Hour)))
 	v.check("presence.publish_rate", intBetween(c.Presence.PublishRate, 10, 1_000_000))
 	v.check("presence.publish_burst", intBetween(c.Presence.PublishBurst, 1, 1_000_000))
+	if d := c.Presence.IdleAfter; d != 0 && d < minIdleAfter {
+		v.add("presence.idle_after", "must be 0 (off) or at least %s (got %s)", minIdleAfter, d)
+	}
+	for _, label := range slices.Sorted(maps.Keys(c.Presence.IdleAfterDevices)) {
+		d := c.Presence.IdleAfterDevices[label]
+		switch {
+		case presence.ValidDevice(label) != nil:
+			v.add("presence.idle_after_devices", "%q can never be a device label: %v", label, presence.ValidDevice(label))
+		case d != 0 && d < minIdleAfter:
+			v.add("presence.idle_after_devices", "%s must be 0 (never) or at least %s (got %s)", label, minIdleAfter, d)
+		}
+	}
 
 	if p := oneOf(c.Auth.CertUserFrom, "", "cn", "san"); p != "" {
 		v.add("auth.cert_user_from", "must be empty, cn or san (got %q)", c.Auth.CertUserFrom)

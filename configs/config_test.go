@@ -88,6 +88,7 @@ func TestDefaults(t *testing.T) {
 			Flap:                 FlapConfig{Window: Duration(2 * time.Minute), Ends: ptr(3), Grace: Duration(30 * time.Second)},
 			PublishRate:          10_000,
 			PublishBurst:         2_000,
+			IdleAfterDevices:     DeviceDurations{},
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),
@@ -171,6 +172,11 @@ func TestValidateRejects(t *testing.T) {
 		{"ws origin empty", func(c *Config) { c.MQTT.WSAllowedOrigins = []string{""} }, "mqtt.ws_allowed_origins", "item 0"},
 		{"visibility", func(c *Config) { c.Presence.Visibility = "friends" }, "presence.visibility", `got "friends"`},
 		{"group batch", func(c *Config) { c.Presence.GroupBatch = Duration(time.Millisecond) }, "presence.group_batch", "got 1ms"},
+		{"idle after below 1s", func(c *Config) { c.Presence.IdleAfter = sec(0.5) }, "presence.idle_after", "0 (off) or at least 1s (got 500ms)"},
+		{"idle after negative", func(c *Config) { c.Presence.IdleAfter = sec(-1) }, "presence.idle_after", "got -1s"},
+		{"idle after of a label below 1s", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"desktop": sec(0.1)} }, "presence.idle_after_devices", "desktop must be 0 (never) or at least 1s (got 100ms)"},
+		{"idle after of a label negative", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"sensor": sec(-5)} }, "presence.idle_after_devices", "got -5s"},
+		{"idle after of a bad label", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"ph​one": sec(60)} }, "presence.idle_after_devices", "can never be a device label"},
 		{"observer with a slash", func(c *Config) { c.Presence.Observers = []string{"a/b"} }, "presence.observers", "item 0"},
 		{"observer in two scripts", func(c *Config) { c.Presence.Observers = []string{"ops", "\u0430lice"} }, "presence.observers", "item 1"},
 		{"sessions per user", func(c *Config) { c.Presence.MaxSessionsPerUser = -1 }, "presence.max_sessions_per_user", "got -1"},
@@ -284,6 +290,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"reap interval bounds", func(c *Config) { c.Presence.ReapInterval = Duration(100 * time.Millisecond) }},
 		{"reap interval max", func(c *Config) { c.Presence.ReapInterval = Duration(time.Minute) }},
 		{"node id with dots", func(c *Config) { c.NodeID = "node-1.eu_west:a" }},
+		{"idle after 1s, labels on and off", func(c *Config) {
+			c.Presence.IdleAfter, c.Presence.IdleAfterDevices = Duration(time.Second), DeviceDurations{"desktop": Duration(time.Hour), "sensor": 0}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -385,6 +394,11 @@ func TestLoadYAML(t *testing.T) {
 		{"devices null", "presence:\n  authoritative_devices:\n", devicesAre([]string{"desktop"})},
 		{"devices explicit empty", "presence:\n  authoritative_devices: []\n", devicesAre([]string{})},
 		{"devices listed", "presence:\n  authoritative_devices:\n    - phone\n    - tablet\n", devicesAre([]string{"phone", "tablet"})},
+		{"idle after, per label", "presence:\n  idle_after: 15m\n  idle_after_devices: {desktop: 10m, sensor: 0, \"my phone\": 90s}\n",
+			idleIs(15*time.Minute, DeviceDurations{"desktop": Duration(10 * time.Minute), "sensor": 0, "my phone": Duration(90 * time.Second)})},
+		{"idle after, labels as a block", "presence:\n  idle_after_devices:\n    desktop: 1m\n",
+			idleIs(0, DeviceDurations{"desktop": Duration(time.Minute)})},
+		{"idle after, labels null", "presence:\n  idle_after_devices:\n", idleIs(0, DeviceDurations{})},
 		{"anchors", "log:\n  level: &lvl warn\nidentity:\n  user_from: client_id\n  separator: &sep \":\"\n",
 			func(t *testing.T, c Config) {
 				if c.Log.Level != "warn" || c.Identity.Separator != ":" {
@@ -408,6 +422,15 @@ func TestLoadYAML(t *testing.T) {
 			}
 			tt.check(t, c)
 		})
+	}
+}
+
+func idleIs(after time.Duration, devices DeviceDurations) func(*testing.T, Config) {
+	return func(t *testing.T, c Config) {
+		t.Helper()
+		if c.Presence.IdleAfter.D() != after || !reflect.DeepEqual(c.Presence.IdleAfterDevices, devices) {
+			t.Errorf("idle_after %s, idle_after_devices %#v; want %s, %#v", c.Presence.IdleAfter, c.Presence.IdleAfterDevices, after, devices)
+		}
 	}
 }
 
@@ -450,6 +473,10 @@ func TestLoadYAMLErrors(t *testing.T) {
 		{"scalar for list", "presence:\n  authoritative_devices: desktop\n", ErrInvalid, []string{`"presence.authoritative_devices"`, "want a list"}},
 		{"nested list for list", "presence:\n  authoritative_devices: [[a]]\n", ErrInvalid, []string{`"presence.authoritative_devices"`}},
 		{"duplicate key", "log:\n  level: info\n  level: debug\n", ErrInvalid, []string{`"log.level" appears twice`, "lines 2 and 3"}},
+		{"idle labels as a list", "presence:\n  idle_after_devices: [desktop]\n", ErrInvalid, []string{`"presence.idle_after_devices"`, "want a mapping of device labels"}},
+		{"idle label without a unit", "presence:\n  idle_after_devices: {desktop: 10}\n", ErrInvalid, []string{`"presence.idle_after_devices"`}},
+		{"idle label twice", "presence:\n  idle_after_devices: {a: 1m, a: 2m}\n", ErrInvalid, []string{"presence.idle_after_devices"}},
+		{"idle after below 1s", "presence:\n  idle_after: 10ms\n", ErrInvalid, []string{"presence.idle_after: must be 0 (off) or at least 1s (got 10ms)", "line 2"}},
 		{"syntax error", "log:\n  level: info\n bad\n", ErrInvalid, []string{"cannot parse"}},
 		{"tabs", "log:\n\tlevel: info\n", ErrInvalid, []string{"cannot parse"}},
 		{"validation names key and line", "mqtt:\n  max_writes_pending: 8\n", ErrInvalid,
@@ -508,6 +535,9 @@ func TestLoadEnv(t *testing.T) {
 		{"devices unset", nil, devicesAre([]string{"desktop"})},
 		{"devices empty string", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES="}, devicesAre([]string{})},
 		{"devices comma-separated", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop, laptop"}, devicesAre([]string{"desktop", "laptop"})},
+		{"idle after per label", []string{"PRESENCED_PRESENCE_IDLE_AFTER=5m", "PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop=10m, sensor=0"},
+			idleIs(5*time.Minute, DeviceDurations{"desktop": Duration(10 * time.Minute), "sensor": 0})},
+		{"idle labels empty", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES="}, idleIs(0, DeviceDurations{})},
 		{"empty scalar is ignored", []string{"PRESENCED_MQTT_ADDR="}, func(t *testing.T, c Config) {
 			if c.MQTT.Addr != ":1883" {
 				t.Errorf("mqtt.addr = %q", c.MQTT.Addr)
@@ -556,6 +586,12 @@ func TestLoadEnvErrors(t *testing.T) {
 			[]string{"PRESENCED_PRESENCE_REAP_INTERVAL", "with a unit", `"5"`}},
 		{"invalid value names the variable", []string{"PRESENCED_MQTT_MAX_WRITES_PENDING=5"}, ErrInvalid,
 			[]string{"mqtt.max_writes_pending: must be between 16 and 65535 (got 5) (set by PRESENCED_MQTT_MAX_WRITES_PENDING)"}},
+		{"idle label without a duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop"}, ErrInvalid,
+			[]string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES", "label=duration"}},
+		{"idle label twice", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=1m,a=2m"}, ErrInvalid, []string{`label "a" given twice`}},
+		{"idle label bad duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=10"}, ErrInvalid, []string{"a: want a duration"}},
+		{"idle label below 1s", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=10ms"}, ErrInvalid,
+			[]string{"presence.idle_after_devices: a must be 0 (never) or at least 1s (got 10ms) (set by PRESENCED_PRESENCE_IDLE_AFTER_DEVICES)"}},
 		{"empty device", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop,"}, ErrInvalid,
 			[]string{"presence.authoritative_devices", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES"}},
 	}
@@ -730,7 +766,7 @@ func TestEveryKeyIsReachable(t *testing.T) {
 		if typ.Kind() == reflect.Pointer { // a key where 0 means off
 			typ = typ.Elem()
 		}
-		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s"}[typ.Kind()]
+		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s", reflect.Map: "a=7s"}[typ.Kind()]
 		if sample == "" {
 			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
 			continue

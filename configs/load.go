@@ -249,7 +249,7 @@ func (l *loader) set(path, raw, source string) error {
 		return fmt.Errorf("configs: %w %q for %s", ErrUnknownKey, path, source)
 	}
 	v := reflect.ValueOf(&l.cfg).Elem().FieldByIndex(lf.index)
-	if raw == "" && v.Kind() != reflect.Slice {
+	if raw == "" && v.Kind() != reflect.Slice && v.Kind() != reflect.Map {
 		return nil // empty means "not set"
 	}
 	if err := setFromString(v, raw); err != nil {
@@ -304,6 +304,28 @@ func setFromString(v reflect.Value, s string) error {
 			return fmt.Errorf("want a number (got %q)", s)
 		}
 		v.SetFloat(f)
+	case reflect.Map:
+		if v.Type() != deviceDurationsType {
+			return fmt.Errorf("unsupported type %s", v.Type())
+		}
+		m := DeviceDurations{} // "" is an explicit empty mapping
+		if s != "" {
+			for _, item := range strings.Split(s, ",") {
+				k, d, ok := strings.Cut(strings.TrimSpace(item), "=")
+				if !ok || k == "" {
+					return fmt.Errorf("want label=duration pairs separated by commas, such as desktop=10m,sensor=0 (got %q)", item)
+				}
+				if _, dup := m[k]; dup {
+					return fmt.Errorf("label %q given twice", k)
+				}
+				v, err := parseDuration(strings.TrimSpace(d))
+				if err != nil {
+					return fmt.Errorf("%s: %v", k, err)
+				}
+				m[k] = v
+			}
+		}
+		v.Set(reflect.ValueOf(m))
 	case reflect.Slice:
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported type %s", v.Type())
@@ -481,6 +503,8 @@ func want(t reflect.Type) string {
 		return "a number"
 	case reflect.Slice:
 		return "a list such as [a, b] or []"
+	case reflect.Map:
+		return "a mapping of device labels to durations such as {desktop: 10m, sensor: 0}"
 	}
 	return t.String()
 }
@@ -522,7 +546,10 @@ func editDistance(a, b string) int {
 
 // ---- the key tree, derived from the struct tags ----
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType        = reflect.TypeFor[Duration]()
+	deviceDurationsType = reflect.TypeFor[DeviceDurations]()
+)
 
 // leaf is one settable key.
 type leaf struct {

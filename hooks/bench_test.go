@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -23,12 +24,13 @@ import (
 // hook and mochi, not the store.
 type nopTracker struct{}
 
-func (nopTracker) Connect(presence.ConnID, string, string, string)          {}
-func (nopTracker) Established(presence.ConnID, string)                      {}
-func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
-func (nopTracker) LastWords(presence.ConnID, string, string)                {}
-func (nopTracker) WillDelay(presence.ConnID, string, time.Duration)         {}
-func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)   {}
+func (nopTracker) Established(presence.ConnID, string)                                 {}
+func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
+func (nopTracker) LastWords(presence.ConnID, string, string)                           {}
+func (nopTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
+func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}
+func (nopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
+func (nopTracker) Active(presence.ConnID, string)                                      {}
 
 var _ hooks.Tracker = nopTracker{}
 
@@ -186,4 +188,62 @@ func BenchmarkOnPublishSet(b *testing.B) {
 	if got := h.Counters.SetAccepted.Load(); got != int64(n) {
 		b.Fatalf("%d sets accepted, want %d", got, n)
 	}
+}
+
+// BenchmarkOnPublishActivity measures what server-side idle adds to every
+// PUBLISH outside the presence prefix: the hook's OnPublish for an
+// established connection with a user, with activity recording off (the
+// default, presence.idle_after 0) and on (a lock-free map read, the clock
+// and an atomic store). "on-parallel" has every goroutine publish for a
+// connection of its own, as connections do.
+func BenchmarkOnPublishActivity(b *testing.B) {
+	newHook := func(b *testing.B, activity bool) (*hooks.Presence, func(id string) *mqtt.Client) {
+		srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
+		h := hooks.New(hooks.Options{Prefix: "presence", Server: srv, Tracker: nopTracker{}, Log: zerolog.Nop(), Activity: activity})
+		return h, func(id string) *mqtt.Client {
+			client, server := net.Pipe()
+			b.Cleanup(func() { _ = client.Close(); _ = server.Close() })
+			cl := srv.NewClient(server, "t", id, false)
+			cl.Properties.Username = []byte("alice")
+			cl.Properties.ProtocolVersion = 4
+			h.OnSessionEstablish(cl, packets.Packet{})
+			h.OnSessionEstablished(cl, packets.Packet{})
+			return cl
+		}
+	}
+	pk := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   "app/chat/room1",
+		PacketID:    7,
+		Payload:     []byte("hello"),
+	}
+	for _, c := range []struct {
+		name     string
+		activity bool
+	}{{"off", false}, {"on", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			h, client := newHook(b, c.activity)
+			cl := client("alice-phone")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := h.OnPublish(cl, pk); err != nil {
+					b.Fatalf("OnPublish: %v", err)
+				}
+			}
+		})
+	}
+	b.Run("on-parallel", func(b *testing.B) {
+		h, client := newHook(b, true)
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			cl := client(fmt.Sprintf("alice-%d", next.Add(1)))
+			for pb.Next() {
+				if _, err := h.OnPublish(cl, pk); err != nil {
+					b.Errorf("OnPublish: %v", err)
+					return
+				}
+			}
+		})
+	})
 }

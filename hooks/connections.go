@@ -41,12 +41,17 @@ import (
 type Tracker interface {
 	// Connect is called when a connection with a user is about to be
 	// established (before CONNACK). It replaces any earlier connection with
-	// the same client id.
-	Connect(conn presence.ConnID, id, user, device string)
+	// the same client id. act is the connection's activity, which the hook
+	// records (nil when server-side idle is off).
+	Connect(conn presence.ConnID, id, user, device string, act *presence.Activity)
 	// Established is called once CONNACK has been sent.
 	Established(conn presence.ConnID, id string)
-	// Set applies a presence/set from the connection.
+	// Set applies a presence/set from the connection. It is activity: it
+	// ends auto-idle.
 	Set(conn presence.ConnID, id, user string, req presence.SetRequest)
+	// Active is called once when a connection that its node shows idle for
+	// want of activity is active again (act.Touch reported it).
+	Active(conn presence.ConnID, id string)
 	// LastWords records the text of the connection's will on presence/set,
 	// applied when the session ends uncleanly.
 	LastWords(conn presence.ConnID, id, text string)
@@ -89,6 +94,10 @@ type Options struct {
 	Observers []string
 	Service   func(cl *mqtt.Client) bool
 	Now       func() time.Time
+	// Activity records each session's activity (presence.Activity), for
+	// server-side idle (presence.idle_after): every PUBLISH the client may
+	// make, presence/set included. Off: the packet path does nothing more.
+	Activity bool
 }
 
 // Counters are the hook's counts, read with atomic loads.
@@ -126,6 +135,7 @@ type Presence struct {
 	// Lock order: mu, then a link's bucket lock. No socket write under mu.
 	mu     sync.RWMutex
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
+	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 	perIP  map[string]int
 
@@ -139,7 +149,8 @@ type link struct {
 	ip          string
 	service     bool // may read all presence
 	established bool
-	set         bucket // presence/set rate
+	set         bucket             // presence/set rate
+	act         *presence.Activity // nil: activity not recorded
 }
 
 // New returns the hook.
@@ -326,6 +337,10 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		id.Device = d
 	}
 	l.conn, l.user = presence.ConnID(h.nextID.Add(1)), id.User
+	if h.o.Activity {
+		l.act = presence.NewActivity(h.o.Now()) // connecting is activity
+		h.active.Store(cl, l)
+	}
 	oldest := h.admit(cl, id.User)
 	h.mu.Unlock()
 	if oldest != nil {
@@ -340,7 +355,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		}
 		kick(h.o.Server, oldest, packets.ErrQuotaExceeded)
 	}
-	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device)
+	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
 }
 
 // admit records cl as user's newest connection and returns the oldest one
@@ -434,6 +449,9 @@ func (h *Presence) forget(cl *mqtt.Client) *link {
 		return nil
 	}
 	delete(h.links, cl)
+	if l.act != nil {
+		h.active.Delete(cl)
+	}
 	if h.perIP[l.ip]--; h.perIP[l.ip] <= 0 {
 		delete(h.perIP, l.ip)
 	}
@@ -534,8 +552,18 @@ func (h *Presence) OnClientExpired(cl *mqtt.Client) {
 //
 // Only packets.Code errors and the two sentinels stop mochi from
 // delivering, so no other error is ever returned.
+//
+// A PUBLISH outside the prefix (which mochi has already let through its ACL
+// check), and a valid presence/set, are the session's activity (see
+// Options.Activity): a refused one is not.
 func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if cl.Net.Inline || !h.underPrefix(pk.TopicName) {
+	if cl.Net.Inline {
+		return pk, nil
+	}
+	if !h.underPrefix(pk.TopicName) {
+		if h.o.Activity {
+			h.touch(cl)
+		}
 		return pk, nil
 	}
 	l, hasUser := h.link(cl)
@@ -553,7 +581,11 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		}
 		return h.refuse(cl, pk, packets.ErrPayloadFormatInvalid)
 	}
+	back := l.act != nil && l.act.Touch(h.o.Now()) // the session was auto-idle
 	if h.o.SetRate > 0 && !l.set.take(h.o.Now(), float64(h.o.SetRate), float64(h.o.SetBurst)) {
+		if back {
+			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
+		}
 		h.Counters.SetLimited.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Msg("presence/set over the rate")
 		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
@@ -562,8 +594,31 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		return h.refuse(cl, pk, packets.ErrMessageRateTooHigh)
 	}
 	h.Counters.SetAccepted.Add(1)
-	h.o.Tracker.Set(l.conn, cl.ID, l.user, req)
+	if req.OnlyActivity() && req.Scope == presence.ScopeSession {
+		if back {
+			h.o.Tracker.Active(l.conn, cl.ID)
+		}
+		return pk, packets.CodeSuccessIgnore
+	}
+	if back && req.Scope == presence.ScopeAccount {
+		h.o.Tracker.Active(l.conn, cl.ID) // an account change leaves the session's status
+	}
+	h.o.Tracker.Set(l.conn, cl.ID, l.user, req) // ends auto-idle: one write with the change
 	return pk, packets.CodeSuccessIgnore
+}
+
+// touch records a PUBLISH of cl as its session's activity and, when its
+// node showed it idle for want of activity, has its own status written
+// back. Atomics and a lock-free map read only: no store write, no lock.
+func (h *Presence) touch(cl *mqtt.Client) {
+	v, ok := h.active.Load(cl)
+	if !ok {
+		return // no user, or not yet established
+	}
+	l := v.(*link)
+	if l.act.Touch(h.o.Now()) {
+		h.o.Tracker.Active(l.conn, cl.ID)
+	}
 }
 
 // refuse answers a publish that changes nothing with code, the way its

@@ -253,7 +253,9 @@ func TestGraceFlapControl(t *testing.T) {
 	// It goes for good: shown offline after the flap grace, not the grace.
 	start := time.Now()
 	c.drop()
-	obs.waitFor("tunnel", "offline for good", func(a presence.Aggregate) bool { return a.Status == presence.Offline && time.Since(start) > 0 && offlines() == 2 })
+	obs.waitFor("tunnel", "offline for good", func(a presence.Aggregate) bool {
+		return a.Status == presence.Offline && time.Since(start) > 0 && offlines() == 2
+	})
 	if took := time.Since(start); took < 3*time.Second-50*time.Millisecond || took > 4*time.Second {
 		t.Fatalf("final offline shown after %v, want after the 3 s flap grace", took)
 	}

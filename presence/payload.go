@@ -169,6 +169,16 @@ type SetRequest struct {
 	Status *Status
 	Text   *string
 	Device *string
+	// Activity is "activity": true: the user is here. Every presence/set
+	// is activity (it is a PUBLISH); this one asks for nothing else, for an
+	// application that publishes nothing else (see IdleDecide).
+	Activity bool
+}
+
+// OnlyActivity reports whether the request changes nothing but says the
+// user is active: {"activity": true}, or an empty object.
+func (r SetRequest) OnlyActivity() bool {
+	return r.Status == nil && r.Text == nil && r.Device == nil
 }
 
 // Update returns the session-scope change.
@@ -180,17 +190,19 @@ func (r SetRequest) AccountUpdate() AccountUpdate {
 }
 
 type wireSet struct {
-	Status *string `json:"status"`
-	Text   *string `json:"text"`
-	Device *string `json:"device"`
-	Scope  *string `json:"scope"`
+	Status   *string `json:"status"`
+	Text     *string `json:"text"`
+	Device   *string `json:"device"`
+	Scope    *string `json:"scope"`
+	Activity *bool   `json:"activity"`
 }
 
 // ParseSetRequest decodes and checks a presence/set payload:
 //
-//	{"status": "online|idle|away|busy|dnd", "text": "...", "device": "...", "scope": "session|account"}
+//	{"status": "online|idle|away|busy|dnd", "text": "...", "device": "...", "scope": "session|account", "activity": true}
 //
-// Every field is optional; scope defaults to session. At account scope the
+// Every field is optional; scope defaults to session; activity is true or
+// left out (false is refused: every presence/set is activity). At account scope the
 // status may be away, busy or dnd, or online to clear the override, and "text": ""
 // clears the text; device is not allowed there. The payload is at most 1 KiB
 // of UTF-8 JSON, one object with no other fields; the text passes ValidText
@@ -221,6 +233,12 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 		return SetRequest{}, fmt.Errorf("%w: payload is null, want an object", ErrBadPayload)
 	}
 	r := SetRequest{Scope: ScopeSession, Text: w.Text, Device: w.Device}
+	if w.Activity != nil {
+		if !*w.Activity {
+			return SetRequest{}, fmt.Errorf("%w: activity is true or left out (every presence/set is activity)", ErrBadPayload)
+		}
+		r.Activity = true
+	}
 	if w.Scope != nil {
 		switch Scope(*w.Scope) {
 		case ScopeSession, ScopeAccount:
@@ -256,16 +274,16 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 }
 
 // setKeys checks that a presence/set object's field names are among the
-// four, in lower case, each at most once (encoding/json alone takes
+// five, in lower case, each at most once (encoding/json alone takes
 // "Status" for "status", and the last of two). It scans the bytes without
-// allocating; a value that is not a string or null, and anything that is
+// allocating; a value that is not a string, true, false or null, and anything that is
 // not a well-formed object, is left to the decoder to refuse.
 func setKeys(b []byte) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil
 	}
-	var seen [4]bool
+	var seen [5]bool
 	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
 		end := i + 1
 		for end < len(b) && b[end] != '"' && b[end] != '\\' {
@@ -284,8 +302,10 @@ func setKeys(b []byte) error {
 			k = 2
 		case "scope":
 			k = 3
+		case "activity":
+			k = 4
 		default:
-			return fmt.Errorf("%w: unknown field %q (the fields are status, text, device and scope, in lower case)", ErrBadPayload, b[i+1:end])
+			return fmt.Errorf("%w: unknown field %q (the fields are status, text, device, scope and activity, in lower case)", ErrBadPayload, b[i+1:end])
 		}
 		if seen[k] {
 			return fmt.Errorf("%w: field %q given twice", ErrBadPayload, b[i+1:end])
@@ -304,8 +324,10 @@ func setKeys(b []byte) error {
 				}
 			}
 			i++
-		case bytes.HasPrefix(b[i:], []byte("null")):
+		case bytes.HasPrefix(b[i:], []byte("null")), bytes.HasPrefix(b[i:], []byte("true")):
 			i += 4
+		case bytes.HasPrefix(b[i:], []byte("false")):
+			i += 5
 		default:
 			return nil
 		}

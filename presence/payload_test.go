@@ -236,10 +236,11 @@ type flatSet struct {
 	Status                        Status
 	Text, Device                  string
 	HasStatus, HasText, HasDevice bool
+	Activity                      bool
 }
 
 func flatten(r SetRequest) flatSet {
-	f := flatSet{Scope: r.Scope}
+	f := flatSet{Scope: r.Scope, Activity: r.Activity}
 	if r.Status != nil {
 		f.Status, f.HasStatus = *r.Status, true
 	}
@@ -297,6 +298,10 @@ var validSetPayloads = []struct {
 	{"text of 256 bytes in 2-byte runes", `{"text":"` + strings.Repeat("é", 128) + `"}`, flatSet{Scope: ScopeSession, Text: strings.Repeat("é", 128), HasText: true}},
 	{"text of 256 bytes, escaped", `{"text":"` + strings.Repeat(`\u00e9`, 128) + `"}`, flatSet{Scope: ScopeSession, Text: strings.Repeat("é", 128), HasText: true}},
 	{"payload of 1024 bytes", padTo(`{"status":"away"}`, MaxSetPayload), sessionSet(Away)},
+	{"activity", `{"activity":true}`, flatSet{Scope: ScopeSession, Activity: true}},
+	{"activity null is absent", `{"activity":null}`, flatSet{Scope: ScopeSession}},
+	{"activity with a status", `{"activity":true,"status":"away"}`, flatSet{Scope: ScopeSession, Status: Away, HasStatus: true, Activity: true}},
+	{"activity at account scope", `{"scope":"account","activity":true}`, flatSet{Scope: ScopeAccount, Activity: true}},
 }
 
 var invalidSetPayloads = []struct{ name, payload string }{
@@ -347,6 +352,13 @@ var invalidSetPayloads = []struct{ name, payload string }{
 	{"two objects", `{"status":"away"}{"status":"busy"}`},
 	{"two objects with space", `{} {}`},
 	{"unterminated", `{"status":"away"`},
+	{"activity false", `{"activity":false}`},
+	{"activity not a bool", `{"activity":"yes"}`},
+	{"activity as a number", `{"activity":1}`},
+	{"activity in capitals", `{"Activity":true}`},
+	{"activity twice", `{"activity":true,"activity":true}`},
+	{"a field twice after activity", `{"activity":true,"status":"bogus","status":"busy"}`},
+	{"a field twice after activity false", `{"activity":false,"status":"away","status":"away"}`},
 }
 
 func TestParseSetRequest(t *testing.T) {
@@ -371,6 +383,18 @@ func TestParseSetRequest(t *testing.T) {
 				t.Fatalf("failed ParseSetRequest returned %+v", got)
 			}
 		})
+	}
+}
+
+func TestSetRequestOnlyActivity(t *testing.T) {
+	for in, want := range map[string]bool{`{"activity":true}`: true, `{}`: true, `{"activity":true,"text":""}`: false, `{"status":"online"}`: false} {
+		r, err := ParseSetRequest([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OnlyActivity() != want {
+			t.Errorf("%s: OnlyActivity %v, want %v", in, r.OnlyActivity(), want)
+		}
 	}
 }
 

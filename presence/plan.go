@@ -25,13 +25,14 @@ type Wanted struct {
 	Conn        ConnID
 	User        string
 	Device      string
-	Status      Status
+	Status      Status // its own status: the one the client last set, or online
 	Text        string
 	Established bool          // CONNACK has been sent
 	Live        bool          // the connection has not ended
 	Reason      EndReason     // why it ended, once it has
 	LastWords   *string       // its will's text, applied if it ends uncleanly
 	WillDelay   time.Duration // its will's delay (MQTT 5), carried by its unclean end
+	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide)
 }
 
 // Written is what the store was last told for one client id.
@@ -93,7 +94,11 @@ type Plan struct {
 //     offline, and the store ends the old session when it opens the new one.
 //  2. Open the wanted session once it is established and not yet written.
 //  3. Bring the written session's status, text and device up to date.
+//
+// The status written is the one shown (Shown): idle while the node shows
+// the session auto-idle over an own status of online.
 func (p Plan) Next(id string, w Wanted, h Written) Write {
+	status := ShownStatus(w.Status, w.AutoIdle)
 	if h.Open {
 		replaced := w.Conn != h.Conn
 		end := EndArgs{User: h.User, ID: id, Epoch: h.Epoch}
@@ -114,13 +119,13 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 	if w.Live && w.Established && (!h.Open || h.Conn != w.Conn) {
 		return Write{Kind: WriteOpen, Open: OpenArgs{
 			User: w.User, ID: id, Node: p.Node, Device: w.Device,
-			Status: w.Status, Text: w.Text, TTL: p.TTL,
+			Status: status, Text: w.Text, TTL: p.TTL,
 		}}
 	}
 	if h.Open && h.Conn == w.Conn && w.Live {
 		var upd Update
-		if w.Status != h.Status {
-			upd.Status = &w.Status
+		if status != h.Status {
+			upd.Status = &status
 		}
 		if w.Text != h.Text {
 			upd.Text = &w.Text

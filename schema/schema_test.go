@@ -621,6 +621,10 @@ func TestSetAcceptedInputsAreValid(t *testing.T) {
 		`{"status":null,"text":null,"device":null,"scope":null}`,
 		`{"scope":"account","device":null}`,
 		`{"scope":null,"status":"idle"}`,
+		`{"activity":true}`,
+		`{"activity":null}`,
+		`{"activity":true,"status":"online","text":"back"}`,
+		`{"scope":"account","activity":true}`,
 	} {
 		if _, err := presence.ParseSetRequest([]byte(in)); err != nil {
 			t.Errorf("ParseSetRequest(%s): %v; the case is wrong", in, err)
@@ -681,6 +685,10 @@ func TestSetRefusedInputs(t *testing.T) {
 		{`{"device":"ph\u200bone"}`, true},
 		{`{"device":"` + strings.Repeat("d", presence.MaxDeviceBytes+1) + `"}`, true},
 		{`{"device":true}`, true},
+		{`{"activity":false}`, true},
+		{`{"activity":"true"}`, true},
+		{`{"activity":1}`, true},
+		{`{"Activity":true}`, true},
 
 		{`{"text":"` + strings.Repeat("é", presence.MaxTextBytes/2+1) + `"}`, false},     // 258 bytes, 129 characters
 		{`{"device":"` + strings.Repeat("é", presence.MaxDeviceBytes/2+1) + `"}`, false}, // 66 bytes, 33 characters

@@ -44,6 +44,7 @@ type Store interface {
 type Tracker struct {
 	store   Store
 	plan    presence.Plan
+	idle    presence.IdleRules
 	outage  func(error) bool
 	log     zerolog.Logger
 	seed    maphash.Seed
@@ -71,11 +72,14 @@ type Stats struct {
 	Ended       atomic.Int64
 	Updated     atomic.Int64
 	Lost        atomic.Int64 // sessions the store no longer had at renewal
+	IdleEntered atomic.Int64 // sessions shown idle for want of activity
+	IdleLeft    atomic.Int64 // sessions brought back from auto-idle
 }
 
 type slot struct {
 	id     string
 	mu     sync.Mutex
+	act    *presence.Activity // the connection's activity (nil: idle is off); under mu
 	want   presence.Wanted
 	have   presence.Written
 	queued bool
@@ -98,6 +102,9 @@ type Options struct {
 	// debug level only. Nil: none.
 	Outage func(error) bool
 	Log    zerolog.Logger
+	// Idle says after how long without activity a session is shown idle
+	// (CheckIdle); zero: never.
+	Idle presence.IdleRules
 }
 
 // New returns a tracker writing to store; Start starts its workers.
@@ -109,7 +116,7 @@ func New(store Store, o Options) *Tracker {
 		o.Outage = func(error) bool { return false }
 	}
 	t := &Tracker{
-		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, outage: o.Outage, log: o.Log,
+		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log,
 		seed:    maphash.MakeSeed(),
 		retryIn: 200 * time.Millisecond,
 		slots:   make(map[string]*slot),
@@ -246,8 +253,9 @@ func (t *Tracker) change(conn presence.ConnID, id string, fn func(w *presence.Wa
 
 // Connect is called when connection conn of user, with session id id, is
 // about to be established (before CONNACK). It replaces any earlier
-// connection with the same id.
-func (t *Tracker) Connect(conn presence.ConnID, id, user, device string) {
+// connection with the same id. act is the connection's activity, which the
+// hook records and CheckIdle reads (nil: the session is never shown idle).
+func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *presence.Activity) {
 	t.mu.Lock() // held while want is set, so that sync cannot drop the slot in between
 	s := t.slots[id]
 	if s == nil {
@@ -256,6 +264,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string) {
 	}
 	s.mu.Lock()
 	s.want = presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true}
+	s.act = act
 	s.mu.Unlock()
 	t.mu.Unlock()
 	t.enqueue(s)
@@ -274,6 +283,10 @@ func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetReq
 		return
 	}
 	t.change(conn, id, func(w *presence.Wanted) {
+		if w.AutoIdle { // a presence/set is activity
+			w.AutoIdle = false
+			t.Stats.IdleLeft.Add(1)
+		}
 		if req.Status != nil {
 			w.Status = *req.Status
 		}
@@ -284,6 +297,60 @@ func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetReq
 			w.Device = *req.Device
 		}
 	})
+}
+
+// Active brings back the own status of a session its node showed idle for
+// want of activity: called once when the connection is active again
+// (presence.Activity.Touch reported it). It costs one store write.
+func (t *Tracker) Active(conn presence.ConnID, id string) {
+	t.change(conn, id, func(w *presence.Wanted) {
+		if w.AutoIdle {
+			w.AutoIdle = false
+			t.Stats.IdleLeft.Add(1)
+		}
+	})
+}
+
+// CheckIdle applies presence.IdleDecide at now to every live session that
+// records its activity: one whose own status is online and that showed no
+// activity for its idle time is shown idle (one store write), and one shown
+// idle that was active since, or whose own status the client changed, is
+// brought back (one store write). It returns how many sessions it changed.
+func (t *Tracker) CheckIdle(now time.Time) (entered, left int) {
+	t.mu.Lock()
+	all := make([]*slot, 0, len(t.slots))
+	for _, s := range t.slots {
+		all = append(all, s)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		w, act := &s.want, s.act
+		if act == nil || !w.Live || !w.Established {
+			s.mu.Unlock()
+			continue
+		}
+		last := act.Last()
+		changed := false
+		switch presence.IdleDecide(last, w.Status, w.AutoIdle, t.idle.After(w.Device), now) {
+		case presence.IdleEnter:
+			if act.MarkIdle(last) { // else activity came in between: not idle
+				w.AutoIdle, changed = true, true
+				entered++
+			}
+		case presence.IdleLeave:
+			act.ClearIdle()
+			w.AutoIdle, changed = false, true
+			left++
+		}
+		s.mu.Unlock()
+		if changed {
+			t.enqueue(s)
+		}
+	}
+	t.Stats.IdleEntered.Add(int64(entered))
+	t.Stats.IdleLeft.Add(int64(left))
+	return entered, left
 }
 
 func (t *Tracker) setAccount(user string, upd presence.AccountUpdate) {

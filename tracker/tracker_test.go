@@ -87,7 +87,7 @@ func waitIdle(t *testing.T, tr *Tracker) {
 func TestTrackerCoalesces(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
 	const cl = 1
-	tr.Connect(cl, "alice-phone", "alice", "phone")
+	tr.Connect(cl, "alice-phone", "alice", "phone", nil)
 	tr.Established(cl, "alice-phone")
 	for _, s := range []presence.Status{presence.Away, presence.Busy, presence.Idle} {
 		st := s
@@ -112,10 +112,10 @@ func TestTrackerTakeover(t *testing.T) {
 	tr.Start()
 	defer tr.Stop()
 	const old, nu = 1, 2 // two connections with one client id
-	tr.Connect(old, "bob-phone", "bob", "")
+	tr.Connect(old, "bob-phone", "bob", "", nil)
 	tr.Established(old, "bob-phone")
 	waitIdle(t, tr)
-	tr.Connect(nu, "bob-phone", "bob", "")
+	tr.Connect(nu, "bob-phone", "bob", "", nil)
 	tr.Disconnect(old, "bob-phone", presence.EndTakeover) // mochi: before or after the new Established
 	tr.Established(nu, "bob-phone")
 	waitIdle(t, tr)
@@ -148,7 +148,7 @@ func TestTrackerTakeover(t *testing.T) {
 // A connection that ends before it was established never reaches the store.
 func TestTrackerNeverEstablished(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
-	tr.Connect(1, "c", "carol", "")
+	tr.Connect(1, "c", "carol", "", nil)
 	tr.Disconnect(1, "c", presence.EndNetwork)
 	tr.Start()
 	defer tr.Stop()
@@ -164,7 +164,7 @@ func TestTrackerRenewal(t *testing.T) {
 	tr, cs, f, clk := newTestTracker(t)
 	tr.Start()
 	defer tr.Stop()
-	tr.Connect(1, "d", "dave", "")
+	tr.Connect(1, "d", "dave", "", nil)
 	tr.Established(1, "d")
 	waitIdle(t, tr)
 	ctx := context.Background()
@@ -248,7 +248,7 @@ func TestTrackerGhosts(t *testing.T) {
 	ghosts := func(refs ...presence.SessionRef) []presence.SessionRef { return tr.Ghosts(refs) }
 
 	// An open under way: its epoch is not known yet, whatever the store holds.
-	tr.Connect(1, "a", "ann", "")
+	tr.Connect(1, "a", "ann", "", nil)
 	tr.Established(1, "a")
 	<-gs.entered
 	if g := ghosts(presence.SessionRef{User: "ann", ID: "a", Epoch: 7}); len(g) != 0 {
@@ -259,7 +259,7 @@ func TestTrackerGhosts(t *testing.T) {
 	ea := epoch("ann")
 	// An open under way of a connection that has ended meanwhile: the
 	// store may hold it already, and the end follows.
-	tr.Connect(3, "c", "cat", "")
+	tr.Connect(3, "c", "cat", "", nil)
 	tr.Established(3, "c")
 	<-gs.entered
 	tr.Disconnect(3, "c", presence.EndClean)
@@ -287,7 +287,7 @@ func TestTrackerGhosts(t *testing.T) {
 	// Ended and written: the slot is gone, and the store's session is a
 	// ghost; so is one of an id this node never had.
 	close(gs.failEnd)
-	tr.Connect(2, "b", "ben", "")
+	tr.Connect(2, "b", "ben", "", nil)
 	tr.Established(2, "b")
 	<-gs.entered
 	gs.gate <- struct{}{}
@@ -298,5 +298,95 @@ func TestTrackerGhosts(t *testing.T) {
 	gone := []presence.SessionRef{{User: "ben", ID: "b", Epoch: eb}, {User: "zed", ID: "z", Epoch: 3}}
 	if g := ghosts(gone...); !slices.Equal(g, gone) {
 		t.Fatalf("ghosts %+v, want %+v", g, gone)
+	}
+}
+
+// Server-side idle with a fake clock: one store write to show a quiet
+// session idle, none while it stays idle, one to bring it back; a label
+// with 0 and a status the user set are left alone; a status set while
+// auto-idle wins with one write.
+func TestTrackerIdle(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	f := &testkit.Changes{}
+	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now, func(e store.Event) { f.Add(e.Aggregate) })}
+	const after = time.Minute
+	tr := New(cs, Options{Node: "n1", TTL: time.Hour, Shards: 2, Log: zerolog.Nop(),
+		Idle: presence.IdleRules{Default: after, Devices: map[string]time.Duration{"sensor": 0}}})
+	tr.Start()
+	defer tr.Stop()
+
+	acts := map[string]*presence.Activity{}
+	for i, c := range []struct{ id, user, device string }{{"a", "ann", "phone"}, {"s", "sam", "sensor"}, {"w", "wes", "phone"}} {
+		acts[c.id] = presence.NewActivity(clk.now())
+		tr.Connect(presence.ConnID(i+1), c.id, c.user, c.device, acts[c.id])
+		tr.Established(presence.ConnID(i+1), c.id)
+	}
+	away := presence.Away
+	tr.Set(3, "w", "wes", presence.SetRequest{Scope: presence.ScopeSession, Status: &away})
+	waitIdle(t, tr)
+	status := func(user string) presence.Status {
+		t.Helper()
+		u, ok, err := cs.User(context.Background(), user)
+		if err != nil || !ok || len(u.Sessions) != 1 {
+			t.Fatalf("%s: %+v %v %v", user, u, ok, err)
+		}
+		return u.Sessions[0].Status
+	}
+	_, _, base := cs.counts()
+
+	clk.advance(after - time.Second)
+	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+		t.Fatalf("before idle_after: entered %d left %d", e, l)
+	}
+	clk.advance(time.Second)
+	if e, l := tr.CheckIdle(clk.now()); e != 1 || l != 0 {
+		t.Fatalf("at idle_after: entered %d left %d, want 1 (ann only: sam's label is 0, wes is away)", e, l)
+	}
+	waitIdle(t, tr)
+	if _, _, u := cs.counts(); u-base != 1 {
+		t.Fatalf("store writes to show idle: %d, want 1", u-base)
+	}
+	if status("ann") != presence.Idle || status("sam") != presence.Online || status("wes") != presence.Away {
+		t.Fatalf("ann %s sam %s wes %s", status("ann"), status("sam"), status("wes"))
+	}
+	clk.advance(10 * after)
+	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+		t.Fatalf("still quiet: entered %d left %d", e, l)
+	}
+
+	// Activity: the hook's path.
+	if !acts["a"].Touch(clk.now()) {
+		t.Fatal("Touch did not report auto-idle")
+	}
+	tr.Active(1, "a")
+	waitIdle(t, tr)
+	if _, _, u := cs.counts(); u-base != 2 || status("ann") != presence.Online {
+		t.Fatalf("back: %d writes, ann %s; want 2 and online", u-base, status("ann"))
+	}
+
+	// Idle again, then the user sets busy: busy wins, in one write, and
+	// auto-idle is over.
+	clk.advance(after)
+	tr.CheckIdle(clk.now())
+	waitIdle(t, tr)
+	if status("ann") != presence.Idle {
+		t.Fatalf("ann %s, want idle", status("ann"))
+	}
+	acts["a"].Touch(clk.now())
+	busy := presence.Busy
+	tr.Set(1, "a", "ann", presence.SetRequest{Scope: presence.ScopeSession, Status: &busy})
+	waitIdle(t, tr)
+	if _, _, u := cs.counts(); u-base != 4 || status("ann") != presence.Busy {
+		t.Fatalf("set while idle: %d writes, ann %s; want 4 and busy", u-base, status("ann"))
+	}
+	clk.advance(10 * after)
+	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+		t.Fatalf("busy: entered %d left %d", e, l)
+	}
+	if got := tr.Stats.IdleEntered.Load(); got != 2 {
+		t.Errorf("IdleEntered %d, want 2", got)
+	}
+	if got := tr.Stats.IdleLeft.Load(); got != 2 {
+		t.Errorf("IdleLeft %d, want 2", got)
 	}
 }
