@@ -1,7 +1,7 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test deps check build run bench
+.PHONY: test deps check build run bench bench-resilience
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
@@ -85,3 +85,13 @@ run:
 bench: deps
 	$(GO) build -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	bin/presence-bench --out-dir bench/results --presenced bin/presenced
+
+# The resilience scenarios of issue 11 (crash, rolling restart, drop flaps,
+# takeover battle), into bench/results/resilience.{json,md}; the standard
+# outputs are left alone. PRESENCED_CONFIG_EXTRA is YAML merged into
+# presenced's config (keys the binary knows only).
+bench-resilience: deps
+	$(GO) build -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
+	bin/presence-bench --systems presenced-memory,presenced-redis,mosquitto-lastwill --scenarios crash,rolling,flap-drop,battle \
+		--out-dir bench/results --out-name resilience --presenced bin/presenced \
+		$(if $(PRESENCED_CONFIG_EXTRA),--presenced-config-extra '$(PRESENCED_CONFIG_EXTRA)')

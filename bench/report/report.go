@@ -118,11 +118,18 @@ func Markdown(f result.File) []byte {
 	b.WriteString("# presenced benchmark\n\n")
 	writeHeader(&b, f)
 
+	// A file of other scenarios only (the resilience or the team
+	// scenarios, written as a file set of their own) has no standard
+	// sections, ratios or targets.
+	standard := hasStandard(f)
 	notes := 0
 	foot := 0
 	for _, sc := range orderedScenarios(f) {
-		fmt.Fprintf(&b, "## %s\n\n", mdEscape(sc))
 		runs := scenarioRuns(f, sc)
+		if len(runs) == 0 && !standard {
+			continue
+		}
+		fmt.Fprintf(&b, "## %s\n\n", mdEscape(sc))
 		if len(runs) == 0 {
 			b.WriteString("Not run.\n\n")
 			continue
@@ -135,8 +142,10 @@ func Markdown(f result.File) []byte {
 		}
 	}
 
-	writeRatios(&b, f)
-	writeTargets(&b, f)
+	if standard {
+		writeRatios(&b, f)
+		writeTargets(&b, f)
+	}
 
 	if notes > 0 {
 		b.WriteString("## Run notes\n\n")
@@ -207,6 +216,22 @@ func orNA(s string) string {
 		return "n/a"
 	}
 	return mdEscape(s)
+}
+
+// hasStandard tells whether the file has a run of a standard scenario, or
+// no run at all.
+func hasStandard(f result.File) bool {
+	if len(f.Runs) == 0 {
+		return true
+	}
+	for _, r := range f.Runs {
+		for _, sc := range Scenarios {
+			if r.Scenario == sc {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // orderedScenarios: the standard six, then any other scenario in the file in

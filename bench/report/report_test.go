@@ -650,3 +650,26 @@ func TestBackwardVersionsOfTheGroupTopic(t *testing.T) {
 		t.Fatalf("rows:\n%s\n%s", rows[result.SystemGroup], rows[result.SystemMosquitto])
 	}
 }
+
+// TestMarkdownOtherScenariosOnly: a file of other scenarios only (the
+// resilience set) has their sections and notes, and no standard sections,
+// ratios or targets.
+func TestMarkdownOtherScenariosOnly(t *testing.T) {
+	f := result.File{Runs: []result.Run{
+		{System: result.SystemRedis, Scenario: "crash", Params: map[string]any{"sessions": 5000},
+			Metrics: result.Metrics{Sessions: 5000, ConvergeMs: 2100}, Extra: map[string]float64{"users_shown_offline": 3},
+			Notes: []string{"target 0 users shown offline: 3: missed"}},
+		{System: result.SystemMosquitto, Scenario: "battle", Metrics: result.Metrics{Sessions: 5}},
+	}}
+	md := string(Markdown(f))
+	for _, want := range []string{"## crash\n", "## battle\n", "users\\_shown\\_offline 3", "- crash / presenced-redis: target 0 users shown offline: 3: missed"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	for _, not := range []string{"## steady", "## flap\n", "Not run.", "## Ratios", "## Targets"} {
+		if strings.Contains(md, not) {
+			t.Errorf("Markdown has %q:\n%s", not, md)
+		}
+	}
+}

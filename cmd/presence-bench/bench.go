@@ -36,7 +36,9 @@ const (
 )
 
 // isNA tells a run that does not apply to its system.
-func isNA(r result.Run) bool { return r.Error == naError || r.Error == naTeamRedis }
+func isNA(r result.Run) bool {
+	return r.Error == naError || r.Error == naTeamRedis || r.Error == naNeedsRedis || r.Error == naNoCluster
+}
 
 // applies tells whether scenario is run on sys at all: presenced-group is
 // presenced-memory with a groups file, and runs the team scenario only.
@@ -114,6 +116,8 @@ type runEnv struct {
 	clients []*client
 	obs     []*observer
 
+	nodes []*system // further presenced nodes of the run (crash, rolling), stopped with it
+
 	drops      *dropWatch
 	cancel     chan struct{} // closed when the run is stopped
 	cancelOnce sync.Once
@@ -185,6 +189,10 @@ var scenarioFuncs = map[string]func(*runEnv) error{
 	result.ScenarioFanout: (*runEnv).fanout,
 	result.ScenarioFlap:   (*runEnv).flap,
 	scenarioTeam:          (*runEnv).team,
+	scenarioCrash:         (*runEnv).crash,
+	scenarioRolling:       (*runEnv).rolling,
+	scenarioFlapDrop:      (*runEnv).flapDrop,
+	scenarioBattle:        (*runEnv).battle,
 }
 
 // runOne starts the system fresh, runs the scenario and stops the system.
@@ -203,6 +211,10 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		r.Error = naTeamRedis
 		return r
 	}
+	if why := resilienceNA(sysName, scenario); why != "" {
+		r.Error = why
+		return r
+	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
 	if err != nil {
 		r.Error = err.Error()
@@ -210,7 +222,9 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	}
 	tempDirs.add(dir)
 	defer tempDirs.remove(dir)
-	sys, err := startSystem(sysName, cfg.Paths, dir, presencedConfigFor(cfg, sysName, scenario, fdLimit))
+	pc := presencedConfigFor(cfg, sysName, scenario, fdLimit)
+	pc.Extra = cfg.PresencedExtra
+	sys, err := startSystem(sysName, cfg.Paths, dir, pc)
 	if err != nil {
 		r.Error = err.Error()
 		return r
@@ -239,6 +253,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if scenario == scenarioTeam {
 		timeout += cfg.Team.Burst
 	}
+	timeout += resilienceExtraTime(cfg, scenario)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte
@@ -265,11 +280,13 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		// Stop the system and every socket: whatever waits fails fast.
 		getStats()
 		e.stop()
+		e.stopNodes()
 		sys.stop()
 		e.closeAll()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
+			e.stopNodes()
 			sys.stop()
 			e.closeAll()
 			r.Error = fmt.Sprintf("timed out after %v (the scenario did not stop)", timeout)
@@ -277,6 +294,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		}
 		err = fmt.Errorf("timed out after %v", timeout)
 	}
+	e.stopNodes()
 	sys.stop()
 	e.closeAll()
 	r = sr
@@ -328,12 +346,18 @@ func (e *runEnv) capDevices(n, others int, what string) int {
 // one SUBSCRIBE), covering the users cover accepts (nil: from the first
 // filter).
 func (e *runEnv) newObserverFilters(id string, filters []string, readBuf int, cover func(string) bool) (*observer, error) {
+	return e.newObserverAt(e.sys.addr(), id, filters, readBuf, cover)
+}
+
+// newObserverAt is newObserverFilters on the broker at addr (one node of
+// several).
+func (e *runEnv) newObserverAt(addr, id string, filters []string, readBuf int, cover func(string) bool) (*observer, error) {
 	o := newObserver(e.sys.parser())
 	o.cover = cover
 	e.mu.Lock()
 	e.obs = append(e.obs, o)
 	e.mu.Unlock()
-	if _, err := o.connectFilters(e.sys.addr(), id, filters, 10*time.Second, readBuf); err != nil {
+	if _, err := o.connectFilters(addr, id, filters, 10*time.Second, readBuf); err != nil {
 		return nil, fmt.Errorf("observer %s: %w", id, err)
 	}
 	return o, nil
@@ -371,6 +395,12 @@ type device struct {
 // it sets the will "offline" and publishes "online" after CONNACK, both
 // retained QoS 1 on presence/users/{user}.
 func (e *runEnv) connectDevice(user, id string, keepalive int, timeout time.Duration) (*device, error) {
+	return e.connectDeviceAt(e.sys.addr(), user, id, keepalive, timeout)
+}
+
+// connectDeviceAt is connectDevice to the broker at addr (one node of
+// several).
+func (e *runEnv) connectDeviceAt(addr, user, id string, keepalive int, timeout time.Duration) (*device, error) {
 	serial := serials.Add(1)
 	o := connectOpts{ClientID: id, Username: user, Keepalive: uint16(keepalive)}
 	if e.sys.lastWill() {
@@ -378,7 +408,7 @@ func (e *runEnv) connectDevice(user, id string, keepalive int, timeout time.Dura
 		o.WillPayload = lwPayload("offline", id, serial, "")
 		o.WillQos, o.WillRetain = 1, true
 	}
-	c, err := connect(e.sys.addr(), o, timeout)
+	c, err := connect(addr, o, timeout)
 	if err != nil {
 		return nil, err
 	}

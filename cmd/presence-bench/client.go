@@ -113,6 +113,11 @@ type client struct {
 
 var errConnackTimeout = errors.New("no CONNACK in time")
 
+// connackError is a CONNACK that refused the connection.
+type connackError struct{ code byte }
+
+func (e *connackError) Error() string { return fmt.Sprintf("CONNACK code %#x", e.code) }
+
 // connect dials addr, sends CONNECT and waits for CONNACK.
 func connect(addr string, o connectOpts, timeout time.Duration) (*client, error) {
 	c := &client{opts: o, connack: make(chan byte, 1), suback: make(chan []byte, 16), done: make(chan struct{})}
@@ -164,7 +169,7 @@ func connect(addr string, o connectOpts, timeout time.Duration) (*client, error)
 		c.ConnackAt = mono()
 		if code != 0 {
 			c.Close()
-			return nil, fmt.Errorf("CONNACK code %#x", code)
+			return nil, &connackError{code}
 		}
 		return c, nil
 	case <-c.done:

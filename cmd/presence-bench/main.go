@@ -20,7 +20,11 @@ import (
 
 var allSystems = []string{result.SystemMemory, result.SystemRedis, result.SystemMochi, result.SystemMosquitto, systemGroup}
 
+// allScenarios are the standard set (make bench); knownScenarios adds the
+// resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
+
+var knownScenarios = append(append([]string(nil), allScenarios...), resilienceScenarios...)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -28,8 +32,11 @@ type config struct {
 	Systems   []string
 	Scenarios []string
 	OutDir    string
+	OutName   string // latest: latest.json, latest.md, latency.svg and <start>.json; else <name>.json and <name>.md
 	Paths     paths
 	Command   string
+
+	PresencedExtra string // YAML merged into every presenced config file
 
 	Steady struct {
 		Devices, RedisDevices, PingDevices int
@@ -68,6 +75,11 @@ type config struct {
 		BigChanges int           // status changes for CPU per member change
 		BigRate    float64       // their rate, per second
 	}
+	Crash    crashConfig
+	Rolling  rollingConfig
+	FlapDrop flapDropConfig
+	Battle   battleConfig
+
 	ConnectWorkers int
 	RunTimeout     time.Duration
 
@@ -105,7 +117,7 @@ func cli(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "presence-bench: %v\n", err)
 		return 1
 	}
-	paths, err := writeOutputs(cfg.OutDir, f)
+	paths, err := writeOutputsNamed(cfg.OutDir, cfg.OutName, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "presence-bench: %v\n", err)
 		return 1
@@ -155,6 +167,8 @@ func defaultConfig() config {
 	c.Team.BigWatch = 5
 	c.Team.BigChanges = 2000
 	c.Team.BigRate = 1000
+	c.OutName = "latest"
+	resilienceDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -173,8 +187,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("presence-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	systems := fs.String("systems", strings.Join(allSystems, ","), "comma-separated systems: "+strings.Join(allSystems, ", "))
-	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios: "+strings.Join(allScenarios, ", "))
+	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios: "+strings.Join(knownScenarios, ", ")+" (the default is the standard set; "+strings.Join(resilienceScenarios, ", ")+" run only when named)")
 	fs.StringVar(&c.OutDir, "out-dir", c.OutDir, "where to write latest.json, latest.md, latency.svg and <start time>.json")
+	fs.StringVar(&c.OutName, "out-name", c.OutName, "name of the output files: latest writes latest.json, latest.md, latency.svg and <start time>.json; any other name writes only <name>.json and <name>.md (a separate file set, e.g. resilience)")
+	extra := fs.String("presenced-config-extra", "", "YAML mapping merged into every presenced config file the bench writes (e.g. 'presence: {offline_grace: 5s}'); @file reads it from a file. presenced decodes its config strictly: only keys it knows")
 	fs.StringVar(&c.Paths.Presenced, "presenced", c.Paths.Presenced, "presenced binary (go build -o bin/presenced ./cmd/presenced)")
 	fs.StringVar(&c.Paths.Mosquitto, "mosquitto", c.Paths.Mosquitto, "mosquitto binary")
 	fs.StringVar(&c.Paths.Redis, "redis-server", c.Paths.Redis, "redis-server binary")
@@ -214,6 +230,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.Team.BigChanges, "team-big-changes", c.Team.BigChanges, "team (presenced-group): status changes of large-group members for CPU per member change")
 	fs.Float64Var(&c.Team.BigRate, "team-big-rate", c.Team.BigRate, "team (presenced-group): rate of those changes, per second")
 
+	resilienceFlags(fs, &c)
+
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
 	if err := fs.Parse(args); err != nil {
@@ -226,8 +244,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.Systems, err = pickList(*systems, allSystems, "system"); err != nil {
 		return c, err
 	}
-	if c.Scenarios, err = pickList(*scenarios, allScenarios, "scenario"); err != nil {
+	if c.Scenarios, err = pickList(*scenarios, knownScenarios, "scenario"); err != nil {
 		return c, err
+	}
+	if c.PresencedExtra, err = readExtra(*extra); err != nil {
+		return c, err
+	}
+	if c.OutName == "" || strings.ContainsAny(c.OutName, "/\\") {
+		return c, errors.New("--out-name must be a plain file name")
 	}
 	return c, c.validate()
 }
@@ -293,6 +317,9 @@ func (c *config) validate() error {
 	if c.Team.Members < 2 {
 		return errors.New("--team-members must be at least 2")
 	}
+	if err := c.validateResilience(); err != nil {
+		return err
+	}
 	if c.Steady.Keepalive > 65535 || c.Storm.Keepalive > 65535 || c.Silent.Keepalive > 65535 {
 		return errors.New("keep-alive must be at most 65535")
 	}
@@ -333,6 +360,54 @@ func raiseFileLimit() uint64 {
 // writeOutputs writes latest.json, the same JSON named by the start time,
 // latest.md and latency.svg.
 func writeOutputs(dir string, f result.File) ([]string, error) {
+	return writeOutputsNamed(dir, "latest", f)
+}
+
+// readExtra reads --presenced-config-extra: YAML text, or @file; it must be
+// a YAML mapping.
+func readExtra(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if p, ok := strings.CutPrefix(v, "@"); ok {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("--presenced-config-extra: %w", err)
+		}
+		v = string(b)
+	}
+	if _, err := mergeYAML("", v); err != nil {
+		return "", fmt.Errorf("--presenced-config-extra: %w", err)
+	}
+	return v, nil
+}
+
+// writeOutputsNamed writes the outputs: for the name latest, latest.json,
+// the same JSON named by the start time, latest.md and latency.svg; for
+// any other name, <name>.json and <name>.md only (a separate file set that
+// leaves the standard outputs alone).
+func writeOutputsNamed(dir, name string, f result.File) ([]string, error) {
+	if name != "latest" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		js, err := json.MarshalIndent(f, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		var written []string
+		for _, x := range []struct {
+			name string
+			data []byte
+		}{{name + ".json", append(js, '\n')}, {name + ".md", report.Markdown(f)}} {
+			p := filepath.Join(dir, x.name)
+			if err := os.WriteFile(p, x.data, 0o644); err != nil {
+				return written, err
+			}
+			written = append(written, p)
+		}
+		return written, nil
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

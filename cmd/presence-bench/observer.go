@@ -31,7 +31,8 @@ type Obs struct {
 	Text    string // the tag of the status change it reflects
 	Version uint64 // presenced only; 0 for mosquitto
 	Gens    []Gen
-	Hash    uint64 // of the payload: an identical redelivery is not a change
+	Nodes   []string // presenced only: the node of each session, as Gens
+	Hash    uint64   // of the payload: an identical redelivery is not a change
 }
 
 // parser turns a retained presence payload into an Obs.
@@ -46,6 +47,7 @@ func parsePresenced(user string, payload []byte) (Obs, bool) {
 		Sessions []struct {
 			ID    string `json:"id"`
 			Epoch uint64 `json:"epoch"`
+			Node  string `json:"node"`
 		} `json:"sessions"`
 	}
 	if err := json.Unmarshal(payload, &v); err != nil || v.Status == "" {
@@ -54,6 +56,7 @@ func parsePresenced(user string, payload []byte) (Obs, bool) {
 	o := Obs{Online: v.Status != "offline", Status: v.Status, Text: v.Text, Version: v.Version}
 	for _, s := range v.Sessions {
 		o.Gens = append(o.Gens, Gen{ID: s.ID, Gen: s.Epoch})
+		o.Nodes = append(o.Nodes, s.Node)
 	}
 	return o, true
 }

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/presenced/presenced/bench/result"
 )
 
@@ -28,6 +30,7 @@ type presencedConfig struct {
 	Groups           map[string][]string // presence.groups_file's content
 	GroupBatch       time.Duration       // presence.group_batch
 	MaxSubscriptions int                 // mqtt.max_subscriptions
+	Extra            string              // YAML merged over the above (--presenced-config-extra)
 }
 
 // paths of the programs the bench starts.
@@ -54,6 +57,8 @@ type system struct {
 	groups     map[string][]string
 	groupBatch time.Duration
 	maxSubs    int
+	extra      string // YAML merged into the config file (--presenced-config-extra)
+	nodeID     string // --node-id; "bench" when empty
 }
 
 // systemGroup is presenced with the in-memory store and a groups file,
@@ -79,7 +84,7 @@ func (s *system) parser() parser {
 
 // startSystem starts name fresh, with presenced's config o.
 func startSystem(name string, p paths, dir string, o presencedConfig) (*system, error) {
-	s := &system{name: name, paths: p, dir: dir, groups: o.Groups, groupBatch: o.GroupBatch, maxSubs: o.MaxSubscriptions}
+	s := &system{name: name, paths: p, dir: dir, groups: o.Groups, groupBatch: o.GroupBatch, maxSubs: o.MaxSubscriptions, extra: o.Extra}
 	var err error
 	if s.mqttPort, err = freePort(); err != nil {
 		return nil, err
@@ -108,7 +113,7 @@ func (s *system) start() error {
 		args := []string{
 			"--mqtt-addr", s.addr(), "--ws-addr", "off",
 			"--admin-addr", "127.0.0.1:" + strconv.Itoa(s.adminPort),
-			"--node-id", "bench", "--log-level", "warn",
+			"--node-id", s.node(), "--log-level", "warn",
 		}
 		if s.name == result.SystemRedis {
 			args = append(args, "--redis-addr", s.redis.addr())
@@ -116,7 +121,7 @@ func (s *system) start() error {
 		if s.name == result.SystemMochi {
 			args = append(args, "--presence", "off")
 		}
-		if s.groups != nil || s.maxSubs > 0 {
+		if s.groups != nil || s.maxSubs > 0 || s.extra != "" {
 			conf, err := s.writeConfig()
 			if err != nil {
 				return err
@@ -178,7 +183,14 @@ func (s *system) writeConfig() (string, error) {
 			text += "  group_batch: " + s.groupBatch.String() + "\n"
 		}
 	}
-	conf := filepath.Join(s.dir, "presenced.yaml")
+	if s.extra != "" {
+		merged, err := mergeYAML(text, s.extra)
+		if err != nil {
+			return "", fmt.Errorf("--presenced-config-extra: %w", err)
+		}
+		text = merged
+	}
+	conf := filepath.Join(s.dir, "presenced-"+s.node()+".yaml")
 	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
 		return "", err
 	}
@@ -202,6 +214,72 @@ func (s *system) writeGroups() (string, error) {
 		return "", err
 	}
 	return path, nil
+}
+
+// node is presenced's --node-id.
+func (s *system) node() string {
+	if s.nodeID == "" {
+		return "bench"
+	}
+	return s.nodeID
+}
+
+// mergeYAML merges the YAML mapping extra over the YAML mapping base
+// (mappings merged key by key, anything else replaced) and returns the
+// result.
+func mergeYAML(base, extra string) (string, error) {
+	var b, x map[string]any
+	if err := yaml.Unmarshal([]byte(base), &b); err != nil {
+		return "", err
+	}
+	if err := yaml.Unmarshal([]byte(extra), &x); err != nil {
+		return "", fmt.Errorf("not a YAML mapping: %w", err)
+	}
+	if x == nil {
+		return "", errors.New("not a YAML mapping")
+	}
+	if b == nil {
+		b = map[string]any{}
+	}
+	mergeMaps(b, x)
+	out, err := yaml.Marshal(b)
+	return string(out), err
+}
+
+func mergeMaps(dst, src map[string]any) {
+	for k, v := range src {
+		dm, dok := dst[k].(map[string]any)
+		sm, sok := v.(map[string]any)
+		if dok && sok {
+			mergeMaps(dm, sm)
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// term sends SIGTERM (presenced's clean shutdown, or its drain) and waits
+// up to timeout for the broker to exit, then SIGKILLs it; it returns how
+// long the broker took and whether it exited by itself.
+func (s *system) term(timeout time.Duration) (time.Duration, bool) {
+	if s.proc == nil {
+		return 0, false
+	}
+	t0 := mono()
+	_ = s.proc.Process.Signal(syscall.SIGTERM)
+	clean := true
+	select {
+	case <-s.waitCh:
+	case <-time.After(timeout):
+		clean = false
+		_ = s.proc.Process.Kill()
+		select {
+		case <-s.waitCh:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	s.proc = nil
+	return mono() - t0, clean
 }
 
 // kill SIGKILLs the broker and waits for it.
@@ -393,6 +471,66 @@ func (r *redisServer) commands() (int64, error) {
 		}
 	}
 	return 0, errors.New("INFO: no total_commands_processed")
+}
+
+// commandStats returns INFO commandstats: calls per command.
+func (r *redisServer) commandStats() (map[string]int64, error) {
+	body, err := r.info("commandstats")
+	if err != nil {
+		return nil, err
+	}
+	return parseCommandStats(body), nil
+}
+
+// info runs INFO section and returns its body.
+func (r *redisServer) info(section string) (string, error) {
+	c, err := net.DialTimeout("tcp", r.addr(), 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n", len(section), section); err != nil {
+		return "", err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(line, "$") {
+		return "", fmt.Errorf("INFO: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil {
+		return "", err
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(br, body); err != nil {
+		return "", err
+	}
+	return string(body), nil
+}
+
+// parseCommandStats reads INFO commandstats lines
+// ("cmdstat_evalsha:calls=12,usec=…"): calls per command.
+func parseCommandStats(body string) map[string]int64 {
+	out := make(map[string]int64)
+	for _, l := range strings.Split(body, "\n") {
+		l = strings.TrimSpace(l)
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(l, "cmdstat_") {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(kv, "calls="); ok {
+				if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+					out[name] = n
+				}
+			}
+		}
+	}
+	return out
 }
 
 // tailBuffer keeps the last max bytes written to it.
