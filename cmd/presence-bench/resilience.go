@@ -184,7 +184,7 @@ func resilienceExtraTime(cfg config, scenario string) time.Duration {
 // Redis, with its own ports and node id; it is stopped with the run.
 func (e *runEnv) startNode(id string) (*system, error) {
 	s := &system{name: e.sys.name, paths: e.sys.paths, dir: e.sys.dir, redis: e.sys.redis,
-		extra: e.sys.extra, maxSubs: e.sys.maxSubs, nodeID: id}
+		extra: e.sys.extra, maxSubs: e.sys.maxSubs, pacingOff: e.sys.pacingOff, nodeID: id}
 	var err error
 	if s.mqttPort, err = freePort(); err != nil {
 		return nil, err

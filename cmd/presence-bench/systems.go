@@ -30,8 +30,16 @@ type presencedConfig struct {
 	Groups           map[string][]string // presence.groups_file's content
 	GroupBatch       time.Duration       // presence.group_batch
 	MaxSubscriptions int                 // mqtt.max_subscriptions
-	Extra            string              // YAML merged over the above (--presenced-config-extra)
+	// PacingOff turns off what holds changes back from observers (the
+	// offline grace, the disconnect debounce, the dwell, flap control): the
+	// standard scenarios measure how fast a change propagates, which pacing
+	// hides on purpose; the resilience scenarios run with the defaults.
+	PacingOff bool
+	Extra     string // YAML merged over the above (--presenced-config-extra)
 }
+
+// pacingOffYAML is PacingOff in presenced's config file.
+const pacingOffYAML = "presence: {offline_grace: 0s, disconnect_debounce: 0s, min_dwell: 0s, flap: {ends: 0}}\n"
 
 // paths of the programs the bench starts.
 type paths struct {
@@ -57,6 +65,7 @@ type system struct {
 	groups     map[string][]string
 	groupBatch time.Duration
 	maxSubs    int
+	pacingOff  bool   // presencedConfig.PacingOff
 	extra      string // YAML merged into the config file (--presenced-config-extra)
 	nodeID     string // --node-id; "bench" when empty
 }
@@ -84,7 +93,8 @@ func (s *system) parser() parser {
 
 // startSystem starts name fresh, with presenced's config o.
 func startSystem(name string, p paths, dir string, o presencedConfig) (*system, error) {
-	s := &system{name: name, paths: p, dir: dir, groups: o.Groups, groupBatch: o.GroupBatch, maxSubs: o.MaxSubscriptions, extra: o.Extra}
+	s := &system{name: name, paths: p, dir: dir, groups: o.Groups, groupBatch: o.GroupBatch, maxSubs: o.MaxSubscriptions,
+		pacingOff: o.PacingOff, extra: o.Extra}
 	var err error
 	if s.mqttPort, err = freePort(); err != nil {
 		return nil, err
@@ -121,7 +131,7 @@ func (s *system) start() error {
 		if s.name == result.SystemMochi {
 			args = append(args, "--presence", "off")
 		}
-		if s.groups != nil || s.maxSubs > 0 || s.extra != "" {
+		if s.groups != nil || s.maxSubs > 0 || s.extra != "" || (s.pacingOff && s.name != result.SystemMochi) {
 			conf, err := s.writeConfig()
 			if err != nil {
 				return err
@@ -182,6 +192,13 @@ func (s *system) writeConfig() (string, error) {
 		if s.groupBatch > 0 {
 			text += "  group_batch: " + s.groupBatch.String() + "\n"
 		}
+	}
+	if s.pacingOff {
+		merged, err := mergeYAML(text, pacingOffYAML)
+		if err != nil {
+			return "", err
+		}
+		text = merged
 	}
 	if s.extra != "" {
 		merged, err := mergeYAML(text, s.extra)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -55,6 +56,12 @@ func teamSize(cfg config, fdLimit uint64) int {
 // hold one filter per other member (mqtt.max_subscriptions is 100 by
 // default).
 func presencedConfigFor(cfg config, sys, scenario string, fdLimit uint64) presencedConfig {
+	pc := presencedConfigForScenario(cfg, sys, scenario, fdLimit)
+	pc.PacingOff = !slices.Contains(resilienceScenarios, scenario)
+	return pc
+}
+
+func presencedConfigForScenario(cfg config, sys, scenario string, fdLimit uint64) presencedConfig {
 	if scenario != scenarioTeam {
 		return presencedConfig{}
 	}
