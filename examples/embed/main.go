@@ -100,7 +100,7 @@ func main() {
 		fatal(log, "serve", err)
 	}
 	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(admin.Source{
-		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
+		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() }, Battles: p.Battles,
 	})}
 	go func() {
 		if err := api.ListenAndServe(); err != nil && err != http.ErrServerClosed {
