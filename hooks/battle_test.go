@@ -1,9 +1,13 @@
 package hooks
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // The battle detector, on a fake clock: what a takeover brings and which
@@ -140,5 +144,40 @@ func TestBattlesList(t *testing.T) {
 	}
 	if n, ev := b.tracked(); n != 1 || ev != 1 {
 		t.Fatalf("tracked %d, evicted %d; want 1 and 1", n, ev)
+	}
+}
+
+// A battle is logged once per episode, at warn, with the client id, the
+// user and the count, however long it goes on; the counters count it.
+func TestBattleLoggedOncePerEpisode(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := New(Options{Log: zerolog.New(&buf), Now: func() time.Time { return now },
+		Battle: BattleOptions{Takeovers: 3, Window: 10 * time.Second, Backoff: time.Second, MaxBackoff: 4 * time.Second}})
+	for range 20 { // one takeover a second: a further battle each time the back-off ran out
+		h.tookOver("phone", "alice")
+		now = now.Add(time.Second)
+	}
+	if got := strings.Count(buf.String(), `"level":"warn"`); got != 1 {
+		t.Fatalf("%d warn lines, want 1:\n%s", got, buf.String())
+	}
+	for _, want := range []string{`"client":"phone"`, `"user":"alice"`, `"takeovers":3`} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("log lacks %s: %s", want, buf.String())
+		}
+	}
+	if h.Counters.Battles.Load() != 1 || h.Counters.Takeovers.Load() != 20 {
+		t.Errorf("battles %d, takeovers %d; want 1 and 20", h.Counters.Battles.Load(), h.Counters.Takeovers.Load())
+	}
+	// A quiet window ends the episode; the next battle is logged again.
+	now = now.Add(time.Minute)
+	for range 3 {
+		h.tookOver("phone", "alice")
+	}
+	if got := strings.Count(buf.String(), `"level":"warn"`); got != 2 || h.Counters.Battles.Load() != 2 {
+		t.Fatalf("after a quiet window: %d warn lines, %d battles; want 2 and 2", got, h.Counters.Battles.Load())
+	}
+	if got := h.Battles(); len(got) != 1 || got[0].ClientID != "phone" || got[0].User != "alice" {
+		t.Fatalf("Battles() = %+v", got)
 	}
 }
