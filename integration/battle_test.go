@@ -119,6 +119,10 @@ func battle3(ctx context.Context, addr, id, user string) *battler {
 	return b
 }
 
+// noBattleDamping turns takeover battle damping off, for tests of many
+// takeovers of one id that are not about it.
+func noBattleDamping(c *configs.Config) { c.Presence.TakeoverBattle.Takeovers = configs.TakeoversOff }
+
 func sleepCtx(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
