@@ -334,6 +334,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		MaxTopicLevels:     cfg.Limits.MaxTopicLevels,
 		Observers:          cfg.Presence.Observers,
 		Service:            service,
+		Battle:             battleOptions(cfg.Presence.TakeoverBattle),
 		Now:                p.now,
 		Activity:           idleRules(cfg.Presence).Enabled(),
 	})
@@ -377,6 +378,17 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	}
 	return p, nil
 }
+
+// battleOptions turns presence.takeover_battle into the hook's options.
+func battleOptions(c configs.TakeoverBattleConfig) hooks.BattleOptions {
+	if c.Takeovers == configs.TakeoversOff {
+		return hooks.BattleOptions{}
+	}
+	return hooks.BattleOptions{Takeovers: c.Takeovers, Window: c.Window.D(), Backoff: c.Backoff.D(), MaxBackoff: c.MaxBackoff.D()}
+}
+
+// Battles returns the takeover battles going on on this node.
+func (p *Plugin) Battles() []hooks.Battle { return p.Hook.Battles() }
 
 // Start connects the store (with Redis: claims the node id, which fails
 // with store.ErrNodeIDInUse while another live node holds it), publishes

@@ -39,6 +39,10 @@ type Stats struct {
 	SetLimited      int64  `json:"set_rate_limited"`
 	FiltersRefused  int64  `json:"filters_refused"`
 	Abandoned       int64  `json:"connections_abandoned"`
+	Takeovers       int64  `json:"takeovers"`
+	Battles         int64  `json:"takeover_battles"`
+	BattleRefused   int64  `json:"takeover_battle_refused"`
+	BattleEvicted   int64  `json:"takeover_battle_ids_evicted"`
 	Forgotten       int64  `json:"offline_users_forgotten"`
 	DroppedForQueue int64  `json:"dropped_full_queue"`
 	Resent          int64  `json:"resent"`
@@ -99,6 +103,10 @@ func (p *Plugin) Stats() Stats {
 		SetLimited:      h.SetLimited.Load(),
 		FiltersRefused:  h.FiltersRefused.Load(),
 		Abandoned:       h.Abandoned.Load(),
+		Takeovers:       h.Takeovers.Load(),
+		Battles:         h.Battles.Load(),
+		BattleRefused:   h.BattleRefused.Load(),
+		BattleEvicted:   h.BattleEvicted.Load(),
 		Forgotten:       pb.Forgotten.Load(),
 		DroppedForQueue: d.Dropped.Load(),
 		Resent:          d.Resent.Load(),

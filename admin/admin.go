@@ -13,13 +13,14 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
 )
 
 // Source is what the admin API reads. With a presenced.Plugin p:
 //
-//	admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() }}
+//	admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() }, Battles: p.Battles}
 type Source struct {
 	// Ready reports whether the store answers.
 	Ready func() bool
@@ -33,6 +34,9 @@ type Source struct {
 	// as a JSON-encodable value; Holds lists every user held. Nil: none.
 	Held  func(user string) (any, bool)
 	Holds func() any
+	// Battles returns the takeover battles going on on this node. Nil: the
+	// endpoint answers an empty list.
+	Battles func() []hooks.Battle
 	// Group returns a group's snapshot (the group topic's, which this
 	// call starts keeping), false when the group does not exist. Nil: no
 	// group endpoints.
@@ -65,6 +69,7 @@ const (
 //	                                    the change held back from observers (its grace), or null
 //	GET /api/v1/held                    every change held back from observers, the users who flap
 //	GET /api/v1/stats                   counters
+//	GET /api/v1/battles                 the takeover battles going on on this node
 //	POST /api/v1/users/batch            {"users":[...]} (at most MaxBatch): each user's retained presence, or null
 //	GET /api/v1/groups                  every group's name and size
 //	GET /api/v1/groups/{group}          the group's snapshot, a page of members at a time (?after=user&limit=n)
@@ -130,6 +135,13 @@ func Handler(src Source) http.Handler {
 			writeJSON(w, src.Holds())
 		})
 	}
+	mux.HandleFunc("GET /api/v1/battles", func(w http.ResponseWriter, _ *http.Request) {
+		var list []hooks.Battle
+		if src.Battles != nil {
+			list = src.Battles()
+		}
+		writeJSON(w, map[string]any{"battles": nonNil(list)})
+	})
 	mux.HandleFunc("POST /api/v1/users/batch", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Users []string `json:"users"`

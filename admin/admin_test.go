@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
 )
@@ -154,5 +156,28 @@ func TestBatch(t *testing.T) {
 	}
 	if w := do(h, "POST", "/api/v1/users/batch", `{"users":["a"],"extra":1}`); w.Code != 400 {
 		t.Fatalf("unknown field: %d", w.Code)
+	}
+}
+
+// GET /api/v1/battles lists the battles going on, and an empty list (not
+// null) when there are none or no source.
+func TestBattles(t *testing.T) {
+	src, _ := fakeSource(false)
+	if w := do(Handler(src), "GET", "/api/v1/battles", ""); w.Code != 200 || strings.TrimSpace(w.Body.String()) != `{"battles":[]}` {
+		t.Fatalf("no source: %d %s", w.Code, w.Body.String())
+	}
+	until := time.Date(2026, 1, 1, 0, 0, 5, 0, time.UTC)
+	src.Battles = func() []hooks.Battle {
+		return []hooks.Battle{{ClientID: "phone", User: "alice", InWindow: 5, Takeovers: 6, Refused: 3, Backoff: "5s", Until: until}}
+	}
+	w := do(Handler(src), "GET", "/api/v1/battles", "")
+	var got struct{ Battles []map[string]any }
+	if w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &got) != nil || len(got.Battles) != 1 {
+		t.Fatalf("%d %s", w.Code, w.Body.String())
+	}
+	b := got.Battles[0]
+	if b["client_id"] != "phone" || b["user"] != "alice" || b["takeovers_in_window"] != 5.0 || b["refused"] != 3.0 ||
+		b["refused_until"] != "2026-01-01T00:00:05Z" {
+		t.Fatalf("battle %v", b)
 	}
 }

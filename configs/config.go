@@ -143,20 +143,21 @@ type IdentityConfig struct {
 
 // PresenceConfig configures presence tracking.
 type PresenceConfig struct {
-	Mode                 string   `yaml:"mode"`                  // on|off; off runs the bare mochi broker (a benchmark baseline); default on
-	TopicPrefix          string   `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
-	AuthoritativeDevices []string `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
-	SessionTTL           Duration `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
-	RenewInterval        Duration `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
-	ReapInterval         Duration `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
-	Visibility           string   `yaml:"visibility"`            // open|self|groups: who reads whose presence; default open
-	GroupsFile           string   `yaml:"groups_file"`           // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
-	GroupBatch           Duration `yaml:"group_batch"`           // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
-	Observers            []string `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
-	MaxSessionsPerUser   int      `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
-	SetRate              int      `yaml:"set_rate"`              // presence/set per second per session; default 5
-	SetBurst             int      `yaml:"set_burst"`             // presence/set burst per session; default 10
-	OfflineRetention     Duration `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
+	Mode                 string               `yaml:"mode"`                  // on|off; off runs the bare mochi broker (a benchmark baseline); default on
+	TopicPrefix          string               `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
+	AuthoritativeDevices []string             `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
+	SessionTTL           Duration             `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
+	RenewInterval        Duration             `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
+	ReapInterval         Duration             `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
+	Visibility           string               `yaml:"visibility"`            // open|self|groups: who reads whose presence; default open
+	GroupsFile           string               `yaml:"groups_file"`           // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
+	GroupBatch           Duration             `yaml:"group_batch"`           // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
+	Observers            []string             `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
+	MaxSessionsPerUser   int                  `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
+	SetRate              int                  `yaml:"set_rate"`              // presence/set per second per session; default 5
+	SetBurst             int                  `yaml:"set_burst"`             // presence/set burst per session; default 10
+	OfflineRetention     Duration             `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
+	TakeoverBattle       TakeoverBattleConfig `yaml:"takeover_battle"`
 
 	// What observers are shown, and when (presence.Pacing). The keys where
 	// 0 means off are pointers: unset takes the default.
@@ -210,6 +211,27 @@ func (p PresenceConfig) Pacing() presence.Pacing {
 
 // DeviceDurations maps device labels to durations.
 type DeviceDurations map[string]Duration
+
+// TakeoverBattleConfig damps takeover battles: two devices sharing one
+// client id that take the session from each other in a loop. Takeovers
+// takeovers of one client id within Window on one node make a battle; a
+// newcomer that would take the id over is then refused (MQTT 5 CONNACK 0x9F,
+// 3.1.1 0x03) for Backoff, doubled on each further battle of the episode up
+// to MaxBackoff. The episode ends after one Window with neither a takeover
+// nor a refusal once the back-off ran out.
+type TakeoverBattleConfig struct {
+	// Takeovers is the count that makes a battle; default 5; 2..1000.
+	// TakeoversOff (-1) disables damping; in the file or the environment,
+	// an explicit 0 means the same.
+	Takeovers  int      `yaml:"takeovers"`
+	Window     Duration `yaml:"window"`      // default 30s; 1s..10m
+	Backoff    Duration `yaml:"backoff"`     // the first refusal; default 5s; 100ms..10m
+	MaxBackoff Duration `yaml:"max_backoff"` // default 2m; backoff..1h
+}
+
+// TakeoversOff as presence.takeover_battle.takeovers disables takeover
+// battle damping (0 takes the default, as every zero does).
+const TakeoversOff = -1
 
 // RedisConfig configures the shared Redis store. No address means the
 // in-memory store (a single node).
@@ -351,9 +373,17 @@ const (
 	defaultFlapGrace           = Duration(30 * time.Second)
 	defaultPublishRate         = 10_000
 	defaultPublishBurst        = 2_000
-	defaultUserClaim           = "sub"
-	defaultGroupsClaim         = "groups"
-	defaultJWTLeeway           = Duration(30 * time.Second)
+	// A phone changing network takes its session over once; five takeovers
+	// in 30s is one every 6s, which only a loop produces.
+	defaultBattleTakeovers = 5
+	defaultBattleWindow    = Duration(30 * time.Second)
+	// Clients reconnect about once a second: 5s cuts a loop fivefold at
+	// once, and costs a misjudged device no more than that.
+	defaultBattleBackoff    = Duration(5 * time.Second)
+	defaultBattleMaxBackoff = Duration(2 * time.Minute)
+	defaultUserClaim        = "sub"
+	defaultGroupsClaim      = "groups"
+	defaultJWTLeeway        = Duration(30 * time.Second)
 )
 
 // Defaults returns the config with every default applied.
@@ -435,6 +465,10 @@ func (c *Config) ApplyDefaults() {
 	if c.Presence.IdleAfterDevices == nil {
 		c.Presence.IdleAfterDevices = DeviceDurations{}
 	}
+	setInt(&c.Presence.TakeoverBattle.Takeovers, defaultBattleTakeovers)
+	setDuration(&c.Presence.TakeoverBattle.Window, defaultBattleWindow)
+	setDuration(&c.Presence.TakeoverBattle.Backoff, defaultBattleBackoff)
+	setDuration(&c.Presence.TakeoverBattle.MaxBackoff, max(defaultBattleMaxBackoff, c.Presence.TakeoverBattle.Backoff))
 
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
@@ -621,6 +655,14 @@ func (c Config) validate() []*keyError {
 	v.check("presence.max_sessions_per_user", intBetween(c.Presence.MaxSessionsPerUser, 1, 10_000))
 	v.check("presence.set_rate", intBetween(c.Presence.SetRate, 1, 10_000))
 	v.check("presence.set_burst", intBetween(c.Presence.SetBurst, 1, 100_000))
+	if tb := c.Presence.TakeoverBattle; tb.Takeovers != TakeoversOff {
+		v.check("presence.takeover_battle.takeovers", intBetween(tb.Takeovers, 2, 1000))
+		v.check("presence.takeover_battle.window", durationBetween(tb.Window, Duration(time.Second), Duration(10*time.Minute)))
+		v.check("presence.takeover_battle.backoff", durationBetween(tb.Backoff, Duration(100*time.Millisecond), Duration(10*time.Minute)))
+		if tb.MaxBackoff < tb.Backoff || tb.MaxBackoff > Duration(time.Hour) {
+			v.add("presence.takeover_battle.max_backoff", "must be between backoff (%s) and 1h (got %s)", tb.Backoff, tb.MaxBackoff)
+		}
+	}
 	if c.Presence.OfflineRetention < Duration(time.Minute) {
 		v.add("presence.offline_retention", "must be at least 1m (got %s)", c.Presence.OfflineRetention)
 	}

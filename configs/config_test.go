@@ -89,6 +89,8 @@ func TestDefaults(t *testing.T) {
 			PublishRate:          10_000,
 			PublishBurst:         2_000,
 			IdleAfterDevices:     DeviceDurations{},
+			TakeoverBattle: TakeoverBattleConfig{Takeovers: 5, Window: Duration(30 * time.Second),
+				Backoff: Duration(5 * time.Second), MaxBackoff: Duration(2 * time.Minute)},
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),
@@ -180,6 +182,12 @@ func TestValidateRejects(t *testing.T) {
 		{"observer with a slash", func(c *Config) { c.Presence.Observers = []string{"a/b"} }, "presence.observers", "item 0"},
 		{"observer in two scripts", func(c *Config) { c.Presence.Observers = []string{"ops", "\u0430lice"} }, "presence.observers", "item 1"},
 		{"sessions per user", func(c *Config) { c.Presence.MaxSessionsPerUser = -1 }, "presence.max_sessions_per_user", "got -1"},
+		{"one takeover is no battle", func(c *Config) { c.Presence.TakeoverBattle.Takeovers = 1 }, "presence.takeover_battle.takeovers", "got 1"},
+		{"battle takeovers -2", func(c *Config) { c.Presence.TakeoverBattle.Takeovers = -2 }, "presence.takeover_battle.takeovers", "got -2"},
+		{"battle window", func(c *Config) { c.Presence.TakeoverBattle.Window = sec(0.5) }, "presence.takeover_battle.window", "got 500ms"},
+		{"battle backoff", func(c *Config) { c.Presence.TakeoverBattle.Backoff = sec(0.01) }, "presence.takeover_battle.backoff", "got 10ms"},
+		{"battle max backoff below backoff", func(c *Config) { c.Presence.TakeoverBattle.MaxBackoff = sec(1) }, "presence.takeover_battle.max_backoff", "backoff (5s)"},
+		{"battle max backoff", func(c *Config) { c.Presence.TakeoverBattle.MaxBackoff = sec(7200) }, "presence.takeover_battle.max_backoff", "got 2h"},
 		{"cert user without a client CA", func(c *Config) { c.Auth.CertUserFrom = "cn" }, "auth.cert_user_from", "tls.client_ca_file"},
 		{"cert user from", func(c *Config) { c.Auth.CertUserFrom = "email" }, "auth.cert_user_from", `got "email"`},
 		{"tls cert without key", func(c *Config) { c.TLS.CertFile = "/c.pem" }, "tls.cert_file", "go together"},
@@ -292,6 +300,13 @@ func TestValidateAccepts(t *testing.T) {
 		{"node id with dots", func(c *Config) { c.NodeID = "node-1.eu_west:a" }},
 		{"idle after 1s, labels on and off", func(c *Config) {
 			c.Presence.IdleAfter, c.Presence.IdleAfterDevices = Duration(time.Second), DeviceDurations{"desktop": Duration(time.Hour), "sensor": 0}
+		}},
+		{"battle damping off, the rest ignored", func(c *Config) {
+			c.Presence.TakeoverBattle = TakeoverBattleConfig{Takeovers: TakeoversOff, Window: -1}
+		}},
+		{"battle bounds", func(c *Config) {
+			c.Presence.TakeoverBattle = TakeoverBattleConfig{Takeovers: 2, Window: Duration(time.Second),
+				Backoff: Duration(100 * time.Millisecond), MaxBackoff: Duration(100 * time.Millisecond)}
 		}},
 	}
 	for _, tt := range tests {
@@ -533,6 +548,14 @@ func TestLoadEnv(t *testing.T) {
 				}
 			}},
 		{"devices unset", nil, devicesAre([]string{"desktop"})},
+		{"battle takeovers 0 is off", []string{"PRESENCED_PRESENCE_TAKEOVER_BATTLE_TAKEOVERS=0"}, battleTakeovers(TakeoversOff)},
+		{"battle takeovers empty is the default", []string{"PRESENCED_PRESENCE_TAKEOVER_BATTLE_TAKEOVERS="}, battleTakeovers(5)},
+		{"battle section", []string{"PRESENCED_PRESENCE_TAKEOVER_BATTLE_TAKEOVERS=3", "PRESENCED_PRESENCE_TAKEOVER_BATTLE_BACKOFF=3m"},
+			func(t *testing.T, c Config) {
+				if tb := c.Presence.TakeoverBattle; tb.Takeovers != 3 || tb.Backoff.D() != 3*time.Minute || tb.MaxBackoff.D() != 3*time.Minute {
+					t.Errorf("takeover_battle = %+v, want 3 takeovers, back-off 3m and max_backoff raised to it", tb)
+				}
+			}},
 		{"devices empty string", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES="}, devicesAre([]string{})},
 		{"devices comma-separated", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop, laptop"}, devicesAre([]string{"desktop", "laptop"})},
 		{"idle after per label", []string{"PRESENCED_PRESENCE_IDLE_AFTER=5m", "PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop=10m, sensor=0"},
@@ -563,6 +586,42 @@ func TestLoadEnv(t *testing.T) {
 			}
 			tt.check(t, c)
 		})
+	}
+}
+
+func battleTakeovers(n int) func(*testing.T, Config) {
+	return func(t *testing.T, c Config) {
+		if got := c.Presence.TakeoverBattle.Takeovers; got != n {
+			t.Errorf("presence.takeover_battle.takeovers = %d, want %d", got, n)
+		}
+	}
+}
+
+// In the file, takeovers: 0 disables battle damping; a section left out or
+// empty takes the defaults.
+func TestLoadTakeoverBattle(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		yaml string
+		want TakeoverBattleConfig
+	}{
+		{"presence:\n  takeover_battle:\n    takeovers: 0\n", TakeoverBattleConfig{Takeovers: TakeoversOff,
+			Window: Duration(30 * time.Second), Backoff: Duration(5 * time.Second), MaxBackoff: Duration(2 * time.Minute)}},
+		{"presence:\n  takeover_battle:\n", Defaults().Presence.TakeoverBattle},
+		{"presence:\n  takeover_battle: {takeovers: 2, window: 5s, backoff: 1s, max_backoff: 8s}\n", TakeoverBattleConfig{Takeovers: 2,
+			Window: Duration(5 * time.Second), Backoff: Duration(time.Second), MaxBackoff: Duration(8 * time.Second)}},
+	} {
+		c, err := Load([]string{"--config", writeFile(t, "presenced.yaml", tt.yaml)}, nil, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.yaml, err)
+		}
+		if c.Presence.TakeoverBattle != tt.want {
+			t.Errorf("%q: takeover_battle = %+v, want %+v", tt.yaml, c.Presence.TakeoverBattle, tt.want)
+		}
+	}
+	_, err := Load([]string{"--config", writeFile(t, "presenced.yaml", "presence:\n  takeover_battle: {takeovers: 1}\n")}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "presence.takeover_battle.takeovers: must be between 2 and 1000 (got 1) (set in") {
+		t.Errorf("takeovers: 1: err = %v", err)
 	}
 }
 

@@ -16,6 +16,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// battleTakeoversKey is the key whose explicit 0 means off.
+const battleTakeoversKey = "presence.takeover_battle.takeovers"
+
 // envPrefix starts the name of every environment variable Load reads.
 const envPrefix = "PRESENCED_"
 
@@ -122,6 +125,11 @@ func LoadWithNotes(args []string, env []string, usage io.Writer) (Config, Notes,
 		}
 	}
 
+	// Every zero takes the default, but an explicit takeovers: 0 reads as
+	// "no battle damping", as people mean it.
+	if _, set := l.sources[battleTakeoversKey]; set && l.cfg.Presence.TakeoverBattle.Takeovers == 0 {
+		l.cfg.Presence.TakeoverBattle.Takeovers = TakeoversOff
+	}
 	l.cfg.ApplyDefaults()
 	errs := l.cfg.validate()
 	for _, e := range errs {

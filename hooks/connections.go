@@ -98,6 +98,9 @@ type Options struct {
 	// server-side idle (presence.idle_after): every PUBLISH the client may
 	// make, presence/set included. Off: the packet path does nothing more.
 	Activity bool
+	// Battle damps takeover battles (two devices sharing a client id that
+	// take the session from each other in a loop); zero Takeovers: off.
+	Battle BattleOptions
 }
 
 // Counters are the hook's counts, read with atomic loads.
@@ -115,6 +118,10 @@ type Counters struct {
 	SetLimited      atomic.Int64 // presence/set over the rate
 	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
 	Abandoned       atomic.Int64 // connections that ended before their CONNACK, cleaned up
+	Takeovers       atomic.Int64 // connections that took over a live connection with the same client id
+	Battles         atomic.Int64 // takeover battle episodes detected
+	BattleRefused   atomic.Int64 // newcomers refused during a takeover battle
+	BattleEvicted   atomic.Int64 // client ids the battle detector dropped for its cap
 }
 
 // Presence is the mochi hook that turns connection events into presence
@@ -131,6 +138,7 @@ type Presence struct {
 	observers map[string]struct{}
 	gate      gate
 	nextID    atomic.Uint64
+	battles   *battles
 
 	// Lock order: mu, then a link's bucket lock. No socket write under mu.
 	mu     sync.RWMutex
@@ -160,7 +168,8 @@ func New(o Options) *Presence {
 	}
 	h := &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/",
 		observers: make(map[string]struct{}, len(o.Observers)),
-		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client), perIP: make(map[string]int)}
+		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client), perIP: make(map[string]int),
+		battles: newBattles(o.Battle)}
 	for _, u := range o.Observers {
 		h.observers[u] = struct{}{}
 	}
@@ -197,6 +206,10 @@ var errBadIdentity = errors.New("presence: bad identity")
 //   - a client id that is a live or persisted session of another user (0x85
 //     "client identifier not valid"; 3.1.1: 0x02): a client id belongs to one
 //     user, and the other user's session is left alone;
+//   - a connection that would take over a live connection with the same
+//     client id while that id is in a takeover battle (0x9F "connection
+//     rate exceeded"; 3.1.1: 0x03 "server unavailable"): the incumbent keeps
+//     the session until the back-off runs out (see battles);
 //   - one connection more than MaxPerAddress from one IP address (0x97
 //     "quota exceeded"; 3.1.1: 0x03 "server unavailable"), unless the
 //     address is one of Unlimited.
@@ -219,11 +232,18 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		return errBadIdentity
 	}
 	if h.o.Server != nil {
-		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
+		old, ok := h.o.Server.Clients.Get(cl.ID)
+		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
 			h.Counters.ClientIDTaken.Add(1)
 			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
 				Msg("connection refused: the client id is another user's session")
 			refuseConnect(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+			return errBadIdentity
+		}
+		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
+			h.Counters.BattleRefused.Add(1)
+			h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: takeover battle")
+			refuseConnect(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
 		}
 	}
@@ -300,19 +320,21 @@ func (h *Presence) underPrefix(topic string) bool {
 // OnSessionEstablish runs before CONNACK and before mochi takes over an
 // existing connection with the same client id. It clears that connection's
 // will flag, so that mochi's sendLWT skips it when the old socket closes: a
-// takeover is not a death. When the user already has MaxSessionsPerUser
+// takeover is not a death. The takeover is counted, and told to the
+// battle detector. When the user already has MaxSessionsPerUser
 // connections on this node (a takeover does not add one), the oldest is
 // ended as kicked.
 func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.gate.enter(cl)
+	id, err := h.identify(cl)
 	if h.o.Server != nil {
 		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
 			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
 				h.Counters.WillsSuppressed.Add(1)
 			}
+			h.tookOver(cl.ID, id.User)
 		}
 	}
-	id, err := h.identify(cl)
 	if err != nil {
 		return
 	}
@@ -356,6 +378,34 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		kick(h.o.Server, oldest, packets.ErrQuotaExceeded)
 	}
 	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
+}
+
+// tookOver records a takeover of client id by user, and logs a takeover
+// battle once per episode.
+func (h *Presence) tookOver(id, user string) {
+	h.Counters.Takeovers.Add(1)
+	v := h.battles.takeover(id, user, h.o.Now())
+	if v.Evicted > 0 {
+		h.Counters.BattleEvicted.Add(int64(v.Evicted))
+	}
+	switch {
+	case v.Episode:
+		h.Counters.Battles.Add(1)
+		h.o.Log.Warn().Str("client", id).Str("user", user).Int("takeovers", v.InWindow).
+			Dur("window", h.o.Battle.Window).Time("refused_until", v.Until).
+			Msg("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off")
+	case v.Detected:
+		h.o.Log.Debug().Str("client", id).Str("user", user).Time("refused_until", v.Until).Msg("takeover battle goes on: longer back-off")
+	}
+}
+
+// Battles returns the takeover battles going on.
+func (h *Presence) Battles() []Battle {
+	out := h.battles.list(h.o.Now())
+	if out == nil {
+		out = []Battle{}
+	}
+	return out
 }
 
 // admit records cl as user's newest connection and returns the oldest one
@@ -477,8 +527,10 @@ func (h *Presence) forget(cl *mqtt.Client) *link {
 // OnSessionEstablished nor OnDisconnect, and one that an authentication hook
 // after this one refused gets no OnDisconnect. Its records, its gate entry
 // and its tracked session would stay forever; Tidy, called every second by
-// the pump, ends them as network.
+// the pump, ends them as network. It also forgets the takeover battles
+// that are over.
 func (h *Presence) Tidy() {
+	h.battles.expire(h.o.Now())
 	var gone []*mqtt.Client
 	h.mu.RLock()
 	for cl, l := range h.links {

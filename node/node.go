@@ -359,7 +359,7 @@ func (n *Node) adminSource() admin.Source {
 	}
 	p := n.Presence
 	src := admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return n.Stats() },
-		Held: p.Held, Holds: p.Holds, Group: p.GroupSnapshot, Groups: p.GroupSizes}
+		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Group: p.GroupSnapshot, Groups: p.GroupSizes}
 	if n.adminToken != nil { // writes only behind a token
 		g := p.Groups()
 		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup

@@ -101,7 +101,7 @@ func main() {
 	}
 	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(admin.Source{
 		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
-		Held: p.Held, Holds: p.Holds,
+		Held: p.Held, Holds: p.Holds, Battles: p.Battles,
 	})}
 	go func() {
 		if err := api.ListenAndServe(); err != nil && err != http.ErrServerClosed {
