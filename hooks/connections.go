@@ -126,7 +126,10 @@ type Presence struct {
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 	perIP  map[string]int
 
+	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
+
 	Counters Counters
+	Drained  DrainCounters
 }
 
 // link is what the hook keeps of a connection.
@@ -178,6 +181,7 @@ func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
 var errBadIdentity = errors.New("presence: bad identity")
 
 // OnConnect refuses, with the CONNACK code that fits:
+//   - every CONNECT while the node drains (see Drain);
 //   - a user, client id or device that cannot be used (0x86 "bad user name
 //     or password");
 //   - a client id that is a live or persisted session of another user (0x85
@@ -192,6 +196,10 @@ var errBadIdentity = errors.New("presence: bad identity")
 // that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
 // CONNACK; a 3.1.1 client's deadline is simply shorter).
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if d := h.drain.Load(); d != nil {
+		h.refuseDraining(cl, d)
+		return ErrDrained
+	}
 	_, err := h.identify(cl)
 	if err == nil {
 		if d := device(pk); d != "" {
