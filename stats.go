@@ -43,6 +43,9 @@ type Stats struct {
 	Repeats         int64  `json:"retained_repeats_refused"`
 	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
 	Lagging         int64  `json:"subscribers_lagging"`
+	NodeState       string `json:"node_state"`    // up, draining or down
+	DrainRefused    int64  `json:"drain_refused"` // CONNECTs refused while draining
+	DrainMoved      int64  `json:"drain_moved"`   // connections asked to move by a drain
 	store.RedisStats
 }
 
@@ -86,6 +89,9 @@ func (p *Plugin) Stats() Stats {
 		Repeats:         d.Repeats.Load(),
 		SlowExpelled:    d.SlowExpelled.Load(),
 		Lagging:         d.Lagging.Load(),
+		NodeState:       string(p.NodeState()),
+		DrainRefused:    p.Hook.Drained.Refused.Load(),
+		DrainMoved:      p.Hook.Drained.Moved.Load(),
 	}
 	if p.redis != nil {
 		s.RedisStats = p.redis.Stats()
