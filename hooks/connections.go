@@ -139,6 +139,7 @@ type link struct {
 	ip          string
 	service     bool // may read all presence
 	established bool
+	drained     bool   // a drain asked it to move: it ends as drain
 	set         bucket // presence/set rate
 }
 
@@ -421,7 +422,13 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
-		h.o.Tracker.Disconnect(l.conn, cl.ID, EndReason(err, cl.StopCause()))
+		reason := EndReason(err, cl.StopCause())
+		if l.drained {
+			// The client may have closed on reading the DISCONNECT before
+			// the drain set the stop cause.
+			reason = presence.EndDrain
+		}
+		h.o.Tracker.Disconnect(l.conn, cl.ID, reason)
 	}
 }
 

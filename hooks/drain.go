@@ -76,6 +76,11 @@ func (h *Presence) Move(cl *mqtt.Client) bool {
 	if atomic.SwapUint32(&cl.Properties.Will.Flag, 0) == 1 {
 		h.Counters.WillsSuppressed.Add(1)
 	}
+	h.mu.Lock() // before the DISCONNECT, which the client may answer by closing
+	if l := h.links[cl]; l != nil {
+		l.drained = true
+	}
+	h.mu.Unlock()
 	if cl.Properties.ProtocolVersion >= 5 && (writesNeverBlock(cl) || writerIdle(cl)) {
 		code, props := drainCode(d)
 		props.ReasonString = code.Reason
