@@ -56,7 +56,7 @@ type Node struct {
 
 	stopOnce sync.Once
 
-	// The drain (drain.go): halt ends one in progress (Stop cancels it);
+	// The drain (node_drain.go): halt ends one in progress (Stop cancels it);
 	// drained is closed once it has stopped the node.
 	halt       context.Context
 	cancelHalt context.CancelFunc
