@@ -202,6 +202,8 @@ type Store interface {
 	Reap(ctx context.Context) (int, error)
 	// User returns a user's whole record.
 	User(ctx context.Context, user string) (presence.User, bool, error)
+	// AnnounceNode reports a node's state to every node (NodeAnnounced).
+	AnnounceNode(ctx context.Context, st presence.NodeStatus) error
 }
 
 var (
@@ -252,6 +254,8 @@ type Plugin struct {
 	claimsDirty map[string][]string // claims to write, per user
 	claimsKick  chan struct{}
 
+	nodes nodes // presence/nodes/{node} (nodes.go)
+
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
 
@@ -275,7 +279,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
-	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{})}
+	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), nodes: newNodes()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -371,6 +375,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		guard := hooks.NewGuard(hooks.GuardOptions{
 			Delivery: p.Delivery, Presence: p.Hook, Policy: *p.acl,
 			Sees: p.sees(), SeesGroup: p.seesGroup(),
+			NodesPrivate: cfg.Presence.Visibility != configs.VisibilityOpen,
 		})
 		if err := srv.AddHook(guard, nil); err != nil {
 			return nil, fmt.Errorf("presenced: add guard hook: %w", err)
@@ -437,6 +442,10 @@ func (p *Plugin) start(ctx context.Context) error {
 	go p.worker(p.groupsKick, p.readChanged)
 	go p.worker(p.claimsKick, p.writeDirtyClaims)
 	go p.leadLoop()
+	if err := p.announce(ctx, presence.NodeUp); err != nil {
+		p.log.Warn().Err(err).Msg("node state up not announced; announced again in a few seconds")
+	}
+	p.announceLoop()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {
 		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {
@@ -511,6 +520,9 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		if derr := p.Tracker.Drain(ctx); derr != nil {
 			err = fmt.Errorf("presenced: drain presence writes: %w", derr)
+		}
+		if aerr := p.announce(ctx, presence.NodeDown); aerr != nil {
+			p.log.Warn().Err(aerr).Msg("node state down not announced; the other nodes sweep this one")
 		}
 		close(p.stop)
 		p.wg.Wait()

@@ -81,6 +81,7 @@ func (p *Plugin) pump() {
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
 			p.Publisher.Refresh()
+			p.refreshNodes()
 		case changes := <-p.joins:
 			p.joined(changes)
 		case <-repair.C:
@@ -128,6 +129,9 @@ func (p *Plugin) handle(events []store.Event) {
 			p.applyBatch(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
+			p.nodeLost(e)
+		case store.NodeAnnounced:
+			p.nodeAnnounced(e.NodeStatus)
 		}
 	}
 }

@@ -50,13 +50,16 @@ type Stats struct {
 	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
 	Lagging         int64  `json:"subscribers_lagging"`
 	// The pacer (presence.offline_grace and the rest; publish_rate).
-	Held            int64 `json:"changes_held"`            // changes held back
-	HiddenBlinks    int64 `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
-	Released        int64 `json:"held_released"`           // held changes shown at their due time
-	Holding         int64 `json:"users_in_grace"`          // users with a change held now
-	PublishQueue    int64 `json:"publish_queue_depth"`     // users waiting for the publish rate now
-	PublishQueueMax int64 `json:"publish_queue_depth_max"` // the most that ever waited
-	Coalesced       int64 `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
+	Held            int64  `json:"changes_held"`            // changes held back
+	HiddenBlinks    int64  `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
+	Released        int64  `json:"held_released"`           // held changes shown at their due time
+	Holding         int64  `json:"users_in_grace"`          // users with a change held now
+	PublishQueue    int64  `json:"publish_queue_depth"`     // users waiting for the publish rate now
+	PublishQueueMax int64  `json:"publish_queue_depth_max"` // the most that ever waited
+	Coalesced       int64  `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
+	NodeState       string `json:"node_state"`              // up, draining or down
+	DrainRefused    int64  `json:"drain_refused"`           // CONNECTs refused while draining
+	DrainMoved      int64  `json:"drain_moved"`             // connections asked to move by a drain
 	store.RedisStats
 }
 
@@ -113,6 +116,9 @@ func (p *Plugin) Stats() Stats {
 		Repeats:         d.Repeats.Load(),
 		SlowExpelled:    d.SlowExpelled.Load(),
 		Lagging:         d.Lagging.Load(),
+		NodeState:       string(p.NodeState()),
+		DrainRefused:    p.Hook.Drained.Refused.Load(),
+		DrainMoved:      p.Hook.Drained.Moved.Load(),
 	}
 	if p.redis != nil {
 		s.RedisStats = p.redis.Stats()

@@ -48,6 +48,11 @@ type Source struct {
 	AddMembers    func(ctx context.Context, group string, users []string) error
 	RemoveMembers func(ctx context.Context, group string, users []string) error
 	DeleteGroup   func(ctx context.Context, group string) error
+	// Draining reports whether the node drains (nil: never).
+	Draining func() bool
+	// Drain starts draining the node, which then stops; it returns at once
+	// (false: a drain had begun already). Nil: no drain endpoint.
+	Drain func() bool
 }
 
 // Limits of the admin API.
@@ -63,7 +68,8 @@ const (
 // Handler serves:
 //
 //	GET /healthz                        200 "ok"
-//	GET /readyz                         200 "ready", or 503 "degraded" while Redis is unreachable
+//	GET /readyz                         200 "ready"; 503 "draining" while the node drains, "degraded" while Redis is unreachable
+//	POST /api/v1/drain                  202 {"state":"draining"}: the node drains, then stops (see configs' drain section)
 //	GET /api/v1/users/{user}            the retained presence JSON, or 404
 //	GET /api/v1/users/{user}/sessions   account, live and recently ended sessions, with end reasons, and
 //	                                    the change held back from observers (its grace), or null
@@ -87,6 +93,11 @@ func Handler(src Source) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if src.Draining != nil && src.Draining() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("draining\n"))
+			return
+		}
 		if !src.Ready() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("degraded: redis unreachable; connections are served and presence changes held\n"))
@@ -163,6 +174,14 @@ func Handler(src Source) http.Handler {
 		}
 		writeJSON(w, map[string]any{"users": out})
 	})
+	if src.Drain != nil {
+		mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, _ *http.Request) {
+			started := src.Drain()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_ = json.NewEncoder(w).Encode(map[string]any{"state": "draining", "started": started})
+		})
+	}
 	if src.Group != nil {
 		groupRoutes(mux, src)
 	}

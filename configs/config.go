@@ -97,6 +97,7 @@ type Config struct {
 	Redis    RedisConfig    `yaml:"redis"`
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
+	Drain    DrainConfig    `yaml:"drain"`
 }
 
 // LogConfig configures the process logger.
@@ -282,6 +283,16 @@ type JWTConfig struct {
 	Leeway              Duration `yaml:"leeway"` // for exp and nbf; default 30s
 }
 
+// DrainConfig configures the drain of a node (SIGTERM, or POST
+// /api/v1/drain): new connections are refused, the existing ones are asked
+// to move at Rate per second, and the node stops when none is left or after
+// Timeout.
+type DrainConfig struct {
+	Rate            int      `yaml:"rate"`             // connections asked to move per second; default 500; 1..1000000
+	Timeout         Duration `yaml:"timeout"`          // the drain's bound, after which the rest end as shutdown; default 20s; 1s..1h
+	ServerReference string   `yaml:"server_reference"` // MQTT 5 Server Reference sent with 0x9C (e.g. "mqtt.example.com:1883"); empty: 0x8B, no reference
+}
+
 // TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
 type TLSConfig struct {
 	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
@@ -384,6 +395,14 @@ const (
 	defaultUserClaim        = "sub"
 	defaultGroupsClaim      = "groups"
 	defaultJWTLeeway        = Duration(30 * time.Second)
+	// A drain asks 500 connections a second to move: 10,000 in 20 s, a
+	// rate the other nodes take without a reconnect storm.
+	defaultDrainRate = 500
+	// 20 s of drain, plus at most 10 s to stop, fit in Kubernetes' default
+	// terminationGracePeriodSeconds (30 s) before its SIGKILL.
+	defaultDrainTimeout = Duration(20 * time.Second)
+	// maxServerReference bounds drain.server_reference.
+	maxServerReference = 1024
 )
 
 // Defaults returns the config with every default applied.
@@ -482,6 +501,9 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Redis.NodeTTL, defaultNodeTTL)
 	setDuration(&c.Redis.SweepInterval, defaultSweepInterval)
 	setDuration(&c.Redis.Retention, defaultRetention)
+
+	setInt(&c.Drain.Rate, defaultDrainRate)
+	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
 }
 
 func hostnameOr(fallback string) string {
@@ -741,6 +763,10 @@ func (c Config) validate() []*keyError {
 		v.add("redis.retention", "must be at least 1m (got %s)", c.Redis.Retention)
 	}
 
+	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
+	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
+	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
+
 	return v.errs
 }
 
@@ -892,6 +918,21 @@ func validTopicName(s string) string {
 		return fmt.Sprintf("must not end with / (got %q)", s)
 	case strings.HasPrefix(s, "/") || strings.Contains(s, "//"):
 		return fmt.Sprintf("must not have an empty topic level (got %q)", s)
+	}
+	return ""
+}
+
+// validServerReference accepts an MQTT 5 Server Reference: empty, or up to
+// maxServerReference bytes of UTF-8 without control characters (the
+// specification allows several references separated by spaces).
+func validServerReference(s string) string {
+	if len(s) > maxServerReference || !utf8.ValidString(s) {
+		return fmt.Sprintf("must be at most %d bytes of UTF-8 (got %d bytes)", maxServerReference, len(s))
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Sprintf("must not contain control characters (got %q)", s)
+		}
 	}
 	return ""
 }

@@ -98,7 +98,8 @@ func TestDefaults(t *testing.T) {
 			PoolSize: 32, NodeTTL: Duration(10 * time.Second), SweepInterval: Duration(2 * time.Second),
 			Retention: Duration(720 * time.Hour),
 		},
-		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}},
+		Auth:  AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}},
+		Drain: DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
@@ -168,6 +169,13 @@ func TestValidateRejects(t *testing.T) {
 		{"admin addr", func(c *Config) { c.Admin.Addr = "127.0.0.1" }, "admin.addr", `got "127.0.0.1"`},
 		{"admin addr same as ws", func(c *Config) { c.Admin.Addr = ":1882" }, "admin.addr", "must differ from mqtt.ws_addr"},
 		{"admin beyond loopback without a token", func(c *Config) { c.Admin.Addr = "0.0.0.0:8080" }, "admin.addr", "set admin.token"},
+		{"drain rate negative", func(c *Config) { c.Drain.Rate = -1 }, "drain.rate", "between 1 and 1000000 (got -1)"},
+		{"drain rate too high", func(c *Config) { c.Drain.Rate = 1_000_001 }, "drain.rate", "got 1000001"},
+		{"drain timeout too short", func(c *Config) { c.Drain.Timeout = sec(0.5) }, "drain.timeout", "between 1s and 3600s (got 500ms)"},
+		{"drain timeout too long", func(c *Config) { c.Drain.Timeout = sec(3601) }, "drain.timeout", "between 1s and 3600s"},
+		{"server reference with a newline", func(c *Config) { c.Drain.ServerReference = "a:1\nb:2" }, "drain.server_reference", "control characters"},
+		{"server reference too long", func(c *Config) { c.Drain.ServerReference = strings.Repeat("a", 1025) }, "drain.server_reference", "at most 1024 bytes"},
+		{"server reference not UTF-8", func(c *Config) { c.Drain.ServerReference = "\xff" }, "drain.server_reference", "UTF-8"},
 		{"admin token twice", func(c *Config) { c.Admin.Token, c.Admin.TokenFile = "t", "/f" }, "admin.token", "not both"},
 		{"max packet size", func(c *Config) { c.MQTT.MaxPacketSize = 100 }, "mqtt.max_packet_size", "got 100"},
 		{"max keepalive not whole seconds", func(c *Config) { c.MQTT.MaxKeepAlive = sec(2.5) }, "mqtt.max_keepalive", "whole number"},
@@ -308,6 +316,9 @@ func TestValidateAccepts(t *testing.T) {
 			c.Presence.TakeoverBattle = TakeoverBattleConfig{Takeovers: 2, Window: Duration(time.Second),
 				Backoff: Duration(100 * time.Millisecond), MaxBackoff: Duration(100 * time.Millisecond)}
 		}},
+		{"drain bounds low", func(c *Config) { c.Drain.Rate, c.Drain.Timeout = 1, Duration(time.Second) }},
+		{"drain bounds high", func(c *Config) { c.Drain.Rate, c.Drain.Timeout = 1_000_000, Duration(time.Hour) }},
+		{"several server references", func(c *Config) { c.Drain.ServerReference = "b.example.com:1883 c.example.com:1883" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

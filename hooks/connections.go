@@ -147,7 +147,10 @@ type Presence struct {
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 	perIP  map[string]int
 
+	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
+
 	Counters Counters
+	Drained  DrainCounters
 }
 
 // link is what the hook keeps of a connection.
@@ -157,6 +160,7 @@ type link struct {
 	ip          string
 	service     bool // may read all presence
 	established bool
+	drained     bool               // a drain asked it to move: it ends as drain
 	set         bucket             // presence/set rate
 	act         *presence.Activity // nil: activity not recorded
 }
@@ -201,6 +205,7 @@ func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
 var errBadIdentity = errors.New("presence: bad identity")
 
 // OnConnect refuses, with the CONNACK code that fits:
+//   - every CONNECT while the node drains (see Drain);
 //   - a user, client id or device that cannot be used (0x86 "bad user name
 //     or password");
 //   - a client id that is a live or persisted session of another user (0x85
@@ -219,6 +224,10 @@ var errBadIdentity = errors.New("presence: bad identity")
 // that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
 // CONNACK; a 3.1.1 client's deadline is simply shorter).
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if d := h.drain.Load(); d != nil {
+		h.refuseDraining(cl, d)
+		return ErrDrained
+	}
 	_, err := h.identify(cl)
 	if err == nil {
 		if d := device(pk); d != "" {
@@ -482,11 +491,17 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
 		// mochi clears the will of a clean DISCONNECT before this hook, and
-		// this hook clears a taken-over one's: a will left applies.
+		// this hook clears a taken-over (or drained) one's: a will left applies.
 		if will := cl.Properties.Will; atomic.LoadUint32(&will.Flag) == 1 && will.WillDelayInterval > 0 && cl.Properties.ProtocolVersion == 5 {
 			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
 		}
-		h.o.Tracker.Disconnect(l.conn, cl.ID, EndReason(err, cl.StopCause()))
+		reason := EndReason(err, cl.StopCause())
+		if l.drained {
+			// The client may have closed on reading the DISCONNECT before
+			// the drain set the stop cause.
+			reason = presence.EndDrain
+		}
+		h.o.Tracker.Disconnect(l.conn, cl.ID, reason)
 	}
 }
 

@@ -387,6 +387,11 @@ func (d *Delivery) group(topic string) (string, bool) {
 	return g, ok && g != "" && !strings.Contains(g, "/")
 }
 
+// underNodes reports whether a topic or filter is under presence/nodes/.
+func (d *Delivery) underNodes(topic string) bool {
+	return strings.HasPrefix(topic, d.prefix+"/nodes/")
+}
+
 // user returns the user of a presence/users/{user} topic.
 func (d *Delivery) user(topic string) (string, bool) {
 	u, ok := strings.CutPrefix(topic, d.users)

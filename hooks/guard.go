@@ -39,6 +39,10 @@ type GuardOptions struct {
 	// SeesGroup decides whether viewer may read group's topic (never asked
 	// of service accounts); nil: every group's.
 	SeesGroup func(viewer, group string) bool
+	// NodesPrivate keeps presence/nodes/{node} (and filters under
+	// presence/nodes/) to service accounts (presence.visibility self and
+	// groups: a node's session count says how many people are online).
+	NodesPrivate bool
 }
 
 // NewGuard returns the ACL hook.
@@ -66,6 +70,8 @@ func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 //     allowed, and each delivery is checked: bob's presence/users/+
 //     delivers only bob and those he may see), and with SeesGroup the same
 //     holds for presence/groups/{group};
+//   - with NodesPrivate, presence/nodes/... (a topic, or a filter under it)
+//     is for service accounts only;
 //   - the Delivery hook's rules (what is sent again goes only to those who
 //     missed it; no retained repeat; no rewritten will).
 func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
@@ -90,6 +96,9 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 			return false
 		}
 		if gr, ok := g.o.Delivery.group(plain); ok && g.o.SeesGroup != nil && !strings.ContainsAny(gr, "+#") && !g.o.SeesGroup(user, gr) {
+			return false
+		}
+		if g.o.NodesPrivate && g.o.Delivery.underNodes(plain) {
 			return false
 		}
 	}

@@ -26,6 +26,8 @@ func TestEndReason(t *testing.T) {
 		{"eof", io.EOF, io.EOF, presence.EndNetwork},
 		{"takeover beats the read error", io.EOF, packets.ErrSessionTakenOver, presence.EndTakeover},
 		{"shutdown", io.EOF, packets.ErrServerShuttingDown, presence.EndShutdown},
+		{"drained", errors.New("use of closed network connection"), ErrDrained, presence.EndDrain},
+		{"drained while it sent DISCONNECT", nil, ErrDrained, presence.EndDrain},
 		{"broker closed it", errors.New("use of closed network connection"), packets.ErrNotAuthorized, presence.EndKicked},
 		{"protocol error", packets.ErrProtocolViolationSecondConnect, packets.ErrProtocolViolationSecondConnect, presence.EndKicked},
 		{"slow consumer", fmt.Errorf("read: %w", listener.ErrSlowConsumer), nil, presence.EndKicked},

@@ -14,7 +14,8 @@ import (
 // EndReason maps what mochi says about a finished connection to a presence
 // end reason:
 //
-//   - the stop cause ErrSessionTakenOver: takeover; ErrServerShuttingDown: shutdown;
+//   - the stop cause ErrSessionTakenOver: takeover; ErrServerShuttingDown:
+//     shutdown; ErrDrained (a drain moved it): drain;
 //   - no read error (the client sent DISCONNECT): clean;
 //   - a read deadline (mochi's 1.5 × keep-alive): timeout;
 //   - any other stop cause that is an MQTT reason code, or a connection that
@@ -26,6 +27,8 @@ func EndReason(readErr, stopCause error) presence.EndReason {
 		return presence.EndTakeover
 	case errors.Is(stopCause, packets.ErrServerShuttingDown):
 		return presence.EndShutdown
+	case errors.Is(stopCause, ErrDrained):
+		return presence.EndDrain
 	case readErr == nil:
 		return presence.EndClean
 	case errors.Is(readErr, packets.CodeDisconnectWillMessage):

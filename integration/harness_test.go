@@ -218,6 +218,14 @@ type client5 struct {
 	*paho.Client
 	conn net.Conn
 	msgs chan *paho.Publish
+	// gone receives the server's DISCONNECT, if it sends one, and when.
+	gone chan serverDisconnect
+}
+
+// serverDisconnect is a DISCONNECT from the server and when it came.
+type serverDisconnect struct {
+	*paho.Disconnect
+	at time.Time
 }
 
 type connectOpt func(*paho.Connect)
@@ -266,10 +274,16 @@ func dial5(t *testing.T, addr, clientID, user string, opts ...connectOpt) *clien
 func connect5(t *testing.T, conn net.Conn, clientID, user string, opts ...connectOpt) (*client5, *paho.Connack, error) {
 	t.Helper()
 	t.Cleanup(func() { _ = conn.Close() })
-	c := &client5{conn: conn, msgs: make(chan *paho.Publish, 1024)}
+	c := &client5{conn: conn, msgs: make(chan *paho.Publish, 1024), gone: make(chan serverDisconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
 		ClientID: clientID,
 		Conn:     conn,
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			select {
+			case c.gone <- serverDisconnect{d, time.Now()}:
+			default:
+			}
+		},
 		OnPublishReceived: []func(paho.PublishReceived) (bool, error){func(pr paho.PublishReceived) (bool, error) {
 			select {
 			case c.msgs <- pr.Packet:

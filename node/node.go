@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -54,13 +55,25 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	stopOnce sync.Once
+
+	// The drain (node_drain.go): halt ends one in progress (Stop cancels it);
+	// drained is closed once it has stopped the node.
+	halt       context.Context
+	cancelHalt context.CancelFunc
+	draining   atomic.Bool
+	drainOnce  sync.Once
+	drainMu    sync.Mutex     // guards drainWG.Add against Stop's Wait
+	drainWG    sync.WaitGroup // a drain started by the admin API
+	drained    chan struct{}
+	drainErr   error
 }
 
 // New builds a node from a validated config. mochiLog receives mochi's own
 // slog records (the caller routes them into the same zerolog logger); opts
 // go to presence (tests set its clock).
 func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...presenced.Option) (*Node, error) {
-	n := &Node{cfg: cfg, log: log}
+	n := &Node{cfg: cfg, log: log, drained: make(chan struct{})}
+	n.halt, n.cancelHalt = context.WithCancel(context.Background())
 	if err := n.secure(); err != nil {
 		return nil, err
 	}
@@ -354,12 +367,15 @@ func (n *Node) adminSource() admin.Source {
 			User: func(context.Context, string) (presence.User, bool, error) {
 				return presence.User{}, false, nil
 			},
-			Stats: func() any { return n.Stats() },
+			Stats:    func() any { return n.Stats() },
+			Draining: n.Draining,
+			Drain:    n.StartDrain,
 		}
 	}
 	p := n.Presence
 	src := admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return n.Stats() },
-		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Group: p.GroupSnapshot, Groups: p.GroupSizes}
+		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Group: p.GroupSnapshot, Groups: p.GroupSizes,
+		Draining: n.Draining, Drain: n.StartDrain}
 	if n.adminToken != nil { // writes only behind a token
 		g := p.Groups()
 		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup
@@ -372,6 +388,15 @@ func (n *Node) adminSource() admin.Source {
 // (waiting at most until ctx ends), then every goroutine is stopped and
 // waited for.
 func (n *Node) Stop(ctx context.Context) error {
+	n.drainMu.Lock()
+	n.cancelHalt() // a drain in progress ends now
+	n.drainMu.Unlock()
+	n.drainWG.Wait() // and one the admin API started has stopped
+	return n.stop(ctx)
+}
+
+// stop is Stop without waiting for a drain (the drain's own end calls it).
+func (n *Node) stop(ctx context.Context) error {
 	var err error
 	n.stopOnce.Do(func() {
 		if n.admin != nil {

@@ -9,7 +9,7 @@ import (
 //
 //	Connecting --establish--> Active --end(clean|takeover|kicked)--> Disconnected
 //	     |                      |
-//	     +----end(any)----------+--end(timeout|network|shutdown|node_lost)--> Expired
+//	     +----end(any)----------+--end(timeout|network|shutdown|drain|node_lost)--> Expired
 //
 // A reconnect never revives an ended session: it is a new session with a new
 // epoch.
@@ -35,19 +35,25 @@ const (
 	EndKicked   EndReason = "kicked"    // the broker closed it (protocol error, operator)
 	EndShutdown EndReason = "shutdown"  // its node shut down
 	EndNodeLost EndReason = "node_lost" // its node stopped renewing (crash, partition)
+	// EndDrain: its node was drained (SIGTERM, or the admin API) and told
+	// the client to move to another node. It is Expired, not Disconnected:
+	// like shutdown, the user did not leave, the node did, and the device
+	// is expected back (elsewhere) at once; its will is not sent.
+	EndDrain EndReason = "drain"
 )
 
 // Valid reports whether r is a known end reason.
 func (r EndReason) Valid() bool {
 	switch r {
-	case EndClean, EndTimeout, EndNetwork, EndTakeover, EndKicked, EndShutdown, EndNodeLost:
+	case EndClean, EndTimeout, EndNetwork, EndTakeover, EndKicked, EndShutdown, EndNodeLost, EndDrain:
 		return true
 	}
 	return false
 }
 
 // State returns the final state a session ending for reason r is in: an
-// explicit act (clean, takeover, kicked) disconnects it; lost liveness expires it.
+// explicit act (clean, takeover, kicked) disconnects it; lost liveness, or
+// a node that went away (shutdown, drain, node_lost), expires it.
 func (r EndReason) State() State {
 	switch r {
 	case EndClean, EndTakeover, EndKicked:

@@ -147,6 +147,7 @@ func TestEndReasons(t *testing.T) {
 		{EndNetwork, Expired, false},
 		{EndShutdown, Expired, false},
 		{EndNodeLost, Expired, false},
+		{EndDrain, Expired, false},
 	} {
 		t.Run(string(tc.reason), func(t *testing.T) {
 			if !tc.reason.Valid() {
@@ -206,7 +207,7 @@ var sessionOps = []struct {
 }
 
 func TestSessionOpsOnEnded(t *testing.T) {
-	for _, reason := range []EndReason{EndClean, EndTakeover, EndKicked, EndTimeout, EndNetwork, EndShutdown, EndNodeLost} {
+	for _, reason := range []EndReason{EndClean, EndTakeover, EndKicked, EndTimeout, EndNetwork, EndShutdown, EndNodeLost, EndDrain} {
 		e := ended(t, reason)
 		for _, op := range sessionOps {
 			t.Run(string(reason)+"/"+op.name, func(t *testing.T) {

@@ -51,6 +51,11 @@ const (
 	// GroupBatch: the leader committed a group topic's batch (Delta): every
 	// node applies it to its group topics, in order. Never coalesced.
 	GroupBatch
+	// NodeAnnounced: a node announced its state (NodeStatus), or a survivor
+	// announced a dead node down: every node retains it on
+	// presence/nodes/{node}. Coalesced per node and incarnation (the latest
+	// wins).
+	NodeAnnounced
 )
 
 // Event is one thing a store reports. The store never calls into the node:
@@ -72,6 +77,8 @@ type Event struct {
 	Group string
 	// Delta is a group topic's batch (GroupBatch).
 	Delta *roster.Delta
+	// NodeStatus is a node's announcement (NodeAnnounced).
+	NodeStatus presence.NodeStatus
 }
 
 // Feed is a store's change feed: a queue that never blocks the store, which
@@ -126,6 +133,14 @@ func (f *Feed) Push(e Event) {
 	case GroupChanged:
 		for i := range f.events {
 			if p := &f.events[i]; p.Kind == GroupChanged && p.Group == e.Group {
+				f.mu.Unlock()
+				return
+			}
+		}
+	case NodeAnnounced:
+		for i := range f.events {
+			if p := &f.events[i]; p.Kind == NodeAnnounced && p.NodeStatus.Node == e.NodeStatus.Node && p.NodeStatus.Incarnation == e.NodeStatus.Incarnation {
+				p.NodeStatus = e.NodeStatus
 				f.mu.Unlock()
 				return
 			}

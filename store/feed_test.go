@@ -44,3 +44,22 @@ func TestFeedCoalesces(t *testing.T) {
 		t.Fatalf("after take: %+v", got)
 	}
 }
+
+// Node announcements coalesce per node and incarnation: the latest word of
+// one run wins, and a restart's announcement is kept apart from the report
+// of the run before it.
+func TestFeedCoalescesNodeAnnouncements(t *testing.T) {
+	f := NewFeed()
+	ann := func(node, inc string, st presence.NodeState, n int) Event {
+		return Event{Kind: NodeAnnounced, NodeStatus: presence.NodeStatus{Node: node, Incarnation: inc, State: st, Sessions: n}}
+	}
+	f.Push(ann("A", "1", presence.NodeUp, 3))
+	f.Push(ann("B", "1", presence.NodeUp, 1))
+	f.Push(ann("A", "1", presence.NodeDraining, 2))
+	f.Push(ann("A", "2", presence.NodeUp, 0))
+	got := f.Take()
+	if len(got) != 3 || got[0].NodeStatus.State != presence.NodeDraining || got[0].NodeStatus.Sessions != 2 ||
+		got[1].NodeStatus.Node != "B" || got[2].NodeStatus.Incarnation != "2" {
+		t.Fatalf("took %+v", got)
+	}
+}

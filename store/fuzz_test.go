@@ -244,3 +244,29 @@ func FuzzDecodeUser(f *testing.F) {
 		checkAggregate(t, what, p, wantUTF8)
 	})
 }
+
+// decodeFeed never panics; what it accepts as a node announcement is valid
+// and encodes back to an announcement that decodes the same.
+func FuzzDecodeFeed(f *testing.F) {
+	f.Add([]byte(`{"nd":{"node":"A","state":"up","sessions":1,"incarnation":"x","at":"2025-03-01T12:00:00.000Z"}}`))
+	f.Add([]byte(`{"nd":{"node":"A","state":"down","sessions":0,"incarnation":"x","at":"2025-03-01T12:00:00.000Z","reported_by":"B"}}`))
+	f.Add([]byte(`{"nd":1}`))
+	f.Add([]byte(`{"u":"amy","v":"1","st":"online","tx":"","since":"1","ls":"","ss":{}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeFeed(b)
+		if err != nil || e.Kind != NodeAnnounced {
+			return
+		}
+		if err := e.NodeStatus.Validate(); err != nil {
+			t.Fatalf("decodeFeed(%q) accepted an invalid announcement: %v", b, err)
+		}
+		again, err := encodeNode(e.NodeStatus)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2, err := decodeFeed(again)
+		if err != nil || !e2.NodeStatus.Same(e.NodeStatus) || !e2.NodeStatus.At.Equal(e.NodeStatus.At.Truncate(time.Millisecond)) {
+			t.Fatalf("%q -> %+v -> %q -> %+v, %v", b, e.NodeStatus, again, e2.NodeStatus, err)
+		}
+	})
+}

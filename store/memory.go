@@ -44,6 +44,17 @@ func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
 	}
 }
 
+// AnnounceNode reports a node's state on the feed (one node: its own).
+func (m *Memory) AnnounceNode(_ context.Context, st presence.NodeStatus) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock() // report is called under mu, in order with the commits
+	defer m.mu.Unlock()
+	m.report(Event{Kind: NodeAnnounced, NodeStatus: st})
+	return nil
+}
+
 // Open starts a session with the user's next epoch, taking over a live
 // session with the same id in the same step.
 func (m *Memory) Open(_ context.Context, a presence.OpenArgs) (presence.Session, error) {

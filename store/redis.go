@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/presence"
 )
 
 // Sentinel errors of the Redis store.
@@ -220,6 +222,21 @@ func (r *Redis) up() {
 	default:
 	}
 	r.report(Event{Kind: Recovered})
+}
+
+// AnnounceNode publishes a node's state on the change feed channel, where
+// every node (this one too) receives it as a NodeAnnounced event. It is not
+// stored: each node announces itself every few seconds, so a node that
+// starts learns the others' states within that.
+func (r *Redis) AnnounceNode(ctx context.Context, st presence.NodeStatus) error {
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	b, err := encodeNode(st)
+	if err != nil {
+		return err
+	}
+	return r.fail("announce", r.c.Publish(ctx, r.k.feed(), b).Err())
 }
 
 // Start claims this node's id, registers this incarnation, writes the node

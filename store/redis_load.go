@@ -55,13 +55,13 @@ func (r *Redis) listen() {
 				r.report(Event{Kind: GroupChanged, Group: m.Payload})
 				continue
 			}
-			p, cause, err := decodeChange([]byte(m.Payload))
+			e, err := decodeFeed([]byte(m.Payload))
 			if err != nil {
 				r.stats.feedErrors.Add(1)
 				r.log.Error().Err(err).Msg("undecodable change on the feed")
 				continue
 			}
-			r.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
+			r.report(e)
 		case *redis.Subscription:
 			switch {
 			case m.Kind != "subscribe":

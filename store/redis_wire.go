@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -240,4 +241,43 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 	u.LastSeen = p.LastSeen
 	u.Current = p
 	return u, p, true, nil
+}
+
+// nodeWirePrefix starts a node announcement on the change feed channel:
+// {"nd":<presence.NodeStatus>}. A change (common.lua) never has the key
+// "nd", so the two cannot be confused.
+const nodeWirePrefix = `{"nd":`
+
+// encodeNode writes a node announcement for the feed channel.
+func encodeNode(st presence.NodeStatus) ([]byte, error) {
+	b, err := st.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return append(append([]byte(nodeWirePrefix), b...), '}'), nil
+}
+
+// decodeFeed turns a message of the change feed channel into its event: a
+// committed change, or a node announcement.
+func decodeFeed(b []byte) (Event, error) {
+	if !bytes.HasPrefix(b, []byte(nodeWirePrefix)) {
+		p, cause, err := decodeChange(b)
+		if err != nil {
+			return Event{}, err
+		}
+		return Event{Kind: Changed, Aggregate: p, Cause: cause}, nil
+	}
+	var w struct {
+		ND json.RawMessage `json:"nd"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return Event{}, fmt.Errorf("node announcement: %w", err)
+	}
+	st, err := presence.ParseNodeStatus(w.ND)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{Kind: NodeAnnounced, NodeStatus: st}, nil
 }

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/node"
@@ -71,13 +70,18 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 			}
 		case <-ctx.Done():
 			waiting = false
+		case <-n.Drained(): // POST /api/v1/drain drained and stopped the node
+			waiting = false
 		}
 	}
+	// A second SIGTERM or SIGINT, once stop has run, ends the process at
+	// once (Go's default action): the drain is the polite way out, not the
+	// only one.
 	stop()
-	log.Info().Msg("signal received, shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := n.Stop(sctx); err != nil {
+	if ctx.Err() != nil {
+		log.Info().Dur("timeout", cfg.Drain.Timeout.D()).Int("rate", cfg.Drain.Rate).Msg("signal received, draining")
+	}
+	if err := n.Drain(); err != nil {
 		log.Warn().Err(err).Msg("shutdown was not clean")
 		return 1
 	}

@@ -1,0 +1,94 @@
+package presenced
+
+import (
+	"context"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// DrainOptions pace a drain (the binary's drain section).
+type DrainOptions struct {
+	// Rate is how many connections are asked to move per second (at
+	// least 1).
+	Rate int
+	// ServerReference is the MQTT 5 Server Reference sent with DISCONNECT
+	// and CONNACK 0x9C; empty: 0x8B (server shutting down), no reference.
+	ServerReference string
+}
+
+// DrainResult says what a drain did.
+type DrainResult struct {
+	Moved int // connections asked to move
+	Left  int // connections still open when it ended (ctx ended first)
+}
+
+// Drain moves this node's clients to other nodes, so that a rolling deploy
+// is invisible to observers: it announces the node draining on
+// presence/nodes/{node}, refuses every new CONNECT (MQTT 5: CONNACK 0x9C
+// with the Server Reference, or 0x8B; 3.1.1: 0x03), and asks the connected
+// clients to move, Rate a second: MQTT 5 clients get DISCONNECT 0x9C with
+// the Server Reference (or 0x8B), 3.1.1 clients are closed. Their wills are
+// not sent (the devices are expected back elsewhere) and their sessions end
+// as drain, which observers see only once the offline grace has passed
+// without the device coming back.
+//
+// It returns when no client is left, or when ctx ends (the drain's
+// timeout); then close the server (what is left ends as shutdown) and Stop
+// (which announces the node down). The first client is moved at once, the
+// n-th (n-1)/Rate seconds after.
+func (p *Plugin) Drain(ctx context.Context, o DrainOptions) DrainResult {
+	rate := max(o.Rate, 1)
+	p.Hook.Drain(o.ServerReference)
+	if err := p.announce(ctx, presence.NodeDraining); err != nil {
+		p.log.Warn().Err(err).Msg("node state draining not announced")
+	}
+	start := time.Now()
+	p.log.Info().Int("rate", rate).Int("connections", len(open(p.srv))).Msg("draining: clients are asked to move")
+	var res DrainResult
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		list := open(p.srv)
+		if len(list) == 0 {
+			break
+		}
+		for _, cl := range list {
+			due := start.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
+			if wait := time.Until(due); wait > 0 {
+				t.Reset(wait)
+				select {
+				case <-ctx.Done():
+					res.Left = len(open(p.srv))
+					p.log.Warn().Int("moved", res.Moved).Int("left", res.Left).Dur("took", time.Since(start)).Msg("drain timed out")
+					return res
+				case <-t.C:
+				}
+			}
+			if p.Hook.Move(cl) {
+				res.Moved++
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	res.Left = len(open(p.srv))
+	p.log.Info().Int("moved", res.Moved).Int("left", res.Left).Dur("took", time.Since(start)).Msg("drained")
+	return res
+}
+
+// open returns the server's open client connections (not the inline
+// client, nor the persisted sessions of clients gone).
+func open(srv *mqtt.Server) []*mqtt.Client {
+	var out []*mqtt.Client
+	for _, cl := range srv.Clients.GetAll() {
+		if !cl.Net.Inline && !cl.Closed() {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
