@@ -15,7 +15,7 @@ GO ?= go
 # those of what only the binary configures: its authentication and TLS
 # (TestAuth, TestTLS) and mochi's capabilities (TestCaps: packet size,
 # connections, session expiry), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes
 test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover' ./integration/

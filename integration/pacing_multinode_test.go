@@ -136,3 +136,86 @@ func TestGraceMultiNode(t *testing.T) {
 		o.check()
 	}
 }
+
+// SIGTERM on one of three nodes: it drains (each device is told to move
+// with DISCONNECT 0x8B, at drain.rate), its devices reconnect to the other
+// nodes within half a second, and no observer on them sees any user
+// offline; the drained sessions end as drain.
+func TestGraceDrainThreeNodes(t *testing.T) {
+	bin := mnBinary(t)
+	srv := redistest.Start(t)
+	addrs := []string{srv.Addr()}
+	env := append([]string{"PRESENCED_DRAIN_RATE=100"}, pacingEnv...)
+	a := mnStart(t, bin, "A", addrs, env...)
+	b := mnStart(t, bin, "B", addrs, env...)
+	c := mnStart(t, bin, "C", addrs, env...)
+	obs := []*observer{newObserver(t, b.mqtt, "presence/users/+"), newObserver(t, c.mqtt, "presence/users/+")}
+	const devices = 30
+	users := make([]string, devices)
+	var wg sync.WaitGroup
+	moved := make(chan string, devices)
+	for i := range devices {
+		users[i] = fmt.Sprintf("deploy-%02d", i)
+		d := dial5(t, a.mqtt, users[i]+"-dev", users[i])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sd := <-d.gone:
+				if sd.ReasonCode != 0x8B {
+					t.Errorf("%s: DISCONNECT %#x, want 0x8B (server shutting down: no reference configured)", users[i], sd.ReasonCode)
+				}
+			case <-time.After(waitTimeout):
+				t.Errorf("%s: no DISCONNECT from the draining node", users[i])
+				return
+			}
+			time.Sleep(rand.N(500 * time.Millisecond)) // the device's own reconnect delay
+			to := []*mnProc{b, c}[i%2]
+			dial5(t, to.mqtt, users[i]+"-dev", users[i])
+			moved <- users[i]
+		}()
+	}
+	for _, o := range obs {
+		for _, u := range users {
+			o.waitStatus(u, presence.Online)
+		}
+	}
+	start := time.Now()
+	a.term(t, waitTimeout)
+	t.Logf("A drained %d devices and exited %v after SIGTERM", devices, time.Since(start).Round(time.Millisecond))
+	wg.Wait()
+	if len(moved) != devices {
+		t.Fatalf("%d of %d devices moved", len(moved), devices)
+	}
+	for _, o := range obs {
+		for i, u := range users {
+			o.waitFor(u, "online on its new node", func(p presence.Aggregate) bool {
+				return p.Status == presence.Online && len(p.Sessions) == 1 && p.Sessions[0].Node == []string{"B", "C"}[i%2]
+			})
+		}
+	}
+	mnNothingHeld(t, b, c)
+	offline := 0
+	for _, o := range obs {
+		for _, u := range users {
+			for _, p := range o.history(u) {
+				if p.Status == presence.Offline {
+					offline++
+					t.Errorf("%s shown offline: %s", u, statuses(o.history(u)))
+					break
+				}
+			}
+		}
+		o.check()
+	}
+	drained := 0
+	for _, u := range users {
+		if e, ok := mnEnded(mnSessionsOf(t, b.admin, u), u+"-dev"); ok && e.EndReason == presence.EndDrain && e.Node == "A" {
+			drained++
+		}
+	}
+	if drained != devices {
+		t.Errorf("%d of %d sessions on A ended as drain", drained, devices)
+	}
+	t.Logf("offline shown: %d times (users × 2 observers, of %d users); sessions ended as drain: %d", offline, devices, drained)
+}
