@@ -40,6 +40,7 @@ type crashConfig struct {
 	Grace     time.Duration // users back within it should never be shown offline
 	Keepalive int
 	SweepWait time.Duration // after converging, how long to wait for node B to sweep node A
+	NewID     bool          // clients come back with a new client id (a phone that lost its state)
 }
 
 type rollingConfig struct {
@@ -78,6 +79,7 @@ func resilienceFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.Crash.MaxDelay, "crash-max-delay", c.Crash.MaxDelay, "crash: each client reconnects to node B after a random delay below this")
 	fs.DurationVar(&c.Crash.Grace, "crash-grace", c.Crash.Grace, "crash: users back within this of the kill should not be shown offline (presence.offline_grace)")
 	fs.IntVar(&c.Crash.Keepalive, "crash-keepalive", c.Crash.Keepalive, "crash: keep-alive in seconds")
+	fs.BoolVar(&c.Crash.NewID, "crash-new-id", c.Crash.NewID, "crash: clients come back with a new client id (their sessions on A are then ended only by the sweep, as node_lost)")
 	fs.DurationVar(&c.Crash.SweepWait, "crash-sweep-wait", c.Crash.SweepWait, "crash (presenced): after converging, wait up to this for node B to sweep node A (redis_nodes_lost); 0: do not wait")
 
 	fs.IntVar(&c.Rolling.Devices, "rolling-devices", c.Rolling.Devices, "rolling: devices spread over the nodes")
@@ -480,7 +482,11 @@ func (e *runEnv) crash() error {
 	var rs []*roamer
 	for _, d := range devs {
 		if d != nil {
-			rs = append(rs, &roamer{user: d.user, id: d.id, ka: cfg.Keepalive, d: d})
+			id := d.id
+			if cfg.NewID {
+				id += "-b"
+			}
+			rs = append(rs, &roamer{user: d.user, id: id, ka: cfg.Keepalive, d: d})
 		}
 	}
 	var c0 map[string]int64
