@@ -298,3 +298,33 @@ func TestGraceDwell(t *testing.T) {
 	}
 	obs.check()
 }
+
+// A storm is a swell: with presence.publish_rate 100/s (burst 10), 150
+// users connecting at once are shown at that rate, not at once, the
+// queue's depth is counted, and every user's final state gets out.
+func TestGraceStormIsPaced(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) {
+		c.Presence.PublishRate, c.Presence.PublishBurst = 100, 10
+		c.MQTT.MaxConnectionsPerAddress = 1000
+	})
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+	const users = 150
+	start := time.Now()
+	for i := range users {
+		u := fmt.Sprintf("storm-%03d", i)
+		dial5(t, n.MQTTAddr(), u+"-dev", u)
+	}
+	for i := range users {
+		obs.waitStatus(fmt.Sprintf("storm-%03d", i), presence.Online)
+	}
+	took := time.Since(start)
+	if min := time.Duration(users-10) * time.Second / 100; took < min-100*time.Millisecond {
+		t.Fatalf("%d users shown in %v: faster than the publish rate allows (%v)", users, took, min)
+	}
+	s := n.Stats()
+	if s.PublishQueueMax < 50 || s.PublishQueue != 0 {
+		t.Fatalf("publish queue: depth %d, max %d; want it drained, and deep during the storm", s.PublishQueue, s.PublishQueueMax)
+	}
+	t.Logf("%d users shown in %v at publish_rate 100/s; publish queue depth max %d", users, took.Round(time.Millisecond), s.PublishQueueMax)
+	obs.check()
+}
