@@ -317,12 +317,7 @@ func (t *Tracker) Active(conn presence.ConnID, id string) {
 // idle that was active since, or whose own status the client changed, is
 // brought back (one store write). It returns how many sessions it changed.
 func (t *Tracker) CheckIdle(now time.Time) (entered, left int) {
-	t.mu.Lock()
-	all := make([]*slot, 0, len(t.slots))
-	for _, s := range t.slots {
-		all = append(all, s)
-	}
-	t.mu.Unlock()
+	all := t.allSlots()
 	for _, s := range all {
 		s.mu.Lock()
 		w, act := &s.want, s.act
@@ -505,12 +500,7 @@ func (a *acct) sync(t *Tracker) bool {
 // Renew renews the store-side expiry of every session this node holds, in
 // one bulk call, and opens again any that the store no longer has.
 func (t *Tracker) Renew(ctx context.Context) error {
-	t.mu.Lock()
-	all := make([]*slot, 0, len(t.slots))
-	for _, s := range t.slots {
-		all = append(all, s)
-	}
-	t.mu.Unlock()
+	all := t.allSlots()
 	refs := make([]presence.SessionRef, 0, len(all))
 	byID := make(map[string]*slot, len(all))
 	for _, s := range all {
@@ -554,13 +544,19 @@ func (t *Tracker) Reassert() { t.reassert(nil) }
 // same step, so its user is never shown offline.
 func (t *Tracker) ReassertUsers(users map[string]struct{}) { t.reassert(users) }
 
-func (t *Tracker) reassert(users map[string]struct{}) {
+// allSlots returns every slot tracked now.
+func (t *Tracker) allSlots() []*slot {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	all := make([]*slot, 0, len(t.slots))
 	for _, s := range t.slots {
 		all = append(all, s)
 	}
-	t.mu.Unlock()
+	return all
+}
+
+func (t *Tracker) reassert(users map[string]struct{}) {
+	all := t.allSlots()
 	for _, s := range all {
 		s.mu.Lock()
 		_, mine := users[s.want.User]
@@ -606,12 +602,7 @@ func (t *Tracker) Ghosts(refs []presence.SessionRef) []presence.SessionRef {
 
 // Users returns the users of the sessions this node holds open.
 func (t *Tracker) Users() map[string]struct{} {
-	t.mu.Lock()
-	all := make([]*slot, 0, len(t.slots))
-	for _, s := range t.slots {
-		all = append(all, s)
-	}
-	t.mu.Unlock()
+	all := t.allSlots()
 	users := make(map[string]struct{})
 	for _, s := range all {
 		s.mu.Lock()
