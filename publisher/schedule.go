@@ -44,7 +44,7 @@ type Pacer struct {
 // PacerStats are counts read with atomic loads.
 type PacerStats struct {
 	Held      atomic.Int64 // changes held back
-	Hidden    atomic.Int64 // held changes replaced before they were shown: blinks no observer saw
+	Hidden    atomic.Int64 // held changes replaced by another status before they were shown: blinks no observer saw
 	Released  atomic.Int64 // held changes shown at their due time
 	Coalesced atomic.Int64 // ready changes replaced by a newer one before the rate limit let them out
 	Holding   atomic.Int64 // users with a change held now
@@ -78,7 +78,7 @@ func (q *Pacer) Offer(a presence.Aggregate, c presence.Cause, now time.Time) {
 	defer q.mu.Unlock()
 	before := q.paces[a.User]
 	p, show := q.rules.Offer(before, q.shown(a.User), a, c, now)
-	if before.Holding() && p.Held.Version != before.Held.Version {
+	if before.Holding() && p.Held.Version != before.Held.Version && q.hides(before.Held.Status, p, show) {
 		q.Stats.Hidden.Add(1)
 	}
 	if p.Holding() && p.Held.Version != before.Held.Version {
@@ -91,6 +91,20 @@ func (q *Pacer) Offer(a presence.Aggregate, c presence.Cause, now time.Time) {
 	if show.Version != 0 {
 		q.enqueue(show)
 	}
+}
+
+// hides reports whether a held change of status held, replaced by what p
+// holds or show shows, was a blink no observer will see: the status that
+// replaces it differs (a newer change of the same status, a new text, say,
+// only updates it).
+func (q *Pacer) hides(held presence.Status, p presence.Pace, show presence.Aggregate) bool {
+	switch {
+	case show.Version != 0:
+		return show.Status != held
+	case p.Holding():
+		return p.Held.Status != held
+	}
+	return false
 }
 
 // keep stores p, user's pace that was before, or forgets it when it holds

@@ -73,6 +73,10 @@ func TestPacerHoldsAndReleases(t *testing.T) {
 		t.Fatalf("since moved: %v then %v", r.shown[0].Since, r.shown[1].Since)
 	}
 	r.offer("alice", presence.Offline, net)
+	r.offer("alice", presence.Offline, presence.Cause{}) // a new text while held: no blink hidden
+	if r.q.Stats.Hidden.Load() != 1 {
+		t.Fatalf("hidden %d after a same-status replacement, want still 1", r.q.Stats.Hidden.Load())
+	}
 	r.advance(4 * time.Second)
 	if _, ok := r.q.Hold("alice", r.now); !ok {
 		t.Fatal("not held within the grace")
