@@ -9,7 +9,9 @@
 //   - group_delta.schema.json: the batches published on
 //     presence/groups/{group} after the snapshot (roster.Delta);
 //   - set.schema.json: what a client publishes to presence/set
-//     (presence.ParseSetRequest).
+//     (presence.ParseSetRequest);
+//   - node.schema.json: the retained presence/nodes/{node} message
+//     (presence.NodeStatus).
 //
 // Each file is self-contained (no $ref to another file), has an absolute
 // $id, and carries one example. A schema says everything JSON Schema can
@@ -32,6 +34,7 @@ const (
 	GroupSnapshot = "group_snapshot.schema.json"
 	GroupDelta    = "group_delta.schema.json"
 	Set           = "set.schema.json"
+	Node          = "node.schema.json"
 )
 
 // BaseID is the prefix of every schema's $id: a schema's $id is BaseID

@@ -116,11 +116,11 @@ func obj(m map[string]any, key string, i int) map[string]any {
 
 // ---- The schemas themselves ----
 
-// Files lists the four schemas, each compiles against the 2020-12
+// Files lists the five schemas, each compiles against the 2020-12
 // metaschema, names itself by BaseID + its file name, is documented, and
 // carries one example that it accepts.
 func TestSchemasCompileAndAcceptTheirExamples(t *testing.T) {
-	want := []string{schema.GroupDelta, schema.GroupSnapshot, schema.Set, schema.User}
+	want := []string{schema.GroupDelta, schema.GroupSnapshot, schema.Node, schema.Set, schema.User}
 	if got := schema.Files(); !slices.Equal(got, want) {
 		t.Fatalf("Files() = %q, want %q", got, want)
 	}
@@ -821,6 +821,47 @@ func TestPatternsFollowTheServer(t *testing.T) {
 		}
 		if !matchAll(user, name) {
 			t.Errorf("user %q is valid but refused by the schema", name)
+		}
+	}
+}
+
+// What presence.NodeStatus writes is valid, what the schema refuses
+// ParseNodeStatus refuses too, and the reverse.
+func TestNodePayloads(t *testing.T) {
+	s := compile(t, schema.Node)
+	good := map[string]presence.NodeStatus{
+		"up":       {Node: "node-1", State: presence.NodeUp, Sessions: 0, Incarnation: "mx3xqq9p-5a9dcee719c5", At: at(0)},
+		"draining": {Node: "a.b:c_d-1", State: presence.NodeDraining, Sessions: 15000, Incarnation: "i", At: at(time.Second)},
+		"swept":    {Node: "C", State: presence.NodeDown, Incarnation: "i2", At: at(time.Minute), ReportedBy: "B"},
+	}
+	for name, n := range good {
+		b, err := json.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustValid(t, s, name, b)
+		if _, err := presence.ParseNodeStatus(b); err != nil {
+			t.Errorf("%s: ParseNodeStatus: %v", name, err)
+		}
+	}
+	up, _ := json.Marshal(good["up"])
+	for _, c := range []struct {
+		name   string
+		change func(m map[string]any)
+	}{
+		{"no node", func(m map[string]any) { delete(m, "node") }},
+		{"bad node", func(m map[string]any) { m["node"] = "a/b" }},
+		{"bad state", func(m map[string]any) { m["state"] = "gone" }},
+		{"negative sessions", func(m map[string]any) { m["sessions"] = -1 }},
+		{"empty incarnation", func(m map[string]any) { m["incarnation"] = "" }},
+		{"no at", func(m map[string]any) { delete(m, "at") }},
+		{"bad reporter", func(m map[string]any) { m["reported_by"] = "a/b" }},
+		{"unknown field", func(m map[string]any) { m["extra"] = 1 }},
+	} {
+		b := mutate(t, up, c.change)
+		mustRefuse(t, s, c.name, b)
+		if _, err := presence.ParseNodeStatus(b); err == nil {
+			t.Errorf("%s: ParseNodeStatus accepted %s", c.name, b)
 		}
 	}
 }
