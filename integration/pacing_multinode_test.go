@@ -44,7 +44,8 @@ func mnNothingHeld(t *testing.T, nodes ...*mnProc) {
 
 // A device that drops on node A and comes back on node B within the grace,
 // with the same client id or a new one, is never shown offline, on any of
-// three nodes sharing Redis; neither are the users of a node that is
+// three nodes sharing Redis, nor one that leaves A cleanly and connects to
+// C within the disconnect debounce; neither are the users of a node that is
 // SIGKILLed, whose devices come back on the other nodes within 0–1 s with
 // new client ids.
 func TestGraceMultiNode(t *testing.T) {
@@ -81,6 +82,32 @@ func TestGraceMultiNode(t *testing.T) {
 		}
 		dial5(t, b.mqtt, id, user)
 		onlineOn(user, "B", id)
+	}
+
+	// A clean DISCONNECT on A and a new CONNECT on C 100 ms later (an
+	// MQTT.js reconnect() moving nodes): within the debounce, never offline.
+	// Then a clean leave for good: offline on every node after the debounce.
+	d := dial5(t, a.mqtt, "hopper-1", "hopper")
+	onlineOn("hopper", "A", "hopper-1")
+	d.disconnect()
+	time.Sleep(100 * time.Millisecond) // the gap being tested (the debounce is 500 ms)
+	d = dial5(t, c.mqtt, "hopper-1", "hopper")
+	onlineOn("hopper", "C", "hopper-1")
+	left := time.Now()
+	d.disconnect()
+	for i, o := range obs {
+		o.waitStatus("hopper", presence.Offline)
+		if took := time.Since(left); took < testDebounce-50*time.Millisecond {
+			t.Errorf("observer on %s: the clean leave shown after %v, before the %v debounce", nodes[i].id, took, testDebounce)
+		}
+	}
+	if took := time.Since(left); took > testDebounce+time.Second {
+		t.Errorf("the clean leave shown after %v, want within the debounce + 1 s", took)
+	}
+	for i, o := range obs {
+		if n := countOffline(o.history("hopper")); n != 1 {
+			t.Errorf("observer on %s saw hopper offline %d times, want once (the leave): %s", nodes[i].id, n, statuses(o.history("hopper")))
+		}
 	}
 
 	// Node A crashes with 20 users; each comes back on B or C with a new
@@ -218,4 +245,14 @@ func TestGraceDrainThreeNodes(t *testing.T) {
 		t.Errorf("%d of %d sessions on A ended as drain", drained, devices)
 	}
 	t.Logf("offline shown: %d times (users × 2 observers, of %d users); sessions ended as drain: %d", offline, devices, drained)
+}
+
+func countOffline(h []presence.Aggregate) int {
+	n := 0
+	for _, a := range h {
+		if a.Status == presence.Offline {
+			n++
+		}
+	}
+	return n
 }
