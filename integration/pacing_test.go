@@ -228,9 +228,16 @@ func TestGraceFlapControl(t *testing.T) {
 	}
 	// Each outage lasts 800 ms, beyond the 300 ms grace.
 	var c *client5
+	var epoch uint64
 	for i := range 4 {
 		c = dial5(t, n.MQTTAddr(), "tunnel-laptop", "tunnel")
-		obs.waitFor("tunnel", "online", func(a presence.Aggregate) bool { return a.Status == presence.Online && len(a.Sessions) == 1 })
+		// The new session itself, not the last one still shown while its
+		// end is held: a connection dropped before the tracker wrote its
+		// open is never written, and the held end would stay the truth.
+		a := obs.waitFor("tunnel", "online again", func(a presence.Aggregate) bool {
+			return a.Status == presence.Online && len(a.Sessions) == 1 && a.Sessions[0].Epoch > epoch
+		})
+		epoch = a.Sessions[0].Epoch
 		if i == 3 {
 			break
 		}
