@@ -190,7 +190,8 @@ func (p *Plugin) audit() {
 // auditOnce: renew every session held (the store reopens any it lost),
 // open again the sessions of users whose version in Redis is below the one
 // published (an update was lost), end the sessions Redis holds of this
-// incarnation that it no longer holds (an end was lost), and, once the other
+// incarnation that it no longer holds (an end was lost), read every user
+// again (a feed message may have been lost), and, once the other
 // nodes have had time to do the same, record as offline the users shown
 // online that Redis lost altogether.
 func (p *Plugin) auditOnce() {
@@ -235,6 +236,14 @@ func (p *Plugin) auditOnce() {
 		default:
 			return
 		}
+	}
+	// Redis pub/sub does not deliver again: a change published while a
+	// master failed over (the audit's own ends, the other nodes') may
+	// never have reached this node, whose subscription may have stayed up
+	// on a surviving node. Read every user again, as after a
+	// re-subscription; what was shown already is dropped by version.
+	if err := p.redis.Load(ctx); err != nil {
+		p.log.Debug().Err(err).Msg("audit: reading every user again failed; the next recovery audits")
 	}
 	p.log.Info().Int("reopened_users", len(lost)).Int("ghosts_ended", ended).Msg("audit after a Redis failover done")
 	p.tombstoneAfter(p.cfg.Redis.NodeTTL.D()/3+time.Second, p.Publisher.Online)
