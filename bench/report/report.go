@@ -117,6 +117,10 @@ func Markdown(f result.File) []byte {
 	var b bytes.Buffer
 	b.WriteString("# presenced benchmark\n\n")
 	writeHeader(&b, f)
+	f, rs := Collapse(f)
+	if n := rs.maxRounds(); n > 1 {
+		fmt.Fprintf(&b, "Every scenario ran %d times against every system, round after round. Each figure is the **median of the rounds**, followed by the rounds' (min–max) when they differ; the correctness counts are the worst round's.\n\n", n)
+	}
 
 	// A file of other scenarios only (the resilience or the team
 	// scenarios, written as a file set of their own) has no standard
@@ -135,8 +139,8 @@ func Markdown(f result.File) []byte {
 			continue
 		}
 		writeParams(&b, runs)
-		foot = writeTable(&b, runs, foot)
-		writeExtra(&b, runs)
+		foot = writeTable(&b, runs, foot, rs)
+		writeExtra(&b, runs, rs)
 		for _, r := range runs {
 			notes += len(r.Notes)
 		}
@@ -194,6 +198,9 @@ func writeHeader(b *bytes.Buffer, f result.File) {
 	}
 	fmt.Fprintf(b, "**Machine:** %s. **Started:** %s. **Duration:** %s. **Reproduce:** %s\n\n",
 		strings.Join(parts, ", "), started, dur, cmd)
+	if f.Presenced != "" {
+		fmt.Fprintf(b, "**Measured build:** %s\n\n", codeSpan(f.Presenced))
+	}
 	b.WriteString("Targets and how each figure is measured: see `bench/README.md`.\n\n")
 }
 
@@ -345,7 +352,7 @@ func paramString(p map[string]any) string {
 // writeTable writes one scenario's table and the footnotes of its errors;
 // foot is the number of footnotes so far (they are numbered through the
 // document), returned updated.
-func writeTable(b *bytes.Buffer, runs []result.Run, foot int) int {
+func writeTable(b *bytes.Buffer, runs []result.Run, foot int, rs rounds) int {
 	var cols []column
 	for _, c := range metricColumns {
 		for _, r := range runs {
@@ -384,7 +391,7 @@ func writeTable(b *bytes.Buffer, runs []result.Run, foot int) int {
 		} else {
 			for _, c := range cols {
 				if v, ok := c.value(r); ok {
-					cells = append(cells, c.format(v))
+					cells = append(cells, rs.withSpread(r, v, c.value, c.format))
 				} else {
 					cells = append(cells, "–")
 				}
@@ -411,7 +418,7 @@ func writeTable(b *bytes.Buffer, runs []result.Run, foot int) int {
 	return foot
 }
 
-func writeExtra(b *bytes.Buffer, runs []result.Run) {
+func writeExtra(b *bytes.Buffer, runs []result.Run, rs rounds) {
 	started := false
 	for _, r := range runs {
 		if len(r.Extra) == 0 {
@@ -428,7 +435,8 @@ func writeExtra(b *bytes.Buffer, runs []result.Run) {
 		sort.Strings(keys)
 		parts := make([]string, 0, len(keys))
 		for _, k := range keys {
-			parts = append(parts, mdEscape(k)+" "+fmtFigure(r.Extra[k]))
+			get := func(x result.Run) (float64, bool) { v, ok := x.Extra[k]; return v, ok }
+			parts = append(parts, mdEscape(k)+" "+rs.withSpread(r, r.Extra[k], get, fmtFigure))
 		}
 		fmt.Fprintf(b, "- %s: %s\n", mdEscape(r.System), strings.Join(parts, ", "))
 	}
@@ -518,6 +526,7 @@ type Target struct {
 
 // Targets checks every target of the benchmark against the file.
 func Targets(f result.File) []Target {
+	f, _ = Collapse(f) // the median of the rounds
 	var out []Target
 
 	// 1. Sessions and memory.
@@ -860,6 +869,7 @@ type series struct {
 // LatencySVG renders the empirical CDF of the churn latency samples of each
 // system on a log-scaled x axis.
 func LatencySVG(f result.File) []byte {
+	f, _ = Collapse(f) // every round's samples
 	var ss []series
 	extra := 0
 	for _, r := range scenarioRuns(f, result.ScenarioChurn) {

@@ -30,7 +30,15 @@ type File struct {
 	Duration float64   `json:"duration_s"`
 	Command  string    `json:"command"` // how to reproduce
 	Machine  Machine   `json:"machine"`
-	Runs     []Run     `json:"runs"`
+	// Presenced is the measured binary's --version line: its module
+	// version and the commit it was built from ("(modified)" when the
+	// tree had changes), so that every figure is tagged with its commit.
+	Presenced string `json:"presenced,omitempty"`
+	// Repeat is how many times every scenario ran against every system,
+	// one round of all of them after the other, so that systems are side
+	// by side in each round; reports give the median and the spread.
+	Repeat int   `json:"repeat,omitempty"`
+	Runs   []Run `json:"runs"`
 }
 
 // Machine describes where it ran.
@@ -48,7 +56,8 @@ type Machine struct {
 type Run struct {
 	System   string             `json:"system"`
 	Scenario string             `json:"scenario"`
-	Params   map[string]any     `json:"params"` // sizes: devices, keepalive_s, rate, observers, ...
+	Round    int                `json:"round,omitempty"` // 1, 2, …: which round of a repeated run (0: not repeated)
+	Params   map[string]any     `json:"params"`          // sizes: devices, keepalive_s, rate, observers, ...
 	Metrics  Metrics            `json:"metrics"`
 	Correct  Correctness        `json:"correctness"`
 	Samples  []float64          `json:"latency_samples_ms,omitempty"` // for the plot; at most 2000, evenly thinned

@@ -70,7 +70,12 @@ func runBench(cfg config) (result.File, error) {
 		}
 	}
 	start := time.Now()
-	f := result.File{Started: start.UTC().Truncate(time.Millisecond), Command: cfg.Command, Machine: machineInfo(cfg.Paths)}
+	f := result.File{Started: start.UTC().Truncate(time.Millisecond), Command: cfg.Command, Machine: machineInfo(cfg.Paths),
+		Presenced: firstLine(cfg.Paths.Presenced, "presenced", "--version")}
+	rounds := max(cfg.Repeat, 1)
+	if rounds > 1 {
+		f.Repeat = rounds
+	}
 	total := 0
 	for _, sys := range cfg.Systems {
 		for _, sc := range cfg.Scenarios {
@@ -79,21 +84,31 @@ func runBench(cfg config) (result.File, error) {
 			}
 		}
 	}
+	total *= rounds
 	i := 0
-	for _, sys := range cfg.Systems {
-		for _, sc := range cfg.Scenarios {
-			if !applies(sys, sc) {
-				continue
+	// Round after round of every system and scenario: each round has the
+	// systems side by side, and a noisy minute spoils one round, not one
+	// system.
+	for round := 1; round <= rounds; round++ {
+		first := len(f.Runs)
+		for _, sys := range cfg.Systems {
+			for _, sc := range cfg.Scenarios {
+				if !applies(sys, sc) {
+					continue
+				}
+				i++
+				logf(cfg, "[%d/%d] %s %s ...", i, total, sys, sc)
+				t0 := time.Now()
+				r := runOne(cfg, sys, sc, limit)
+				if rounds > 1 {
+					r.Round = round
+				}
+				logf(cfg, "[%d/%d] %s", i, total, summaryLine(r, time.Since(t0)))
+				f.Runs = append(f.Runs, r)
 			}
-			i++
-			logf(cfg, "[%d/%d] %s %s ...", i, total, sys, sc)
-			t0 := time.Now()
-			r := runOne(cfg, sys, sc, limit)
-			logf(cfg, "[%d/%d] %s", i, total, summaryLine(r, time.Since(t0)))
-			f.Runs = append(f.Runs, r)
 		}
+		teamCompare(f.Runs[first:], cfg.Team.Batch) // within the round
 	}
-	teamCompare(f.Runs, cfg.Team.Batch)
 	f.Duration = math.Round(time.Since(start).Seconds()*10) / 10
 	return f, nil
 }

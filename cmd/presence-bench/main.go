@@ -82,6 +82,7 @@ type config struct {
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
+	Repeat         int // rounds of every scenario against every system
 
 	Log io.Writer // progress
 }
@@ -234,6 +235,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
+	fs.IntVar(&c.Repeat, "repeat", c.Repeat, "rounds: every scenario runs this many times against every system, one round of all of them after the other; the report gives the median of the rounds with min and max")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -281,6 +281,7 @@ func (e *runEnv) churn() error {
 	}
 	acts := make([][]action, users)
 	names := make([]string, users)
+	cpu0, _ := e.sys.cpuSplit()
 	var failed atomic.Int64
 	var firstErr atomic.Value
 	start := mono() + 100*time.Millisecond
@@ -338,6 +339,9 @@ func (e *runEnv) churn() error {
 	e.waitUntil(last+cleanWindow+2*time.Second, func() bool { return obs.count(names, offline) == users })
 	e.sleepUntil(last + cleanWindow + 100*time.Millisecond)
 	end := mono()
+	if cpu1, err := e.sys.cpuSplit(); err == nil {
+		perOp(r, "change", cpu0, cpu1, n) // every change made, until the observer shows the last
+	}
 	tl := obs.timeline()
 	var lat []float64
 	missed := 0
@@ -396,10 +400,13 @@ func (e *runEnv) storm() error {
 	for i := range users {
 		users[i] = "m" + strconv.Itoa(i)
 	}
+	cpu0, _ := e.sys.cpuSplit()
 	devs, release, connected, err := e.stormConnect(users)
 	if err != nil {
 		return err
 	}
+	cpuAcked, _ := e.sys.cpuSplit()
+	perOp(r, "connect_acked", cpu0, cpuAcked, connected) // until the last CONNACK
 	var lat []float64
 	var lastAck time.Duration
 	for _, d := range devs {
@@ -426,6 +433,11 @@ func (e *runEnv) storm() error {
 		e.note("the observer never showed all devices online: %d of %d after the count stopped growing (observer: %s)", n, len(up), obs.state())
 	} else if at, ok := convergeAt(obs.timeline(), up, release, online); ok {
 		r.Metrics.ConvergeMs = round1(ms(at - release))
+		// Until every device is shown online: what the connects cost
+		// with their presence, wherever the work fell.
+		if c, err := e.sys.cpuSplit(); err == nil {
+			perOp(r, "connect_shown", cpu0, c, connected)
+		}
 	}
 
 	// The generation each device showed before the kill: after the restart a

@@ -328,6 +328,33 @@ func (s *system) rssKiB() (int64, error) { return procRSSKiB(s.pid()) }
 // cpu reads the broker's user+system CPU time.
 func (s *system) cpu() (time.Duration, error) { return procCPU(s.pid()) }
 
+// cpuSplit reads the broker's CPU time and its redis-server's (zero
+// without one): where a figure is bound by the load generator sharing
+// the cores, CPU per operation compares the systems.
+type cpuSplit struct{ broker, redis time.Duration }
+
+func (s *system) cpuSplit() (cpuSplit, error) {
+	b, err := s.cpu()
+	if err != nil || s.redis == nil {
+		return cpuSplit{broker: b}, err
+	}
+	r, err := procCPU(s.redis.cmd.Process.Pid)
+	return cpuSplit{broker: b, redis: r}, err
+}
+
+// perOp records in r.Extra the CPU per operation between a and b, in µs:
+// cpu_us_per_<op> for the broker, redis_cpu_us_per_<op> for its
+// redis-server.
+func perOp(r *result.Run, op string, a, b cpuSplit, n int) {
+	if n <= 0 {
+		return
+	}
+	r.Extra["cpu_us_per_"+op] = round3(float64((b.broker - a.broker).Microseconds()) / float64(n))
+	if b.redis > 0 {
+		r.Extra["redis_cpu_us_per_"+op] = round3(float64((b.redis - a.redis).Microseconds()) / float64(n))
+	}
+}
+
 // childEnv is the bench's environment without PRESENCED_* variables, so that
 // nothing but the flags configures the broker.
 func childEnv() []string {

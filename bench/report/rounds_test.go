@@ -1,0 +1,73 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/presenced/presenced/bench/result"
+)
+
+func churnRound(round int, p99, perChange float64, wrong int) result.Run {
+	return result.Run{System: result.SystemMemory, Scenario: result.ScenarioChurn, Round: round,
+		Params:  map[string]any{"rate_per_s": 1000},
+		Metrics: result.Metrics{ChangesPerSec: 1000, Latency: &result.Summary{N: 5001, P50: p99 / 4, P99: p99, Max: p99 * 2}},
+		Correct: result.Correctness{WrongOffline: wrong},
+		Samples: []float64{p99},
+		Extra:   map[string]float64{"cpu_us_per_change": perChange}}
+}
+
+func TestCollapseTakesTheMedianOfTheRounds(t *testing.T) {
+	f := result.File{Presenced: "presenced (devel) revision abc123 go1.26.8", Runs: []result.Run{
+		churnRound(1, 0.9, 40, 0), churnRound(2, 3.0, 55, 2), churnRound(3, 1.2, 35, 0),
+		{System: result.SystemMemory, Scenario: result.ScenarioChurn, Round: 4, Error: "observer lost"},
+	}}
+	c, rs := Collapse(f)
+	if len(c.Runs) != 1 {
+		t.Fatalf("%d runs, want the rounds collapsed into 1", len(c.Runs))
+	}
+	r := c.Runs[0]
+	if r.Metrics.Latency.P99 != 1.2 || r.Metrics.Latency.P50 != 0.3 || r.Metrics.Latency.N != 5001 {
+		t.Errorf("latency %+v, want the median round's p99 1.2, p50 0.3", *r.Metrics.Latency)
+	}
+	if r.Extra["cpu_us_per_change"] != 40 {
+		t.Errorf("cpu per change %v, want the median 40", r.Extra["cpu_us_per_change"])
+	}
+	if r.Correct.WrongOffline != 2 {
+		t.Errorf("wrong offline %d, want the worst round's 2", r.Correct.WrongOffline)
+	}
+	if len(r.Samples) != 3 || r.Error != "" {
+		t.Errorf("samples %v, error %q: want every successful round's samples and no error", r.Samples, r.Error)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "round 4 failed: observer lost") {
+		t.Errorf("notes %q, want the failed round", r.Notes)
+	}
+	p99 := func(x result.Run) (float64, bool) { return x.Metrics.Latency.P99, x.Metrics.Latency != nil }
+	if lo, hi, several := rs.spread(r, p99); lo != 0.9 || hi != 3.0 || !several {
+		t.Errorf("spread %v–%v (%v), want 0.9–3", lo, hi, several)
+	}
+	md := string(Markdown(f))
+	for _, want := range []string{"median of the rounds", "| 1.20 (0.9–3.00) |", "cpu\\_us\\_per\\_change 40 (35–55)", "revision abc123"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestCollapseKeepsASingleRun(t *testing.T) {
+	r := churnRound(0, 0.9, 40, 0)
+	c, _ := Collapse(result.File{Runs: []result.Run{r}})
+	if len(c.Runs) != 1 || c.Runs[0].Metrics.Latency.P99 != 0.9 || strings.Contains(string(Markdown(result.File{Runs: []result.Run{r}})), "median of the rounds") {
+		t.Fatalf("a single run was changed: %+v", c.Runs)
+	}
+}
+
+func TestCollapseAllRoundsFailed(t *testing.T) {
+	f := result.File{Runs: []result.Run{
+		{System: result.SystemRedis, Scenario: result.ScenarioChurn, Round: 1, Error: "a"},
+		{System: result.SystemRedis, Scenario: result.ScenarioChurn, Round: 2, Error: "b"},
+	}}
+	c, _ := Collapse(f)
+	if len(c.Runs) != 1 || c.Runs[0].Error != "a" {
+		t.Fatalf("got %+v, want the first round's error", c.Runs)
+	}
+}
