@@ -83,7 +83,7 @@ run:
 # the JSON. It must finish in under 5 minutes on 2 cores. It is not part of
 # `make test`.
 bench: deps
-	$(GO) build -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
+	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	bin/presence-bench --out-dir bench/results --presenced bin/presenced
 
 # The resilience scenarios of issue 11 (crash, rolling restart, drop flaps,
@@ -91,7 +91,7 @@ bench: deps
 # outputs are left alone. PRESENCED_CONFIG_EXTRA is YAML merged into
 # presenced's config (keys the binary knows only).
 bench-resilience: deps
-	$(GO) build -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
+	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	bin/presence-bench --systems presenced-memory,presenced-redis,mosquitto-lastwill --scenarios crash,rolling,flap-drop,battle \
 		--out-dir bench/results --out-name resilience --presenced bin/presenced \
 		$(if $(PRESENCED_CONFIG_EXTRA),--presenced-config-extra '$(PRESENCED_CONFIG_EXTRA)')

@@ -71,3 +71,43 @@ func TestCollapseAllRoundsFailed(t *testing.T) {
 		t.Fatalf("got %+v, want the first round's error", c.Runs)
 	}
 }
+
+func TestPlotsDrawEveryMeasuredSystem(t *testing.T) {
+	run := func(sys string, round int, kib, det float64) []result.Run {
+		return []result.Run{
+			{System: sys, Scenario: result.ScenarioSteady, Round: round, Metrics: result.Metrics{RSSPerSessionKiB: kib}},
+			{System: sys, Scenario: result.ScenarioSilent, Round: round, Metrics: result.Metrics{DetectionLimitS: 4,
+				Detection: &result.Summary{N: 200, P50: det, P99: det, Max: det}}},
+		}
+	}
+	var f result.File
+	for round := 1; round <= 3; round++ {
+		f.Runs = append(f.Runs, run(result.SystemMemory, round, 30+float64(round), 3)...)
+		f.Runs = append(f.Runs, run(result.SystemMosquitto, round, 1.4, 3.7)...)
+	}
+	mem := string(MemorySVG(f))
+	for _, want := range []string{"presenced-memory: 32.0 KiB per session", "mosquitto-lastwill: 1.40 KiB", "target: 16 KiB", "Resident memory per session (steady)"} {
+		if !strings.Contains(mem, want) {
+			t.Errorf("memory plot lacks %q", want)
+		}
+	}
+	if !strings.Contains(mem, "<path d=\"M") {
+		t.Errorf("memory plot has no min–max whisker for the rounds that differ")
+	}
+	det := string(DetectionSVG(f))
+	for _, want := range []string{"presenced-memory: 3.00 seconds", "mosquitto-lastwill: 3.70 seconds", "limit 1.5 × keep-alive + 1 s = 4"} {
+		if !strings.Contains(det, want) {
+			t.Errorf("detection plot lacks %q:\n%s", want, det)
+		}
+	}
+	if s := string(MemorySVG(result.File{})); !strings.Contains(s, "not measured") {
+		t.Errorf("an empty file's plot does not say so")
+	}
+}
+
+func TestLinesSVG(t *testing.T) {
+	s := string(linesSVG("t", "offered", "p99 ms", []line{{label: "a", points: [][2]float64{{1000, 1}, {2000, 80}}, color: "#000"}}, []ref{{"50 ms", 50}}))
+	if strings.Count(s, "<circle") != 2 || !strings.Contains(s, "a: 80.0 p99 ms at 2,000") || !strings.Contains(s, "50 ms") {
+		t.Errorf("line plot:\n%s", s)
+	}
+}

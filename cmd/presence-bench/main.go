@@ -427,6 +427,8 @@ func writeOutputsNamed(dir, name string, f result.File) ([]string, error) {
 		{stamp + ".json", js},
 		{"latest.md", report.Markdown(f)},
 		{"latency.svg", report.LatencySVG(f)},
+		{"memory.svg", report.MemorySVG(f)},
+		{"detection.svg", report.DetectionSVG(f)},
 	}
 	var written []string
 	for _, x := range files {
