@@ -82,7 +82,9 @@ type config struct {
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
-	Repeat         int // rounds of every scenario against every system
+	Repeat         int      // rounds of every scenario against every system
+	Parallel       bool     // every system and round in a child process of its own, at the same time
+	Include        []string // result files whose runs join this one's
 
 	Log io.Writer // progress
 }
@@ -113,7 +115,14 @@ func cli(args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Command = commandLine(args)
-	f, err := runBench(cfg)
+	run := runBench
+	if cfg.Parallel {
+		run = func(cfg config) (result.File, error) { return runParallel(cfg, args) }
+	}
+	f, err := run(cfg)
+	if err == nil {
+		err = include(&f, cfg.Include)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "presence-bench: %v\n", err)
 		return 1
@@ -236,6 +245,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
 	fs.IntVar(&c.Repeat, "repeat", c.Repeat, "rounds: every scenario runs this many times against every system, one round of all of them after the other; the report gives the median of the rounds with min and max")
+	fs.BoolVar(&c.Parallel, "parallel", false, "run every system and round in a presence-bench child process of its own, all at the same time (for the memory scenario: brokers at rest; never for figures of speed)")
+	includes := fs.String("include", "", "comma-separated result files (JSON) whose runs join this run's output")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -251,6 +262,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.PresencedExtra, err = readExtra(*extra); err != nil {
 		return c, err
+	}
+	for _, p := range strings.Split(*includes, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			c.Include = append(c.Include, p)
+		}
 	}
 	if c.OutName == "" || strings.ContainsAny(c.OutName, "/\\") {
 		return c, errors.New("--out-name must be a plain file name")
