@@ -78,7 +78,7 @@ func (fakeStore) End(_ context.Context, a presence.EndArgs) error {
 	return nil
 }
 func (fakeStore) Update(context.Context, presence.SessionRef, presence.Update) error { return nil }
-func (fakeStore) SetAccount(context.Context, string, presence.AccountUpdate) error  { return nil }
+func (fakeStore) SetAccount(context.Context, string, presence.AccountUpdate) error   { return nil }
 func (fakeStore) Renew(context.Context, []presence.SessionRef, time.Duration) ([]presence.SessionRef, error) {
 	return nil, nil
 }
