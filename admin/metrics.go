@@ -34,6 +34,7 @@ func profiling(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index) // the index, and every named profile (heap, goroutine, allocs, ...)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol) // GET and POST
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
