@@ -203,7 +203,10 @@ func TestPprofToken(t *testing.T) {
 	if code, _ := adminDo(t, n.AdminAddr(), "/healthz", ""); code != http.StatusOK {
 		t.Errorf("GET /healthz without the token: %d", code)
 	}
-	scrapeMetrics(t, n.AdminAddr(), "Bearer "+token)
+	// 4 paths, each without and with a wrong token.
+	if got := scrapeMetrics(t, n.AdminAddr(), "Bearer "+token).value("presenced_admin_refused_total"); got != 8 {
+		t.Errorf("presenced_admin_refused_total %v, want 8", got)
+	}
 
 	open := startNode(t, nil)
 	if code, body := adminDo(t, open.AdminAddr(), "/debug/pprof/heap?debug=1", ""); code != http.StatusOK || !strings.Contains(string(body), "heap profile") {

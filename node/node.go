@@ -343,7 +343,7 @@ func (n *Node) listen() error {
 		}
 		n.adminLn = ln
 		src := n.adminSource()
-		var cs []prometheus.Collector
+		cs := []prometheus.Collector{collector{n}}
 		if n.Presence != nil {
 			cs = append(cs, n.Presence.Collector())
 		}
