@@ -13,9 +13,10 @@ GO ?= go
 # the tests that run processes of their own (the binary, several nodes, the
 # example program) or measure Redis: they do not depend on the form; and
 # those of what only the binary configures: its authentication and TLS
-# (TestAuth, TestTLS) and mochi's capabilities (TestCaps: packet size,
-# connections, session expiry), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes
+# (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
+# connections, session expiry) and the admin port's token in front of the
+# profiles (TestPprofToken), which an embedding program sets itself.
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
 test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover' ./integration/

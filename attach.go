@@ -256,6 +256,8 @@ type Plugin struct {
 
 	nodes nodes // presence/nodes/{node} (nodes.go)
 
+	meters *meters // what only the metrics count (metrics.go)
+
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
 
@@ -279,7 +281,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
-	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), nodes: newNodes()}
+	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), nodes: newNodes(), meters: newMeters()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -296,14 +298,14 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 			Client: p.redisC, Prefix: cfg.Redis.KeyPrefix, Node: cfg.NodeID,
 			Authoritative: cfg.Presence.AuthoritativeDevices,
 			NodeTTL:       cfg.Redis.NodeTTL.D(), Retention: cfg.Redis.Retention.D(),
-			Log: logFor("redis"), Report: p.feed.Push, Now: p.now,
+			Log: logFor("redis"), Report: p.push, Now: p.now,
 		})
 		p.store = p.redis
 	} else {
-		p.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), p.now, p.feed.Push)
+		p.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), p.now, p.push)
 	}
 
-	p.Tracker = tracker.New(p.store, tracker.Options{
+	p.Tracker = tracker.New(timedStore{p.store, p.meters}, tracker.Options{
 		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL.D(), Shards: trackerShards,
 		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
 		Log:    logFor("tracker"),
@@ -349,7 +351,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
 	p.Pacer = publisher.NewPacer(cfg.Presence.Pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.Publisher,
 		func(a presence.Aggregate) {
+			before := p.Publisher.Shown(a.User)
 			p.Publisher.Publish(a)
+			p.meters.published(a, before, p.Publisher.Shown(a.User), time.Now())
 			p.Board.Note(a)
 		})
 	p.joins = make(chan []roster.Change, 16)
@@ -454,7 +458,8 @@ func (p *Plugin) start(ctx context.Context) error {
 		})
 	} else {
 		p.every("reap", p.cfg.Presence.ReapInterval.D(), func(ctx context.Context) error {
-			_, err := p.store.Reap(ctx)
+			n, err := p.store.Reap(ctx)
+			p.meters.ended(presence.EndTimeout, int64(n))
 			return err
 		})
 	}
@@ -495,7 +500,8 @@ func (p *Plugin) renew(ctx context.Context) error {
 		return err
 	}
 	if p.redis != nil {
-		_, err := p.redis.Reap(ctx)
+		n, err := p.redis.Reap(ctx)
+		p.meters.ended(presence.EndTimeout, int64(n))
 		return err
 	}
 	return nil

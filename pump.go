@@ -112,11 +112,21 @@ func (p *Plugin) forget(before time.Time) {
 	}
 }
 
+// push is the store's Report: it stamps a change with when it reached
+// the node (for presenced_commit_to_publish_seconds) and queues it.
+func (p *Plugin) push(e store.Event) {
+	if e.Kind == store.Changed {
+		e.At = time.Now()
+	}
+	p.feed.Push(e)
+}
+
 // handle acts on events of the feed, in order.
 func (p *Plugin) handle(events []store.Event) {
 	for _, e := range events {
 		switch e.Kind {
 		case store.Changed:
+			p.meters.committed(e, p.Publisher.Shown(e.Aggregate.User).Version)
 			p.Pacer.Offer(e.Aggregate, e.Cause, p.now())
 		case store.Reset:
 			p.Tracker.Reassert()
@@ -129,6 +139,7 @@ func (p *Plugin) handle(events []store.Event) {
 			p.applyBatch(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
+			p.meters.ended(presence.EndNodeLost, int64(e.Sessions))
 			p.nodeLost(e)
 		case store.NodeAnnounced:
 			p.nodeAnnounced(e.NodeStatus)
@@ -231,6 +242,7 @@ func (p *Plugin) auditOnce() {
 		switch {
 		case err == nil:
 			ended++
+			p.meters.ended(presence.EndTimeout, 1)
 		case errors.Is(err, presence.ErrStaleEpoch), errors.Is(err, presence.ErrNotLive):
 			// ended or taken over since it was read
 		default:

@@ -53,6 +53,12 @@ type Source struct {
 	// Drain starts draining the node, which then stops; it returns at once
 	// (false: a drain had begun already). Nil: no drain endpoint.
 	Drain func() bool
+	// Metrics serves GET /metrics (see Metrics). Nil: no metrics endpoint.
+	Metrics http.Handler
+	// Pprof serves Go's profiles at /debug/pprof/. They tell much about
+	// the process (its command line among them): serve them only behind a
+	// Token, or on loopback, as the binary does.
+	Pprof bool
 }
 
 // Limits of the admin API.
@@ -83,6 +89,8 @@ const (
 //	DELETE /api/v1/groups/{group}       the group removed
 //	POST /api/v1/groups/{group}/members {"users":[...]}: added
 //	DELETE /api/v1/groups/{group}/members/{user}
+//	GET /metrics                        Prometheus metrics (with Source.Metrics)
+//	GET /debug/pprof/...                Go's profiles, net/http/pprof (with Source.Pprof)
 //
 // The writes answer 403 unless the API is guarded by a token.
 func Handler(src Source) http.Handler {
@@ -184,6 +192,12 @@ func Handler(src Source) http.Handler {
 	}
 	if src.Group != nil {
 		groupRoutes(mux, src)
+	}
+	if src.Metrics != nil {
+		mux.Handle("GET /metrics", src.Metrics)
+	}
+	if src.Pprof {
+		profiling(mux)
 	}
 	return mux
 }

@@ -146,8 +146,12 @@ func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ..
 		t.Fatal(err)
 	}
 	n.adminAddr = ln.Addr().String()
+	metrics, err := admin.Metrics(p.Collector())
+	if err != nil {
+		t.Fatal(err)
+	}
 	hs := &http.Server{Handler: admin.Handler(admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User,
-		Stats: func() any { return p.Stats() }, Held: p.Held, Holds: p.Holds, Battles: p.Battles}), ReadHeaderTimeout: 10 * time.Second}
+		Stats: func() any { return p.Stats() }, Held: p.Held, Holds: p.Holds, Battles: p.Battles, Metrics: metrics}), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = hs.Serve(ln) }()
 	// mochi's WebSocket listener binds in Serve: wait until it answers.

@@ -23,6 +23,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	mochiauth "github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	presenced "github.com/presenced/presenced"
@@ -341,7 +342,17 @@ func (n *Node) listen() error {
 			return fmt.Errorf("admin.addr %s: %w", n.cfg.Admin.Addr, err)
 		}
 		n.adminLn = ln
-		h := admin.Handler(n.adminSource())
+		src := n.adminSource()
+		cs := []prometheus.Collector{collector{n}}
+		if n.Presence != nil {
+			cs = append(cs, n.Presence.Collector())
+		}
+		if src.Metrics, err = admin.Metrics(cs...); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		src.Pprof = true // behind the token, or on loopback (configs refuses a wider address without one)
+		h := admin.Handler(src)
 		if n.adminToken != nil {
 			h = n.adminToken.Wrap(h)
 		}

@@ -79,6 +79,11 @@ type Event struct {
 	Delta *roster.Delta
 	// NodeStatus is a node's announcement (NodeAnnounced).
 	NodeStatus presence.NodeStatus
+	// At is when the node received the change (Changed), on the monotonic
+	// clock, set by whoever pushes it (zero: not known). With the memory
+	// store that is the commit; with Redis, the arrival of the feed message.
+	// A change that replaces a waiting one brings its own.
+	At time.Time
 }
 
 // Feed is a store's change feed: a queue that never blocks the store, which

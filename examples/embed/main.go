@@ -99,9 +99,13 @@ func main() {
 	if err := srv.Serve(); err != nil {
 		fatal(log, "serve", err)
 	}
+	metrics, err := admin.Metrics(p.Collector()) // GET /metrics: presence's, Go's and the process's
+	if err != nil {
+		fatal(log, "metrics", err)
+	}
 	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(admin.Source{
 		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
-		Held: p.Held, Holds: p.Holds, Battles: p.Battles,
+		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Metrics: metrics,
 	})}
 	go func() {
 		if err := api.ListenAndServe(); err != nil && err != http.ErrServerClosed {

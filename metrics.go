@@ -1,0 +1,153 @@
+package presenced
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/store"
+)
+
+// The metrics of presence (Prometheus): what the stages already count as
+// atomics is read at scrape time (Collect); what nothing counted yet is
+// counted here, with atomics indexed by label so that the hot path never
+// allocates nor looks a label up. Only the two histograms observe on the
+// way (store calls, and publishes).
+
+// statuses are the values of the status label, most available first.
+var statuses = [...]presence.Status{presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND, presence.Offline}
+
+// statusIndex returns s's index in statuses (len(statuses): none, or unknown).
+func statusIndex(s presence.Status) int {
+	for i, v := range statuses {
+		if v == s {
+			return i
+		}
+	}
+	return len(statuses)
+}
+
+// endReasons are the values of the reason label.
+var endReasons = [...]presence.EndReason{
+	presence.EndClean, presence.EndNetwork, presence.EndTimeout, presence.EndKicked,
+	presence.EndTakeover, presence.EndDrain, presence.EndShutdown, presence.EndNodeLost,
+}
+
+func reasonIndex(r presence.EndReason) int {
+	for i, v := range endReasons {
+		if v == r {
+			return i
+		}
+	}
+	return len(endReasons)
+}
+
+// storeOps are the values of the op label: the tracker's store calls.
+const (
+	opOpen = iota
+	opEnd
+	opUpdate
+	opAccount
+	opRenew
+	nOps
+)
+
+var storeOpNames = [nOps]string{"open", "end", "update", "account", "renew"}
+
+// Buckets, in seconds. A store call is microseconds in memory and a round
+// trip with Redis; a publish may be held seconds on purpose (the pacing).
+var (
+	storeOpBuckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	publishBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// meters is what presence counts only for the metrics.
+type meters struct {
+	storeOp      *prometheus.HistogramVec
+	storeOps     [nOps]prometheus.Observer // storeOp's children, resolved once
+	publishDelay prometheus.Histogram
+
+	// ends counts the sessions ended, by endReasons index (the last: any
+	// other reason).
+	ends [len(endReasons) + 1]atomic.Int64
+	// shown counts status changes observers were shown, from (statuses
+	// index; len(statuses): nothing shown before) to.
+	shown [len(statuses) + 1][len(statuses) + 1]atomic.Int64
+
+	mu      sync.Mutex
+	commits map[string]commit // users with a committed change not yet shown
+}
+
+// commit is the newest committed change of a user not yet shown.
+type commit struct {
+	version uint64
+	at      time.Time
+}
+
+func newMeters() *meters {
+	m := &meters{
+		storeOp: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "presenced_store_operation_duration_seconds",
+			Help:    "Time the store took to answer one of the tracker's calls (open, end, update, account, renew), failed calls included.",
+			Buckets: storeOpBuckets,
+		}, []string{"op"}),
+		publishDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "presenced_commit_to_publish_seconds",
+			Help: "Time from a committed change reaching this node (memory store: its commit; Redis: the arrival of its feed message) " +
+				"to its retained publish, the pacing's deliberate holds (offline grace, debounce, dwell, publish rate) included.",
+			Buckets: publishBuckets,
+		}),
+		commits: make(map[string]commit),
+	}
+	for i, op := range storeOpNames {
+		m.storeOps[i] = m.storeOp.WithLabelValues(op)
+	}
+	return m
+}
+
+// ended counts n sessions ended for reason r.
+func (m *meters) ended(r presence.EndReason, n int64) { m.ends[reasonIndex(r)].Add(n) }
+
+// committed notes a committed change reaching the node (a Changed event)
+// that is newer than what observers were shown.
+func (m *meters) committed(e store.Event, shown uint64) {
+	if e.At.IsZero() || e.Aggregate.Version <= shown {
+		return
+	}
+	m.mu.Lock()
+	if c, ok := m.commits[e.Aggregate.User]; !ok || c.version < e.Aggregate.Version {
+		m.commits[e.Aggregate.User] = commit{version: e.Aggregate.Version, at: e.At}
+	}
+	m.mu.Unlock()
+}
+
+// published notes what a publish of a changed: observers were shown before,
+// now after (after.Version == a.Version when the publish went out).
+func (m *meters) published(a presence.Aggregate, before, after presence.Shown, now time.Time) {
+	if after.Version != a.Version || before.Version >= a.Version {
+		return // not published (old), or published by someone else
+	}
+	if before.Status != a.Status {
+		m.shown[statusIndex(before.Status)][statusIndex(a.Status)].Add(1)
+	}
+	m.mu.Lock()
+	c, ok := m.commits[a.User]
+	if ok && c.version <= a.Version {
+		delete(m.commits, a.User)
+	}
+	m.mu.Unlock()
+	if ok && c.version == a.Version {
+		m.publishDelay.Observe(now.Sub(c.at).Seconds())
+	}
+}
+
+// pending returns how many users have a committed change not yet shown
+// that is being timed.
+func (m *meters) pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.commits)
+}
