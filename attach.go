@@ -452,7 +452,10 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.announceLoop()
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
 	if p.redis != nil {
-		p.every("sweep", p.cfg.Redis.SweepInterval.D(), func(ctx context.Context) error {
+		// A dead node's sessions are ended a pipelined chunk at a time,
+		// resumably; tens of thousands take longer than one interval.
+		sweep := p.cfg.Redis.SweepInterval.D()
+		p.everyWithin("sweep", sweep, max(sweep, p.cfg.Redis.NodeTTL.D()), func(ctx context.Context) error {
 			_, err := p.redis.Sweep(ctx)
 			return err
 		})

@@ -264,6 +264,12 @@ func (p *Plugin) auditOnce() {
 // every runs fn every interval until Stop; each run gets the interval as
 // its deadline.
 func (p *Plugin) every(name string, interval time.Duration, fn func(context.Context) error) {
+	p.everyWithin(name, interval, interval, fn)
+}
+
+// everyWithin runs fn every interval until Stop; each run gets budget as
+// its deadline (a run that outlasts the interval delays the next one).
+func (p *Plugin) everyWithin(name string, interval, budget time.Duration, fn func(context.Context) error) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -274,10 +280,10 @@ func (p *Plugin) every(name string, interval time.Duration, fn func(context.Cont
 			case <-p.stop:
 				return
 			case <-t.C:
-				ctx, cancel := context.WithTimeout(context.Background(), interval)
+				ctx, cancel := context.WithTimeout(context.Background(), budget)
 				if err := fn(ctx); err != nil {
 					ev := p.log.Warn()
-					if errors.Is(err, store.ErrUnavailable) {
+					if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 						ev = p.log.Debug() // the store logs an outage once
 					}
 					ev.Err(err).Str("loop", name).Msg("periodic task failed")

@@ -21,7 +21,7 @@ import (
 func (r *Redis) Sweep(ctx context.Context) (int, error) {
 	members, err := r.c.SMembers(ctx, r.k.registry()).Result()
 	if err != nil {
-		return 0, r.fail("sweep", err)
+		return 0, r.sweepFailed(err)
 	}
 	self := member(r.node, r.Incarnation())
 	ended := 0
@@ -35,7 +35,7 @@ func (r *Redis) Sweep(ctx context.Context) (int, error) {
 		}
 		live, err := r.c.Get(ctx, r.k.node(node)).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return ended, r.fail("sweep", err)
+			return ended, r.sweepFailed(err)
 		}
 		now := r.now()
 		doubt := r.doubt(time.Now()) // failoverAt is in the process's clock
@@ -62,9 +62,15 @@ func (r *Redis) Sweep(ctx context.Context) (int, error) {
 	return ended, nil
 }
 
+// sweepChunk is how many users a sweep ends in one pipelined round trip.
+const sweepChunk = 256
+
+// nodeUser is a user in one of an incarnation's sets.
+type nodeUser struct{ set, user string }
+
 // members reads the sets (pipelined: on a cluster, one round trip per
 // master) and returns their members.
-func (r *Redis) members(ctx context.Context, sets []string) ([]string, error) {
+func (r *Redis) members(ctx context.Context, sets []string) ([]nodeUser, error) {
 	cmds := make([]*redis.StringSliceCmd, len(sets))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range sets {
@@ -73,16 +79,31 @@ func (r *Redis) members(ctx context.Context, sets []string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, r.fail("sweep", err)
+		return nil, r.sweepFailed(err)
 	}
-	var users []string
-	for _, c := range cmds {
-		users = append(users, c.Val()...)
+	var users []nodeUser
+	for i, c := range cmds {
+		for _, u := range c.Val() {
+			users = append(users, nodeUser{sets[i], u})
+		}
 	}
 	return users, nil
 }
 
-// sweep ends every session of one dead incarnation, then forgets it.
+// sweepFailed is r.fail for the sweep, except that the sweep's own
+// deadline is no outage: a sweep that runs out of time goes on where it
+// stopped at the next pass.
+func (r *Redis) sweepFailed(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	return r.fail("sweep", err)
+}
+
+// sweep ends every session of one dead incarnation, then forgets it. It
+// ends its users a pipelined chunk at a time and takes each ended one out
+// of the incarnation's sets, so that a sweep stopped by its deadline (or
+// an outage) resumes where it stopped instead of starting again.
 func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 	m := member(node, inc)
 	sets := r.k.allNodeUsers(m)
@@ -91,13 +112,15 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 		return 0, err
 	}
 	ended := 0
-	for _, u := range users {
-		n, err := scriptEndNode.Run(ctx, r.c, []string{r.k.user(u)},
-			node, inc, string(presence.EndNodeLost), r.auth, r.k.feed(), ms(r.retention)).Int()
-		if err != nil {
-			return ended, r.fail("sweep", err)
-		}
+	for len(users) > 0 {
+		chunk := users[:min(sweepChunk, len(users))]
+		users = users[len(chunk):]
+		n, err := r.endNodeUsers(ctx, node, inc, chunk)
 		ended += n
+		if err != nil {
+			r.stats.swept.Add(int64(ended))
+			return ended, err
+		}
 	}
 	r.stats.swept.Add(int64(ended))
 	if _, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -106,10 +129,46 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 		}
 		return nil
 	}); err != nil {
-		return ended, r.fail("sweep", err)
+		return ended, r.sweepFailed(err)
 	}
 	if err := r.c.SRem(ctx, r.k.registry(), m).Err(); err != nil {
-		return ended, r.fail("sweep", err)
+		return ended, r.sweepFailed(err)
+	}
+	return ended, nil
+}
+
+// endNodeUsers ends the sessions of incarnation inc of node held by users,
+// in one pipelined round trip; each user leaves the incarnation's set in
+// the same script. It returns how many sessions it ended.
+func (r *Redis) endNodeUsers(ctx context.Context, node, inc string, users []nodeUser) (int, error) {
+	args := func(u nodeUser) ([]string, []any) {
+		return []string{r.k.user(u.user), u.set}, []any{node, inc, string(presence.EndNodeLost), r.auth, r.k.feed(), ms(r.retention), u.user}
+	}
+	cmds := make([]*redis.Cmd, len(users))
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, u := range users {
+			keys, a := args(u)
+			cmds[i] = scriptEndNode.EvalSha(ctx, p, keys, a...)
+		}
+		return nil
+	})
+	ended := 0
+	for i, c := range cmds {
+		n, cerr := c.Int()
+		if isNoScript(cerr) { // first use on this server (a promoted replica): the slow way
+			keys, a := args(users[i])
+			n, cerr = scriptEndNode.Run(ctx, r.c, keys, a...).Int()
+		}
+		if cerr != nil {
+			if err == nil || isNoScript(err) {
+				err = cerr
+			}
+			continue
+		}
+		ended += n
+	}
+	if err != nil && !isNoScript(err) {
+		return ended, r.sweepFailed(err)
 	}
 	return ended, nil
 }

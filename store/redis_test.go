@@ -667,3 +667,55 @@ func TestRedisAnnounceNode(t *testing.T) {
 		t.Errorf("bad announcement: %v", err)
 	}
 }
+
+// A sweep of many sessions stopped by its deadline is no outage, and the
+// next pass goes on where it stopped: the sessions it ended are out of the
+// dead incarnation's set.
+func TestRedisSweepResumesAfterItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	dead, _ := newRedisStore(t, c, "dead")
+	alive, _ := newRedisStore(t, c, "alive")
+	const n = 3000
+	for i := range n {
+		if _, err := dead.Open(ctx, presence.OpenArgs{User: fmt.Sprintf("u%d", i), ID: "d", Node: "dead", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := dead.k.allNodeUsers(member("dead", dead.Incarnation()))[0]
+	dead.halt()
+	outages := alive.Stats().Outages
+	total, passes, interrupted := 0, 0, 0
+	testkit.Wait(t, 30*time.Second, "the dead node swept", func() error {
+		before, err := c.SCard(ctx, set).Result()
+		if err != nil {
+			return err
+		}
+		pctx, cancel := context.WithTimeout(ctx, 15*time.Millisecond)
+		got, err := alive.Sweep(pctx)
+		cancel()
+		total += got
+		passes++
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("pass %d: %v, want only the deadline", passes, err)
+			}
+			interrupted++
+			if after, _ := c.SCard(ctx, set).Result(); got > 0 && after != before-int64(got) {
+				t.Fatalf("pass %d ended %d sessions but the set went from %d to %d: a next pass starts again", passes, got, before, after)
+			}
+		}
+		return testkit.Why(total >= n, fmt.Sprintf("%d of %d ended in %d passes", total, n, passes))
+	})
+	if total != n {
+		t.Fatalf("ended %d sessions, want %d", total, n)
+	}
+	if o := alive.Stats().Outages; o != outages {
+		t.Fatalf("the sweep's own deadline counted as %d outages", o-outages)
+	}
+	if ok, _ := c.SIsMember(ctx, alive.k.registry(), member("dead", dead.Incarnation())).Result(); ok {
+		t.Fatalf("the swept incarnation is still registered")
+	}
+	t.Logf("%d sessions swept in %d passes of 15 ms (%d stopped by the deadline)", n, passes, interrupted)
+}

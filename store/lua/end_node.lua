@@ -1,10 +1,14 @@
 -- end_node.lua: end the user's live sessions held by one incarnation of a
 -- node that is gone. Idempotent: nodes racing to do it give one result.
--- KEYS[1] user record
+-- KEYS[1] user record  KEYS[2] (optional) the incarnation's set of users
+-- holding the user (same slot), which the user leaves in the same step, so
+-- that a sweep cut short goes on where it stopped
 -- ARGV[1] node  ARGV[2] incarnation  ARGV[3] reason
 -- ARGV[4] authoritative devices  ARGV[5] channel  ARGV[6] retention (ms)
+-- ARGV[7] the user's name (with KEYS[2])
 -- Returns the number of sessions ended.
 local key = KEYS[1]
+if KEYS[2] then redis.call('SREM', KEYS[2], ARGV[7]) end
 local rec, sess = load(key)
 local now = now_ms()
 local gone = {}
