@@ -268,6 +268,14 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 
 	// Connect everything at once; time until every observer shows every
 	// user online.
+	cPre, err := totalCommands(masters)
+	if err != nil {
+		return err
+	}
+	memPre, err := usedMemory(masters)
+	if err != nil {
+		return err
+	}
 	t0 := mono()
 	for _, w := range ws {
 		if err := w.send("connect"); err != nil {
@@ -315,6 +323,13 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	r.Metrics.ConvergeMs = round1(ms(allOnline))
 	if failed > 0 {
 		e.note("%d sessions failed to connect: all-online is timed by polling (250 ms) for the %d that did", failed, ok)
+	}
+
+	if cConn, err := totalCommands(masters); err == nil {
+		r.Extra["connect_redis_cmds_per_session"] = round3(float64(cConn-cPre) / float64(ok))
+	}
+	if mem, err := usedMemory(masters); err == nil {
+		r.Extra["redis_used_memory_bytes_per_user"] = round1(float64(mem-memPre) / float64(ok))
 	}
 
 	// Steady state: every session idle, pinging at its keep-alive.
@@ -381,6 +396,10 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	// Propagation at a steady rate of status changes, spread evenly over
 	// the nodes.
 	if cfg.Changes > 0 {
+		cCh0, err := totalCommands(masters)
+		if err != nil {
+			return err
+		}
 		rate := cfg.Rate / float64(nodes)
 		for i, w := range ws {
 			count := cfg.Changes / nodes
@@ -425,6 +444,9 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			e.sleepUntil(mono() + 500*time.Millisecond)
 		}
 		r.Metrics.Latency = summarize(cross)
+		if cCh1, err := totalCommands(masters); err == nil && made > 0 {
+			r.Extra["change_redis_cmds_per_change"] = round3(float64(cCh1-cCh0) / float64(made))
+		}
 		if s := summarize(same); s != nil {
 			r.Extra["same_node_latency_p50_ms"] = s.P50
 			r.Extra["same_node_latency_p99_ms"] = s.P99
@@ -774,4 +796,48 @@ func freeBusPort() (int, error) {
 func lastLines(s string, n int) string {
 	ls := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(ls[max(0, len(ls)-n):], "\n")
+}
+
+// totalCommands is the commands the masters processed, from INFO
+// commandstats (the bench's own INFO left out, as commandDelta does).
+func totalCommands(masters []*redisServer) (int64, error) {
+	var sum int64
+	for _, m := range masters {
+		cs, err := m.commandStats()
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO: %w", err)
+		}
+		for name, v := range cs {
+			if name != "info" {
+				sum += v
+			}
+		}
+	}
+	return sum, nil
+}
+
+// usedMemory is the sum of INFO memory's used_memory over the masters.
+func usedMemory(masters []*redisServer) (int64, error) {
+	var sum int64
+	for _, m := range masters {
+		body, err := m.info("memory")
+		if err != nil {
+			return 0, fmt.Errorf("redis INFO: %w", err)
+		}
+		found := false
+		for _, l := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("redis INFO used_memory %q: %w", v, err)
+				}
+				sum += n
+				found = true
+			}
+		}
+		if !found {
+			return 0, errors.New("redis INFO memory: no used_memory")
+		}
+	}
+	return sum, nil
 }

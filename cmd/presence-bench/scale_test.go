@@ -202,7 +202,8 @@ func TestScaleSmoke(t *testing.T) {
 	x := r.Extra
 	for _, k := range []string{"all_online_s", "all_online_s_obs1", "all_online_s_obs2", "all_online_s_obs3", "connect_s",
 		"steady_redis_cmds_per_s", "steady_redis_cmds_per_s_master1", "steady_redis_cmds_per_s_master2", "steady_redis_cmds_per_s_master3",
-		"steady_pingreq_per_s", "reap_s", "reap_s_obs1", "reap_s_obs2", "node_ttl_s", "final_wrong", "changes_made"} {
+		"steady_pingreq_per_s", "reap_s", "reap_s_obs1", "reap_s_obs2", "node_ttl_s", "final_wrong", "changes_made",
+		"connect_redis_cmds_per_session", "redis_used_memory_bytes_per_user", "change_redis_cmds_per_change"} {
 		if _, ok := x[k]; !ok {
 			t.Errorf("no %s in %v (notes %v)", k, x, r.Notes)
 		}
@@ -212,6 +213,11 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	if x["all_online_s"] <= 0 || x["all_online_s"] > 30 {
 		t.Errorf("all_online_s %v", x["all_online_s"])
+	}
+	// A connect and a change each take at least one script; a user takes
+	// some memory in Redis.
+	if x["connect_redis_cmds_per_session"] < 1 || x["change_redis_cmds_per_change"] < 1 || x["redis_used_memory_bytes_per_user"] <= 0 {
+		t.Errorf("per session %v, per change %v commands; %v bytes per user", x["connect_redis_cmds_per_session"], x["change_redis_cmds_per_change"], x["redis_used_memory_bytes_per_user"])
 	}
 	if x["steady_redis_cmds_per_s"] <= 0 {
 		t.Errorf("no Redis commands at steady state: %v", x)
