@@ -268,7 +268,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 
 	// Connect everything at once; time until every observer shows every
 	// user online.
-	cPre, err := totalCommands(masters)
+	cPre, err := allCommandStats(masters)
 	if err != nil {
 		return err
 	}
@@ -325,8 +325,8 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		e.note("%d sessions failed to connect: all-online is timed by polling (250 ms) for the %d that did", failed, ok)
 	}
 
-	if cConn, err := totalCommands(masters); err == nil {
-		r.Extra["connect_redis_cmds_per_session"] = round3(float64(cConn-cPre) / float64(ok))
+	if cConn, err := allCommandStats(masters); err == nil {
+		e.phaseCommands("connect_redis_cmds_per_session", "from the connects until all-online", cPre, cConn, ok)
 	}
 	if mem, err := usedMemory(masters); err == nil {
 		r.Extra["redis_used_memory_bytes_per_user"] = round1(float64(mem-memPre) / float64(ok))
@@ -396,7 +396,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	// Propagation at a steady rate of status changes, spread evenly over
 	// the nodes.
 	if cfg.Changes > 0 {
-		cCh0, err := totalCommands(masters)
+		cCh0, err := allCommandStats(masters)
 		if err != nil {
 			return err
 		}
@@ -444,8 +444,8 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			e.sleepUntil(mono() + 500*time.Millisecond)
 		}
 		r.Metrics.Latency = summarize(cross)
-		if cCh1, err := totalCommands(masters); err == nil && made > 0 {
-			r.Extra["change_redis_cmds_per_change"] = round3(float64(cCh1-cCh0) / float64(made))
+		if cCh1, err := allCommandStats(masters); err == nil {
+			e.phaseCommands("change_redis_cmds_per_change", "during the status changes (until every observer saw them; steady-state commands included)", cCh0, cCh1, made)
 		}
 		if s := summarize(same); s != nil {
 			r.Extra["same_node_latency_p50_ms"] = s.P50
@@ -798,22 +798,41 @@ func lastLines(s string, n int) string {
 	return strings.Join(ls[max(0, len(ls)-n):], "\n")
 }
 
-// totalCommands is the commands the masters processed, from INFO
-// commandstats (the bench's own INFO left out, as commandDelta does).
-func totalCommands(masters []*redisServer) (int64, error) {
-	var sum int64
+// allCommandStats is INFO commandstats summed over the masters: calls per
+// command (a Lua script's own calls included, as Redis counts them).
+func allCommandStats(masters []*redisServer) (map[string]int64, error) {
+	sum := map[string]int64{}
 	for _, m := range masters {
 		cs, err := m.commandStats()
 		if err != nil {
-			return 0, fmt.Errorf("redis INFO: %w", err)
+			return nil, fmt.Errorf("redis INFO: %w", err)
 		}
 		for name, v := range cs {
-			if name != "info" {
-				sum += v
-			}
+			sum[name] += v
 		}
 	}
 	return sum, nil
+}
+
+// phaseCommands records the commands between two allCommandStats readings
+// per unit (per session, per change) in Extra under key, and each
+// command's calls in a note.
+func (e *runEnv) phaseCommands(key, what string, c0, c1 map[string]int64, units int) {
+	d := commandDelta(c0, c1)
+	var total int64
+	parts := make([]string, 0, len(d))
+	for _, c := range d {
+		calls := c.calls
+		if c.name == "info" {
+			continue // the bench's own readings
+		}
+		total += calls
+		parts = append(parts, c.name+" "+strconv.FormatInt(calls, 10))
+	}
+	if units > 0 {
+		e.run.Extra[key] = round3(float64(total) / float64(units))
+	}
+	e.note("Redis commands %s (INFO commandstats on every master, a script's own calls included): %d: %s", what, total, strings.Join(parts, ", "))
 }
 
 // usedMemory is the sum of INFO memory's used_memory over the masters.
