@@ -18,7 +18,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,6 +187,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	r.Params["window_s"] = cfg.Window.Seconds()
 	r.Params["observers"] = nodes
 	r.Params["worker_processes"] = nodes
+	r.Params["nodes_without_sessions"] = 1
 
 	// The cluster.
 	t := mono()
@@ -231,6 +231,23 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		ns = append(ns, s)
 	}
 	e.sys = ns[0]
+	// A further node with no session and no observer: what a node pays
+	// for the users of the whole cluster (each node keeps every user's
+	// retained presence). Stopped cleanly after the steady-state reading.
+	bare := &system{name: result.SystemRedis, paths: e.cfg.Paths, dir: dir, redis: masters[0], pacingOff: true,
+		extra: extra, nodeID: "scale-nosessions"}
+	if bare.mqttPort, err = freePort(); err != nil {
+		return err
+	}
+	if bare.adminPort, err = freePort(); err != nil {
+		return err
+	}
+	procs.mu.Lock()
+	procs.nodes = append(procs.nodes, bare)
+	procs.mu.Unlock()
+	if err := bare.start(); err != nil {
+		return fmt.Errorf("node %s: %w", bare.node(), err)
+	}
 
 	// One observer per node.
 	obs := make([]*observer, nodes)
@@ -268,6 +285,18 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 
 	// Connect everything at once; time until every observer shows every
 	// user online.
+	// RSS of every node before any session (the observers connected).
+	time.Sleep(300 * time.Millisecond)
+	rss0 := make([]int64, len(ns))
+	for i, s := range ns {
+		if rss0[i], err = s.rssKiB(); err != nil {
+			return err
+		}
+	}
+	bare0, err := bare.rssKiB()
+	if err != nil {
+		return err
+	}
 	cPre, err := allCommandStats(masters)
 	if err != nil {
 		return err
@@ -337,17 +366,47 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		e.note("a node still had presence work pending 30 s after all-online")
 	}
 	e.sleepUntil(mono() + cfg.Settle)
-	var rss []float64
-	for _, s := range ns {
-		if kib, err := s.rssKiB(); err == nil {
-			rss = append(rss, float64(kib)/1024)
+	var rssMax, grown float64
+	for i, s := range ns {
+		kib, err := s.rssKiB()
+		if err != nil {
+			return err
 		}
+		rssMax = max(rssMax, float64(kib)/1024)
+		grown += float64(kib - rss0[i])
 	}
-	if len(rss) > 0 {
-		sort.Float64s(rss)
-		r.Extra["node_rss_mib_max"] = round1(rss[len(rss)-1])
-		r.Metrics.RSSMiB = round1(rss[len(rss)-1])
+	r.Extra["node_rss_mib_max"] = round1(rssMax)
+	r.Metrics.RSSMiB = round1(rssMax)
+	if bare1, err := bare.rssKiB(); err == nil {
+		perUser := float64(bare1-bare0) / float64(ok)
+		r.Extra["nosessions_node_rss_mib"] = round1(float64(bare1) / 1024)
+		r.Extra["node_rss_kib_per_cluster_user"] = round3(perUser)
+		// What a node's own sessions add beyond what every node pays for
+		// the cluster's users.
+		r.Extra["node_rss_kib_per_local_session"] = round3((grown/float64(len(ns)) - float64(bare1-bare0)) / (float64(ok) / float64(len(ns))))
 	}
+	// The bare node stops cleanly; the others sweep its incarnation (with
+	// no session: its per-slot user sets), which must not fall in the
+	// window.
+	lost0 := 0.0
+	for _, s := range ns {
+		lost0 += max(0, statNumber(s, "redis_nodes_lost"))
+	}
+	bare.term(10 * time.Second)
+	tb := mono()
+	if e.waitUntil(mono()+ttl+sweep+10*time.Second, func() bool {
+		lost := 0.0
+		for _, s := range ns {
+			lost += max(0, statNumber(s, "redis_nodes_lost"))
+		}
+		return lost > lost0
+	}) {
+		r.Extra["nosessions_node_swept_s"] = round3((mono() - tb).Seconds())
+	} else {
+		e.note("the node without sessions, stopped cleanly, was not swept within node_ttl + sweep_interval + 10 s")
+	}
+	e.waitUntil(mono()+30*time.Second, func() bool { return quiet(ns...) })
+	e.sleepUntil(mono() + time.Second)
 	c0 := make([]map[string]int64, len(masters))
 	for i, m := range masters {
 		if c0[i], err = m.commandStats(); err != nil {

@@ -203,7 +203,8 @@ func TestScaleSmoke(t *testing.T) {
 	for _, k := range []string{"all_online_s", "all_online_s_obs1", "all_online_s_obs2", "all_online_s_obs3", "connect_s",
 		"steady_redis_cmds_per_s", "steady_redis_cmds_per_s_master1", "steady_redis_cmds_per_s_master2", "steady_redis_cmds_per_s_master3",
 		"steady_pingreq_per_s", "reap_s", "reap_s_obs1", "reap_s_obs2", "node_ttl_s", "final_wrong", "changes_made",
-		"connect_redis_cmds_per_session", "redis_used_memory_bytes_per_user", "change_redis_cmds_per_change"} {
+		"connect_redis_cmds_per_session", "redis_used_memory_bytes_per_user", "change_redis_cmds_per_change",
+		"nosessions_node_rss_mib", "node_rss_kib_per_cluster_user", "node_rss_kib_per_local_session"} {
 		if _, ok := x[k]; !ok {
 			t.Errorf("no %s in %v (notes %v)", k, x, r.Notes)
 		}
