@@ -228,16 +228,17 @@ func TestScaleSmoke(t *testing.T) {
 		t.Errorf("per-master commands add up to %v, the total is %v", perMaster, x["steady_redis_cmds_per_s"])
 	}
 	// Every change is seen by the two observers on the other nodes.
-	if l := r.Metrics.Latency; l == nil || l.N != 2*60 || l.P99 <= 0 || l.P99 > 1000 {
-		t.Errorf("cross-node latency %+v, want 120 samples under 1 s (notes %v)", l, r.Notes)
+	// A sanity bound, not a performance target: the machine is shared.
+	if l := r.Metrics.Latency; l == nil || l.N != 2*60 || l.P99 <= 0 || l.P99 > 5000 {
+		t.Errorf("cross-node latency %+v, want 120 samples under 5 s (notes %v)", l, r.Notes)
 	}
 	if _, ok := x["changes_not_seen"]; ok {
 		t.Errorf("changes not seen: %v", x["changes_not_seen"])
 	}
 	// The reap: the record expires within node_ttl; a survivor sweeps within
 	// sweep_interval after; then the offline states reach the observers.
-	if x["reap_s"] <= 0 || x["reap_s"] > 3+0.5+2 {
-		t.Errorf("reap_s %v, want within node_ttl + sweep_interval + 2 s (notes %v)", x["reap_s"], r.Notes)
+	if x["reap_s"] <= 0 || x["reap_s"] > 3+0.5+3 {
+		t.Errorf("reap_s %v, want within node_ttl + sweep_interval + 3 s (extra %v, notes %v)", x["reap_s"], x, r.Notes)
 	}
 	if x["node_ttl_s"] != 3 || x["final_wrong"] != 0 {
 		t.Errorf("node_ttl_s %v, final_wrong %v", x["node_ttl_s"], x["final_wrong"])

@@ -327,7 +327,8 @@ func (w *worker) shutdown() {
 type scaleChange struct {
 	user string
 	tag  string
-	at   time.Duration // on the parent's monotonic clock
+	wall int64         // as the worker stamped it: Unix ns
+	at   time.Duration // on the parent's monotonic clock (changesMade)
 }
 
 // scaleWorker is a running scale-worker child process.
@@ -348,8 +349,9 @@ type scaleWorker struct {
 }
 
 // wallOffset converts the workers' wall-clock stamps to the parent's
-// monotonic clock: mono = wall − wallOffset.
-var wallOffset = time.Duration(time.Now().UnixNano()) - mono()
+// monotonic clock: mono = wall − wallOffset. It is read when the stamps
+// are converted, so that a wall clock slewed by NTP moves it little.
+func wallOffset() time.Duration { return time.Duration(time.Now().UnixNano()) - mono() }
 
 // startScaleWorker starts bin as a scale-worker holding n sessions on addr
 // and waits for its "ready".
@@ -412,7 +414,7 @@ func (w *scaleWorker) read(out io.Reader) {
 				ns, err := strconv.ParseInt(f[3], 10, 64)
 				if err == nil {
 					w.mu.Lock()
-					w.changes = append(w.changes, scaleChange{user: w.prefix + f[1], tag: f[2], at: time.Duration(ns) - wallOffset})
+					w.changes = append(w.changes, scaleChange{user: w.prefix + f[1], tag: f[2], wall: ns})
 					w.mu.Unlock()
 				}
 			}
@@ -520,11 +522,17 @@ func (w *scaleWorker) stats() (workerStats, error) {
 	return s, nil
 }
 
-// changesMade is a copy of the changes the worker reported.
+// changesMade is a copy of the changes the worker reported, with their
+// times on the bench's monotonic clock.
 func (w *scaleWorker) changesMade() []scaleChange {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]scaleChange(nil), w.changes...)
+	cs := append([]scaleChange(nil), w.changes...)
+	w.mu.Unlock()
+	off := wallOffset()
+	for i := range cs {
+		cs[i].at = time.Duration(cs[i].wall) - off
+	}
+	return cs
 }
 
 // quit asks the worker to exit and waits up to timeout, then kills it.
