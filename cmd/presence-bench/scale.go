@@ -519,6 +519,19 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 
 	// SIGKILL the last node; time until the observers on the others show
 	// every one of its users offline.
+	// Messages a node dropped to a full client queue, or subscribers it
+	// expelled as too slow, before the kill (the killed node's are lost
+	// with it).
+	for _, key := range []string{"dropped_full_queue", "slow_subscribers_disconnected"} {
+		sum := 0.0
+		for _, s := range ns {
+			sum += max(0, statNumber(s, key))
+		}
+		if sum > 0 {
+			r.Extra["nodes_"+key] = sum
+			e.note("the nodes counted %s %v before the kill", key, sum)
+		}
+	}
 	victim := nodes - 1
 	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(ns...) }) {
 		e.note("a node still had presence work pending 30 s after the changes")
