@@ -34,7 +34,7 @@ const (
 	scenarioScale = "scale"
 	naScale       = "the scale scenario runs presenced nodes on a Redis Cluster (presenced-redis only)"
 	scaleMasters  = 3
-	clusterSlots  = 16384
+	scaleSlots    = 16384
 )
 
 // scaleConfig sizes the scale scenario.
@@ -207,7 +207,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			return fmt.Errorf("--presenced-config-extra: %w", err)
 		}
 	}
-	ttl, sweep := redisDurations(extra, cfg.NodeTTL, cfg.Sweep)
+	ttl, sweep := scaleRedisDurations(extra, cfg.NodeTTL, cfg.Sweep)
 	r.Params["node_ttl_s"] = ttl.Seconds()
 	r.Params["sweep_interval_s"] = sweep.Seconds()
 
@@ -260,7 +260,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	// The workers.
 	bin := cfg.Worker
 	if bin == "" {
-		if bin, err = selfBinary(); err != nil {
+		if bin, err = scaleSelfBinary(); err != nil {
 			return err
 		}
 	}
@@ -297,11 +297,11 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	if err != nil {
 		return err
 	}
-	cPre, err := allCommandStats(masters)
+	cPre, err := clusterCommandStats(masters)
 	if err != nil {
 		return err
 	}
-	memPre, err := usedMemory(masters)
+	memPre, err := clusterUsedMemory(masters)
 	if err != nil {
 		return err
 	}
@@ -333,7 +333,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	r.Extra["connect_s"] = round3(connectS)
 	r.Metrics.ConnectsPerSec = round1(float64(ok) / connectS)
 	for i, o := range obs {
-		if got, done := e.pollCount(mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(all, online) }); !done {
+		if got, done := e.scalePollCount(mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(all, online) }); !done {
 			return fmt.Errorf("observer on node %d showed %d of %d users online (%s)", i+1, got, ok, o.state())
 		}
 	}
@@ -354,10 +354,10 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		e.note("%d sessions failed to connect: all-online is timed by polling (250 ms) for the %d that did", failed, ok)
 	}
 
-	if cConn, err := allCommandStats(masters); err == nil {
+	if cConn, err := clusterCommandStats(masters); err == nil {
 		e.phaseCommands("connect_redis_cmds_per_session", "from the connects until all-online", cPre, cConn, ok)
 	}
-	if mem, err := usedMemory(masters); err == nil {
+	if mem, err := clusterUsedMemory(masters); err == nil {
 		r.Extra["redis_used_memory_bytes_per_user"] = round1(float64(mem-memPre) / float64(ok))
 	}
 
@@ -413,7 +413,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	p0, err := pongs(ws)
+	p0, err := scalePongs(ws)
 	if err != nil {
 		return err
 	}
@@ -425,7 +425,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	p1, err := pongs(ws)
+	p1, err := scalePongs(ws)
 	if err != nil {
 		return err
 	}
@@ -455,7 +455,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	// Propagation at a steady rate of status changes, spread evenly over
 	// the nodes.
 	if cfg.Changes > 0 {
-		cCh0, err := allCommandStats(masters)
+		cCh0, err := clusterCommandStats(masters)
 		if err != nil {
 			return err
 		}
@@ -496,14 +496,14 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		var missing int
 		deadline := mono() + 10*time.Second
 		for {
-			cross, same, missing = propagation(changes, obs, -1)
+			cross, same, missing = scalePropagation(changes, obs, -1)
 			if missing == 0 || mono() >= deadline || e.cancelled() {
 				break
 			}
 			e.sleepUntil(mono() + 500*time.Millisecond)
 		}
 		r.Metrics.Latency = summarize(cross)
-		if cCh1, err := allCommandStats(masters); err == nil {
+		if cCh1, err := clusterCommandStats(masters); err == nil {
 			e.phaseCommands("change_redis_cmds_per_change", "during the status changes (until every observer saw them; steady-state commands included)", cCh0, cCh1, made)
 		}
 		if s := summarize(same); s != nil {
@@ -551,7 +551,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		}
 	}
 	// One wait for every surviving observer together.
-	e.pollCount(kill+ttl+sweep+60*time.Second, ttl+sweep+20*time.Second, want*len(survivors), func() int {
+	e.scalePollCount(kill+ttl+sweep+60*time.Second, ttl+sweep+20*time.Second, want*len(survivors), func() int {
 		sum := 0
 		for _, i := range survivors {
 			sum += obs[i].count(gone, offline)
@@ -563,7 +563,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	for _, i := range survivors {
 		o := obs[i]
 		tl := o.timeline()
-		if a, found := firstShown(tl, gone, kill, offline); found {
+		if a, found := scaleFirstShown(tl, gone, kill, offline); found {
 			r.Extra["reap_first_offline_s_obs"+strconv.Itoa(i+1)] = round3((a - kill).Seconds())
 		}
 		if got := o.count(gone, offline); got < want {
@@ -594,7 +594,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 			if st, err := ns[i].adminStats(); err == nil {
 				e.note("node %d then: redis_outages %v, redis_nodes_lost %v, redis_swept %v", i+1, st["redis_outages"], st["redis_nodes_lost"], st["redis_swept"])
 			}
-			e.note("node %d log, last lines: %s", i+1, lastLines(ns[i].stderr.String(), 2))
+			e.note("node %d log, last lines: %s", i+1, scaleLastLines(ns[i].stderr.String(), 2))
 		}
 	}
 	r.Extra["node_ttl_s"] = ttl.Seconds()
@@ -633,9 +633,9 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	return nil
 }
 
-// pollCount is waitProgress polling every 250 ms (a count over tens of
+// scalePollCount is waitProgress polling every 250 ms (a count over tens of
 // thousands of users is not free).
-func (e *runEnv) pollCount(deadline, stall time.Duration, want int, count func() int) (int, bool) {
+func (e *runEnv) scalePollCount(deadline, stall time.Duration, want int, count func() int) (int, bool) {
 	best, since := -1, mono()
 	for {
 		n := count()
@@ -653,8 +653,8 @@ func (e *runEnv) pollCount(deadline, stall time.Duration, want int, count func()
 	}
 }
 
-// pongs sums the PINGRESPs the workers' sessions received.
-func pongs(ws []*scaleWorker) (int64, error) {
+// scalePongs sums the PINGRESPs the workers' sessions received.
+func scalePongs(ws []*scaleWorker) (int64, error) {
 	var sum int64
 	for _, w := range ws {
 		s, err := w.stats()
@@ -666,11 +666,11 @@ func pongs(ws []*scaleWorker) (int64, error) {
 	return sum, nil
 }
 
-// propagation is, for every change of worker i and every observer j, the
+// scalePropagation is, for every change of worker i and every observer j, the
 // time from the change to j's first message carrying its tag, in ms: cross
 // (j ≠ i) and same (j = i); observers at skip are left out. missing counts
 // the pairs not seen.
-func propagation(changes [][]scaleChange, obs []*observer, skip int) (cross, same []float64, missing int) {
+func scalePropagation(changes [][]scaleChange, obs []*observer, skip int) (cross, same []float64, missing int) {
 	for j, o := range obs {
 		if j == skip {
 			continue
@@ -700,9 +700,9 @@ func propagation(changes [][]scaleChange, obs []*observer, skip int) (cross, sam
 	return cross, same, missing
 }
 
-// firstShown is the first time at or after from that an observer showed
+// scaleFirstShown is the first time at or after from that an observer showed
 // one of users in a state ok accepts.
-func firstShown(tl Timeline, users []string, from time.Duration, ok func(string, Obs) bool) (time.Duration, bool) {
+func scaleFirstShown(tl Timeline, users []string, from time.Duration, ok func(string, Obs) bool) (time.Duration, bool) {
 	var first time.Duration
 	found := false
 	for _, u := range users {
@@ -718,9 +718,9 @@ func firstShown(tl Timeline, users []string, from time.Duration, ok func(string,
 	return first, found
 }
 
-// redisDurations reads redis.node_ttl and redis.sweep_interval back from
+// scaleRedisDurations reads redis.node_ttl and redis.sweep_interval back from
 // the nodes' merged config (--presenced-config-extra may change them).
-func redisDurations(text string, ttl, sweep time.Duration) (time.Duration, time.Duration) {
+func scaleRedisDurations(text string, ttl, sweep time.Duration) (time.Duration, time.Duration) {
 	var v struct {
 		Redis struct {
 			NodeTTL string `yaml:"node_ttl"`
@@ -764,7 +764,7 @@ func startRedisCluster(bin, dir string, masters int, procs *scaleProcs) ([]*redi
 	for i, m := range ms {
 		clients[i] = redis.NewClient(&redis.Options{Addr: m.addr()})
 		defer clients[i].Close()
-		lo, hi := i*clusterSlots/masters, (i+1)*clusterSlots/masters-1
+		lo, hi := i*scaleSlots/masters, (i+1)*scaleSlots/masters-1
 		if err := clients[i].Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi).Err(); err != nil {
 			return nil, fmt.Errorf("redis %s: CLUSTER ADDSLOTSRANGE %d %d: %w", m.addr(), lo, hi, err)
 		}
@@ -775,7 +775,7 @@ func startRedisCluster(bin, dir string, masters int, procs *scaleProcs) ([]*redi
 		}
 	}
 	want := map[string]string{
-		"cluster_state": "ok", "cluster_slots_assigned": strconv.Itoa(clusterSlots), "cluster_slots_ok": strconv.Itoa(clusterSlots),
+		"cluster_state": "ok", "cluster_slots_assigned": strconv.Itoa(scaleSlots), "cluster_slots_ok": strconv.Itoa(scaleSlots),
 		"cluster_known_nodes": strconv.Itoa(masters), "cluster_size": strconv.Itoa(masters),
 	}
 	for {
@@ -817,7 +817,7 @@ func startRedisCluster(bin, dir string, masters int, procs *scaleProcs) ([]*redi
 func startClusterRedis(bin, dir string) (*redisServer, error) {
 	var errs []string
 	for try := 0; try < 5; try++ {
-		port, err := freeBusPort()
+		port, err := scaleFreeBusPort()
 		if err != nil {
 			return nil, err
 		}
@@ -845,9 +845,9 @@ func startClusterRedis(bin, dir string) (*redisServer, error) {
 	return nil, fmt.Errorf("redis-server (cluster mode) did not start: %s", strings.Join(errs, "; "))
 }
 
-// freeBusPort is a free loopback port whose cluster bus port (+10000) is
+// scaleFreeBusPort is a free loopback port whose cluster bus port (+10000) is
 // free too.
-func freeBusPort() (int, error) {
+func scaleFreeBusPort() (int, error) {
 	for i := 0; i < 100; i++ {
 		port, err := freePort()
 		if err != nil {
@@ -864,15 +864,15 @@ func freeBusPort() (int, error) {
 	return 0, errors.New("no free port with a free bus port in 100 tries")
 }
 
-// lastLines is the last n lines of s.
-func lastLines(s string, n int) string {
+// scaleLastLines is the last n lines of s.
+func scaleLastLines(s string, n int) string {
 	ls := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(ls[max(0, len(ls)-n):], "\n")
 }
 
-// allCommandStats is INFO commandstats summed over the masters: calls per
+// clusterCommandStats is INFO commandstats summed over the masters: calls per
 // command (a Lua script's own calls included, as Redis counts them).
-func allCommandStats(masters []*redisServer) (map[string]int64, error) {
+func clusterCommandStats(masters []*redisServer) (map[string]int64, error) {
 	sum := map[string]int64{}
 	for _, m := range masters {
 		cs, err := m.commandStats()
@@ -886,7 +886,7 @@ func allCommandStats(masters []*redisServer) (map[string]int64, error) {
 	return sum, nil
 }
 
-// phaseCommands records the commands between two allCommandStats readings
+// phaseCommands records the commands between two clusterCommandStats readings
 // per unit (per session, per change) in Extra under key, and each
 // command's calls in a note.
 func (e *runEnv) phaseCommands(key, what string, c0, c1 map[string]int64, units int) {
@@ -907,8 +907,8 @@ func (e *runEnv) phaseCommands(key, what string, c0, c1 map[string]int64, units 
 	e.note("Redis commands %s (INFO commandstats on every master, a script's own calls included): %d: %s", what, total, strings.Join(parts, ", "))
 }
 
-// usedMemory is the sum of INFO memory's used_memory over the masters.
-func usedMemory(masters []*redisServer) (int64, error) {
+// clusterUsedMemory is the sum of INFO memory's used_memory over the masters.
+func clusterUsedMemory(masters []*redisServer) (int64, error) {
 	var sum int64
 	for _, m := range masters {
 		body, err := m.info("memory")

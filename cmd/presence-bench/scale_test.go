@@ -13,7 +13,7 @@ import (
 	"github.com/presenced/presenced/bench/result"
 )
 
-// benchBinary builds presence-bench itself (the workers' program) into a
+// scaleBenchBinary builds presence-bench itself (the workers' program) into a
 // temp dir, once per test binary.
 var (
 	benchOnce sync.Once
@@ -22,7 +22,7 @@ var (
 	benchOut  []byte
 )
 
-func benchBinary(t *testing.T) string {
+func scaleBenchBinary(t *testing.T) string {
 	t.Helper()
 	// Next to presenced, whose dir TestMain removes.
 	dir := filepath.Dir(presencedBinary(t))
@@ -46,7 +46,7 @@ func benchBinary(t *testing.T) string {
 // observer, disconnect, an unknown command, quit; and a worker whose stdin
 // closes exits.
 func TestScaleWorkerProtocol(t *testing.T) {
-	bin := benchBinary(t)
+	bin := scaleBenchBinary(t)
 	dir := t.TempDir()
 	p := paths{Presenced: presencedBinary(t)}
 	sys, err := startSystem(result.SystemMemory, p, dir, presencedConfig{PacingOff: true})
@@ -87,7 +87,7 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	for i := range users {
 		users[i] = "pa" + strconv.Itoa(i)
 	}
-	waitFor(t, 10*time.Second, func() bool { return o.count(users, online) == n }, "the observer shows every worker user online")
+	scaleWaitFor(t, 10*time.Second, func() bool { return o.count(users, online) == n }, "the observer shows every worker user online")
 
 	// 10 changes at 100/s: each reported with a unique tag, each seen.
 	f, err = w.request("status 100 10", "status-done", 20*time.Second)
@@ -114,22 +114,22 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	if span := cs[9].at - cs[0].at; span < 60*time.Millisecond {
 		t.Fatalf("10 changes at 100/s took %v, want about 90 ms", span)
 	}
-	waitFor(t, 10*time.Second, func() bool {
-		_, _, missing := propagation([][]scaleChange{cs}, []*observer{o}, -1)
+	scaleWaitFor(t, 10*time.Second, func() bool {
+		_, _, missing := scalePropagation([][]scaleChange{cs}, []*observer{o}, -1)
 		return missing == 0
 	}, "the observer sees every change's tag")
-	if cross, same, _ := propagation([][]scaleChange{cs}, []*observer{o}, -1); len(cross) != 0 || len(same) != 10 {
+	if cross, same, _ := scalePropagation([][]scaleChange{cs}, []*observer{o}, -1); len(cross) != 0 || len(same) != 10 {
 		t.Fatalf("changes of worker 0 seen by observer 0: %d cross-node, %d same-node; want 0 and 10", len(cross), len(same))
 	}
 
 	if f, err = w.request("disconnect 5", "disconnected", 10*time.Second); err != nil || f[1] != "5" {
 		t.Fatalf("disconnect: %q %v", f, err)
 	}
-	waitFor(t, 10*time.Second, func() bool {
+	scaleWaitFor(t, 10*time.Second, func() bool {
 		s, err := w.stats()
 		return err == nil && s.live == n-5 && s.closed == 5
 	}, "5 sessions closed")
-	waitFor(t, 10*time.Second, func() bool { return o.count(users, offline) == 5 }, "the observer shows the 5 offline")
+	scaleWaitFor(t, 10*time.Second, func() bool { return o.count(users, offline) == 5 }, "the observer shows the 5 offline")
 	if _, err := w.request("bogus", "never", 5*time.Second); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Fatalf("unknown command: %v", err)
 	}
@@ -156,10 +156,10 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the worker did not exit when its stdin closed")
 	}
-	waitFor(t, 10*time.Second, func() bool { return o.count([]string{"pb0", "pb1", "pb2"}, offline) == 3 }, "the exited worker's sessions shown offline")
+	scaleWaitFor(t, 10*time.Second, func() bool { return o.count([]string{"pb0", "pb1", "pb2"}, offline) == 3 }, "the exited worker's sessions shown offline")
 }
 
-func waitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
+func scaleWaitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -175,7 +175,7 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
 // reports; on presenced-memory it does not apply.
 func TestScaleSmoke(t *testing.T) {
 	cfg := smokeConfig(t)
-	cfg.Scale.Worker = benchBinary(t)
+	cfg.Scale.Worker = scaleBenchBinary(t)
 	cfg.Systems = []string{result.SystemRedis, result.SystemMemory}
 	cfg.Scenarios = []string{scenarioScale}
 	cfg.Scale.Sessions, cfg.Scale.Changes, cfg.Scale.Rate = 50, 60, 60
@@ -248,7 +248,7 @@ func TestScaleSmoke(t *testing.T) {
 // TestScaleFlags: the scale flags parse and are checked; scale is known
 // but not in the standard set.
 func TestScaleFlags(t *testing.T) {
-	c, err := parseFlags([]string{"--scenarios", "scale", "--scale-sessions", "10", "--scale-node-ttl", "4s"}, nopWriter{})
+	c, err := parseFlags([]string{"--scenarios", "scale", "--scale-sessions", "10", "--scale-node-ttl", "4s"}, scaleNopWriter{})
 	if err != nil || c.Scale.Sessions != 10 || c.Scale.NodeTTL != 4*time.Second || len(c.Scenarios) != 1 {
 		t.Fatalf("parsed %+v: %v", c.Scale, err)
 	}
@@ -263,15 +263,15 @@ func TestScaleFlags(t *testing.T) {
 		{"--scale-sweep", "20s"},
 		{"--scale-rate", "0"},
 	} {
-		if _, err := parseFlags(args, nopWriter{}); err == nil {
+		if _, err := parseFlags(args, scaleNopWriter{}); err == nil {
 			t.Errorf("%v accepted", args)
 		}
 	}
-	if code := scaleWorkerMain([]string{"--n", "0"}, strings.NewReader(""), nopWriter{}, nopWriter{}); code != 2 {
+	if code := scaleWorkerMain([]string{"--n", "0"}, strings.NewReader(""), scaleNopWriter{}, scaleNopWriter{}); code != 2 {
 		t.Errorf("a worker without --addr exited %d, want 2", code)
 	}
 }
 
-type nopWriter struct{}
+type scaleNopWriter struct{}
 
-func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (scaleNopWriter) Write(p []byte) (int, error) { return len(p), nil }

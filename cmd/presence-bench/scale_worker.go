@@ -64,7 +64,7 @@ func scaleWorkerMain(args []string, in io.Reader, out, stderr io.Writer) int {
 		return 2
 	}
 	raiseFileLimit()
-	w := &worker{addr: *addr, n: *n, prefix: *prefix, ka: time.Duration(*ka) * time.Second, workers: *workers,
+	w := &scaleChild{addr: *addr, n: *n, prefix: *prefix, ka: time.Duration(*ka) * time.Second, workers: *workers,
 		clients: make([]atomic.Pointer[client], *n), next: make([]atomic.Int64, *n), out: bufio.NewWriter(out), stop: make(chan struct{}),
 		rng: rand.New(rand.NewSource(*seed))}
 	defer w.shutdown()
@@ -85,8 +85,8 @@ func scaleWorkerMain(args []string, in io.Reader, out, stderr io.Writer) int {
 	return 0 // EOF: the parent is gone or done
 }
 
-// worker is the state of one scale-worker process.
-type worker struct {
+// scaleChild is the state of one scale-worker process.
+type scaleChild struct {
 	addr    string
 	n       int
 	prefix  string
@@ -111,18 +111,18 @@ type worker struct {
 	changes    int // changes made so far, for unique tags (status goroutine only)
 }
 
-func (w *worker) emit(format string, a ...any) {
+func (w *scaleChild) emit(format string, a ...any) {
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
 	fmt.Fprintf(w.out, format+"\n", a...)
 	_ = w.out.Flush()
 }
 
-func (w *worker) user(i int) string { return w.prefix + strconv.Itoa(i) }
+func (w *scaleChild) user(i int) string { return w.prefix + strconv.Itoa(i) }
 
 // command runs one command; long ones run in a goroutine of the worker and
 // report when done.
-func (w *worker) command(f []string) error {
+func (w *scaleChild) command(f []string) error {
 	switch f[0] {
 	case "connect":
 		if !w.connecting.CompareAndSwap(false, true) {
@@ -190,7 +190,7 @@ func (w *worker) command(f []string) error {
 }
 
 // connectAll connects every session, reporting progress every 200 ms.
-func (w *worker) connectAll() {
+func (w *scaleChild) connectAll() {
 	var ok atomic.Int64
 	var failed atomic.Int64
 	done := make(chan struct{})
@@ -242,7 +242,7 @@ func (w *worker) connectAll() {
 
 // pingLoop sends each live session's PINGREQ when its next ping is due,
 // every keep-alive from a random phase, as devices do.
-func (w *worker) pingLoop() {
+func (w *scaleChild) pingLoop() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -267,7 +267,7 @@ func (w *worker) pingLoop() {
 
 // changeStatuses makes count status changes at rate per second, over the
 // live sessions in turn, and reports each one.
-func (w *worker) changeStatuses(rate float64, count int) {
+func (w *scaleChild) changeStatuses(rate float64, count int) {
 	statuses := [2]string{"away", "busy"}
 	start := time.Now()
 	made, errs := 0, 0
@@ -310,7 +310,7 @@ func (w *worker) changeStatuses(rate float64, count int) {
 }
 
 // shutdown stops every goroutine and closes every socket.
-func (w *worker) shutdown() {
+func (w *scaleChild) shutdown() {
 	close(w.stop)
 	for i := range w.clients {
 		if c := w.clients[i].Load(); c != nil {
@@ -496,28 +496,28 @@ func (w *scaleWorker) request(cmd, want string, timeout time.Duration) ([]string
 	return w.await(want, timeout)
 }
 
-// workerStats is a worker's "stats" reply.
-type workerStats struct {
+// scaleWorkerStats is a worker's "stats" reply.
+type scaleWorkerStats struct {
 	live, closed     int
 	pingsSent, pongs int64
 }
 
-func (w *scaleWorker) stats() (workerStats, error) {
+func (w *scaleWorker) stats() (scaleWorkerStats, error) {
 	f, err := w.request("stats", "stats", 10*time.Second)
 	if err != nil {
-		return workerStats{}, err
+		return scaleWorkerStats{}, err
 	}
 	if len(f) != 5 {
-		return workerStats{}, fmt.Errorf("%s: bad stats %v", w.name, f)
+		return scaleWorkerStats{}, fmt.Errorf("%s: bad stats %v", w.name, f)
 	}
-	var s workerStats
+	var s scaleWorkerStats
 	var e [4]error
 	s.live, e[0] = strconv.Atoi(f[1])
 	s.closed, e[1] = strconv.Atoi(f[2])
 	s.pingsSent, e[2] = strconv.ParseInt(f[3], 10, 64)
 	s.pongs, e[3] = strconv.ParseInt(f[4], 10, 64)
 	if err := errors.Join(e[:]...); err != nil {
-		return workerStats{}, fmt.Errorf("%s: bad stats %v: %w", w.name, f, err)
+		return scaleWorkerStats{}, fmt.Errorf("%s: bad stats %v: %w", w.name, f, err)
 	}
 	return s, nil
 }
@@ -555,8 +555,8 @@ func (w *scaleWorker) kill() {
 	}
 }
 
-// selfBinary is this program, which runs the workers.
-func selfBinary() (string, error) {
+// scaleSelfBinary is this program, which runs the workers.
+func scaleSelfBinary() (string, error) {
 	p, err := os.Executable()
 	if err != nil {
 		return "", fmt.Errorf("cannot find presence-bench itself to run the workers: %w", err)
