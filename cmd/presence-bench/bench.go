@@ -37,7 +37,7 @@ const (
 
 // isNA tells a run that does not apply to its system.
 func isNA(r result.Run) bool {
-	return r.Error == naError || r.Error == naTeamRedis || r.Error == naNeedsRedis || r.Error == naNoCluster
+	return r.Error == naError || r.Error == naTeamRedis || r.Error == naNeedsRedis || r.Error == naNoCluster || r.Error == naScale
 }
 
 // applies tells whether scenario is run on sys at all: presenced-group is
@@ -229,6 +229,12 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if why := resilienceNA(sysName, scenario); why != "" {
 		r.Error = why
 		return r
+	}
+	if why := scaleNA(sysName, scenario); why != "" {
+		r.Error = why
+		return r
+	} else if scenario == scenarioScale {
+		return runScale(cfg, r, fdLimit)
 	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
 	if err != nil {

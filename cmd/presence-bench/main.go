@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append([]string(nil), allScenarios...), resilienceScenarios...)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -79,6 +79,7 @@ type config struct {
 	Rolling  rollingConfig
 	FlapDrop flapDropConfig
 	Battle   battleConfig
+	Scale    scaleConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -106,6 +107,9 @@ func main() {
 }
 
 func cli(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == scaleWorkerCmd {
+		return scaleWorkerMain(args[1:], os.Stdin, os.Stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -179,6 +183,7 @@ func defaultConfig() config {
 	c.Team.BigRate = 1000
 	c.OutName = "latest"
 	resilienceDefaults(&c)
+	scaleDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -241,6 +246,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.Team.BigRate, "team-big-rate", c.Team.BigRate, "team (presenced-group): rate of those changes, per second")
 
 	resilienceFlags(fs, &c)
+	scaleFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -336,6 +342,9 @@ func (c *config) validate() error {
 		return errors.New("--team-members must be at least 2")
 	}
 	if err := c.validateResilience(); err != nil {
+		return err
+	}
+	if err := c.validateScale(); err != nil {
 		return err
 	}
 	if c.Steady.Keepalive > 65535 || c.Storm.Keepalive > 65535 || c.Silent.Keepalive > 65535 {
