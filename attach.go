@@ -305,7 +305,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		p.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), p.now, p.push)
 	}
 
-	p.Tracker = tracker.New(timedStore{p.store, p.meters}, tracker.Options{
+	p.Tracker = tracker.New(timed(p.store, p.meters), tracker.Options{
 		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL.D(), Shards: trackerShards,
 		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
 		Log:    logFor("tracker"),

@@ -52,10 +52,11 @@ const (
 	opUpdate
 	opAccount
 	opRenew
+	opBatch
 	nOps
 )
 
-var storeOpNames = [nOps]string{"open", "end", "update", "account", "renew"}
+var storeOpNames = [nOps]string{"open", "end", "update", "account", "renew", "batch"}
 
 // Buckets, in seconds. A store call is microseconds in memory and a round
 // trip with Redis; a publish may be held seconds on purpose (the pacing).

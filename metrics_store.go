@@ -56,3 +56,35 @@ func (t timedStore) Renew(ctx context.Context, refs []presence.SessionRef, ttl t
 	t.m.storeOps[opRenew].Observe(time.Since(start).Seconds())
 	return lost, err
 }
+
+// timedBatchStore is timedStore over a store that batches (Redis): the
+// tracker finds Batch by a type assertion, which a plain timedStore would
+// hide. A batch is timed as one call (op "batch": one pipelined round
+// trip), and its ends that committed are counted by reason.
+type timedBatchStore struct {
+	timedStore
+	b tracker.Batcher
+}
+
+var _ tracker.Batcher = timedBatchStore{}
+
+func (t timedBatchStore) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []error) {
+	start := time.Now()
+	epochs, errs := t.b.Batch(ctx, ws)
+	t.m.storeOps[opBatch].Observe(time.Since(start).Seconds())
+	for i, w := range ws {
+		if w.Kind == presence.WriteEnd && i < len(errs) && errs[i] == nil {
+			t.m.ended(w.End.Reason, 1)
+		}
+	}
+	return epochs, errs
+}
+
+// timed wraps s for the tracker, keeping its batching when it has one.
+func timed(s tracker.Store, m *meters) tracker.Store {
+	t := timedStore{s, m}
+	if b, ok := s.(tracker.Batcher); ok {
+		return timedBatchStore{t, b}
+	}
+	return t
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/tracker"
 )
 
 // histogram returns the count and sum of the histogram o (one child).
@@ -149,5 +150,40 @@ func TestCollectorLint(t *testing.T) {
 		if !r.Valid() {
 			t.Errorf("reason %q not valid", r)
 		}
+	}
+}
+
+// batchStore is fakeStore that batches: every write succeeds but the
+// second.
+type batchStore struct{ fakeStore }
+
+func (batchStore) Batch(_ context.Context, ws []presence.Write) ([]uint64, []error) {
+	errs := make([]error, len(ws))
+	if len(ws) > 1 {
+		errs[1] = presence.ErrStaleEpoch
+	}
+	return make([]uint64, len(ws)), errs
+}
+
+// The timing wrapper keeps a store's batching, which the tracker finds by
+// a type assertion, and counts the ends a batch committed.
+func TestTimedStoreKeepsBatching(t *testing.T) {
+	m := newMeters()
+	if _, ok := timed(fakeStore{}, m).(tracker.Batcher); ok {
+		t.Fatal("a store that does not batch was made to")
+	}
+	s, ok := timed(batchStore{}, m).(tracker.Batcher)
+	if !ok {
+		t.Fatal("the wrapper hides the store's Batch: the tracker would write one call per round trip")
+	}
+	end := func(r presence.EndReason) presence.Write {
+		return presence.Write{Kind: presence.WriteEnd, End: presence.EndArgs{User: "a", Reason: r}}
+	}
+	s.Batch(context.Background(), []presence.Write{end(presence.EndClean), end(presence.EndClean), {Kind: presence.WriteOpen}, end(presence.EndTimeout)})
+	if n, _ := histogram(t, m.storeOps[opBatch]); n != 1 {
+		t.Errorf("batch: %d observations, want 1", n)
+	}
+	if c, to := m.ends[reasonIndex(presence.EndClean)].Load(), m.ends[reasonIndex(presence.EndTimeout)].Load(); c != 1 || to != 1 {
+		t.Errorf("ends: clean %d, timeout %d; want 1, 1 (the refused end is no end)", c, to)
 	}
 }

@@ -22,9 +22,8 @@ func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session
 	// The script adds the user to this incarnation's set of its slot in the
 	// same step, so that a crash right after leaves nothing the sweep
 	// cannot find.
-	res, err := scriptOpen.Run(ctx, r.c, []string{r.k.user(a.User), r.k.nodeUsers(member(r.node, inc), a.User)},
-		a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
-		r.auth, r.k.feed(), ms(r.retention)).StringSlice()
+	call := r.openCall(a, inc)
+	res, err := call.s.Run(ctx, r.c, call.keys, call.args...).StringSlice()
 	if err != nil {
 		return presence.Session{}, r.fail("open", err)
 	}
@@ -76,9 +75,8 @@ func (r *Redis) End(ctx context.Context, a presence.EndArgs) error {
 	if !a.Reason.Valid() {
 		return fmt.Errorf("end %s/%s: %w: reason %q", a.User, a.ID, presence.ErrBadTransition, a.Reason)
 	}
-	n, err := scriptEnd.Run(ctx, r.c, []string{r.k.user(a.User)},
-		a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
-		r.auth, r.k.feed(), ms(r.retention), ms(a.WillDelay)).Int()
+	c := r.endCall(a)
+	n, err := c.s.Run(ctx, r.c, c.keys, c.args...).Int()
 	if err != nil {
 		return r.fail("end", err)
 	}
@@ -92,9 +90,8 @@ func (r *Redis) Update(ctx context.Context, ref presence.SessionRef, upd presenc
 	if _, err := probe.Update(1, upd); err != nil { // the same checks as the memory store
 		return fmt.Errorf("update %s/%s: %w", ref.User, ref.ID, err)
 	}
-	args := append([]any{ref.ID, strconv.FormatUint(ref.Epoch, 10)}, updateArgs(upd)...)
-	args = append(args, r.auth, r.k.feed(), ms(r.retention))
-	n, err := scriptUpdate.Run(ctx, r.c, []string{r.k.user(ref.User)}, args...).Int()
+	c := r.updateCall(ref, upd)
+	n, err := c.s.Run(ctx, r.c, c.keys, c.args...).Int()
 	if err != nil {
 		return r.fail("update", err)
 	}

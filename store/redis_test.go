@@ -706,7 +706,7 @@ func TestRedisSweepResumesAfterItsDeadline(t *testing.T) {
 				t.Fatalf("pass %d ended %d sessions but the set went from %d to %d: a next pass starts again", passes, got, before, after)
 			}
 		}
-		return testkit.Why(total >= n, fmt.Sprintf("%d of %d ended in %d passes", total, n, passes))
+		return testkit.Why(total >= n && err == nil, fmt.Sprintf("%d of %d ended in %d passes (last: %v)", total, n, passes, err))
 	})
 	if total != n {
 		t.Fatalf("ended %d sessions, want %d", total, n)

@@ -40,9 +40,22 @@ type Store interface {
 	Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
 }
 
+// Batcher is a store that can make many writes in one round trip (the
+// Redis store pipelines them). Each write is checked and applied as alone,
+// in the order given; for each, it returns the epoch an open was given and
+// the error the single operation would have returned. The tracker never
+// puts two writes of one session in a batch.
+type Batcher interface {
+	Batch(ctx context.Context, ws []presence.Write) (epochs []uint64, errs []error)
+}
+
+// maxBatch bounds the writes of one batch.
+const maxBatch = 256
+
 // Tracker writes this node's sessions to the store.
 type Tracker struct {
 	store   Store
+	batch   Batcher // store, when it batches; else nil
 	plan    presence.Plan
 	idle    presence.IdleRules
 	outage  func(error) bool
@@ -74,6 +87,8 @@ type Stats struct {
 	Lost        atomic.Int64 // sessions the store no longer had at renewal
 	IdleEntered atomic.Int64 // sessions shown idle for want of activity
 	IdleLeft    atomic.Int64 // sessions brought back from auto-idle
+	Batches     atomic.Int64 // batches of writes made in one round trip (Batcher)
+	Batched     atomic.Int64 // writes made in those batches
 }
 
 type slot struct {
@@ -123,6 +138,7 @@ func New(store Store, o Options) *Tracker {
 		accts:   make(map[string]*acct),
 		stop:    make(chan struct{}),
 	}
+	t.batch, _ = store.(Batcher)
 	for range o.Shards {
 		t.shards = append(t.shards, newQueue(&t.Stats.Depth))
 	}
@@ -181,11 +197,11 @@ func (t *Tracker) work(q *queue) {
 			return
 		case <-q.signal:
 		}
-		for _, it := range q.take() {
-			if it.sync(t) {
-				t.retry(it)
-			}
-			t.Stats.Depth.Add(-1) // after the write, so Drain means "written"
+		its := q.take()
+		for len(its) > 0 {
+			n := min(len(its), maxBatch)
+			t.syncItems(its[:n])
+			its = its[n:]
 		}
 	}
 }
@@ -423,43 +439,144 @@ func (t *Tracker) outcome(op, id string, err error) presence.Outcome {
 
 // sync writes the difference between a slot's wanted and written state, one
 // planned write at a time, and reports whether to try again later.
-func (s *slot) sync(t *Tracker) bool {
-	ctx := context.Background()
-	s.mu.Lock()
-	s.queued = false
-	w, h := s.want, s.have
-	s.mu.Unlock()
+func (s *slot) sync(t *Tracker) bool { return t.syncSlots([]*slot{s})[0] }
 
-	retry := false
-	for more := true; more; {
-		wr := t.plan.Next(s.id, w, h)
-		var o presence.Outcome
-		var epoch uint64
-		switch wr.Kind {
-		case presence.WriteNone:
-			more = false
+// syncItems syncs items taken from a queue: the slots together, their
+// writes batched (syncSlots), and the accounts one by one. Each item is put
+// back after a pause when the store failed.
+func (t *Tracker) syncItems(its []item) {
+	slots := make([]*slot, 0, len(its))
+	for _, it := range its {
+		s, ok := it.(*slot)
+		if !ok {
+			if it.sync(t) {
+				t.retry(it)
+			}
+			t.Stats.Depth.Add(-1) // after the write, so Drain means "written"
 			continue
-		case presence.WriteEnd:
-			o = t.outcome("end", s.id, t.store.End(ctx, wr.End))
-			if o == presence.Done {
-				t.Stats.Ended.Add(1)
-			}
-		case presence.WriteOpen:
-			sess, err := t.store.Open(ctx, wr.Open)
-			o, epoch = t.outcome("open", s.id, err), sess.Epoch
-			if o == presence.Done {
-				t.Stats.Opened.Add(1)
-			}
-		case presence.WriteUpdate:
-			o = t.outcome("update", s.id, t.store.Update(ctx, wr.Ref, wr.Update))
-			if o == presence.Done {
-				t.Stats.Updated.Add(1)
-			}
 		}
-		retry = o == presence.Failed
-		h, more = presence.Applied(h, w.Conn, wr, o, epoch)
+		slots = append(slots, s)
 	}
+	if len(slots) == 0 {
+		return
+	}
+	for i, retry := range t.syncSlots(slots) {
+		if retry {
+			t.retry(slots[i])
+		}
+		t.Stats.Depth.Add(-1)
+	}
+}
 
+// syncing is one slot's sync in progress.
+type syncing struct {
+	s     *slot
+	w     presence.Wanted
+	h     presence.Written
+	wr    presence.Write // the write in flight
+	more  bool
+	retry bool
+}
+
+// syncSlots writes the difference between each slot's wanted and written
+// state, in rounds: each round makes the next planned write of every slot
+// that has one, together (one round trip when the store is a Batcher), and
+// the outcome of a slot's write decides its next one, so each session's
+// writes are made one at a time and in order. slots holds no slot twice. It
+// reports, for each slot, whether to try again later.
+func (t *Tracker) syncSlots(slots []*slot) []bool {
+	ss := make([]syncing, len(slots))
+	for i, s := range slots {
+		s.mu.Lock()
+		s.queued = false
+		ss[i] = syncing{s: s, w: s.want, h: s.have, more: true}
+		s.mu.Unlock()
+	}
+	idx := make([]int, 0, len(ss))
+	ws := make([]presence.Write, 0, len(ss))
+	for {
+		idx, ws = idx[:0], ws[:0]
+		for i := range ss {
+			x := &ss[i]
+			if !x.more {
+				continue
+			}
+			x.wr = t.plan.Next(x.s.id, x.w, x.h)
+			if x.wr.Kind == presence.WriteNone {
+				x.more = false
+				continue
+			}
+			idx = append(idx, i)
+			ws = append(ws, x.wr)
+		}
+		if len(ws) == 0 {
+			break
+		}
+		epochs, errs := t.write(ws)
+		for k, i := range idx {
+			x := &ss[i]
+			o := t.outcome(opName(x.wr.Kind), x.s.id, errs[k])
+			if o == presence.Done {
+				switch x.wr.Kind {
+				case presence.WriteEnd:
+					t.Stats.Ended.Add(1)
+				case presence.WriteOpen:
+					t.Stats.Opened.Add(1)
+				case presence.WriteUpdate:
+					t.Stats.Updated.Add(1)
+				}
+			}
+			x.retry = o == presence.Failed
+			x.h, x.more = presence.Applied(x.h, x.w.Conn, x.wr, o, epochs[k])
+		}
+	}
+	retry := make([]bool, len(ss))
+	for i := range ss {
+		ss[i].s.finish(t, ss[i].h)
+		retry[i] = ss[i].retry
+	}
+	return retry
+}
+
+func opName(k presence.WriteKind) string {
+	switch k {
+	case presence.WriteOpen:
+		return "open"
+	case presence.WriteEnd:
+		return "end"
+	}
+	return "update"
+}
+
+// write makes writes of distinct sessions: in one round trip when the store
+// is a Batcher and there is more than one, else one by one.
+func (t *Tracker) write(ws []presence.Write) ([]uint64, []error) {
+	ctx := context.Background()
+	if t.batch != nil && len(ws) > 1 {
+		t.Stats.Batches.Add(1)
+		t.Stats.Batched.Add(int64(len(ws)))
+		return t.batch.Batch(ctx, ws)
+	}
+	epochs := make([]uint64, len(ws))
+	errs := make([]error, len(ws))
+	for i, wr := range ws {
+		switch wr.Kind {
+		case presence.WriteEnd:
+			errs[i] = t.store.End(ctx, wr.End)
+		case presence.WriteOpen:
+			var sess presence.Session
+			sess, errs[i] = t.store.Open(ctx, wr.Open)
+			epochs[i] = sess.Epoch
+		case presence.WriteUpdate:
+			errs[i] = t.store.Update(ctx, wr.Ref, wr.Update)
+		}
+	}
+	return epochs, errs
+}
+
+// finish records what the store was told, and drops the slot once its
+// connection has ended and nothing is left to write.
+func (s *slot) finish(t *Tracker, h presence.Written) {
 	s.mu.Lock()
 	s.have = h
 	done := presence.Finished(s.want, h) && !s.queued
@@ -473,7 +590,6 @@ func (s *slot) sync(t *Tracker) bool {
 		s.mu.Unlock()
 		t.mu.Unlock()
 	}
-	return retry
 }
 
 func (a *acct) sync(t *Tracker) bool {

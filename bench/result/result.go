@@ -64,6 +64,23 @@ type Run struct {
 	Error    string             `json:"error,omitempty"`              // the run failed: why
 	Notes    []string           `json:"notes,omitempty"`
 	Extra    map[string]float64 `json:"extra,omitempty"`
+	Curve    []Point            `json:"curve,omitempty"` // ceiling: one point per offered rate tried, in the order tried
+}
+
+// Point is one step of a throughput search (the ceiling scenario): the rate
+// offered, what was achieved and how fast changes propagated at it, and,
+// after the load stopped, how long until every observer showed the truth.
+type Point struct {
+	OfferedPerSec  float64 `json:"offered_per_s"`
+	AchievedPerSec float64 `json:"achieved_per_s"`
+	P50Ms          float64 `json:"p50_ms"`
+	P99Ms          float64 `json:"p99_ms"`
+	ConvergeMs     float64 `json:"converge_ms"`                       // load stopped → every observer shows every user's truth
+	Wrong          int     `json:"wrong"`                             // users still shown wrongly once converged (or at the deadline)
+	CPUUsPerChange float64 `json:"cpu_us_per_change"`                 // broker user+sys CPU per change made
+	RedisCPUUs     float64 `json:"redis_cpu_us_per_change,omitempty"` // redis-server's, presenced-redis only
+	LoadCPUUs      float64 `json:"load_cpu_us_per_change"`            // the load generator's (this process)
+	Sustained      bool    `json:"sustained"`                         // p99 within the bound and the rate achieved
 }
 
 // Metrics: every figure a scenario measures; zero-valued ones were not

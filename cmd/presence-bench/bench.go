@@ -208,6 +208,7 @@ var scenarioFuncs = map[string]func(*runEnv) error{
 	scenarioRolling:       (*runEnv).rolling,
 	scenarioFlapDrop:      (*runEnv).flapDrop,
 	scenarioBattle:        (*runEnv).battle,
+	scenarioCeiling:       (*runEnv).ceiling,
 }
 
 // runOne starts the system fresh, runs the scenario and stops the system.
@@ -274,7 +275,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if scenario == scenarioTeam {
 		timeout += cfg.Team.Burst
 	}
-	timeout += resilienceExtraTime(cfg, scenario)
+	timeout += resilienceExtraTime(cfg, scenario) + ceilingExtraTime(cfg, scenario)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte

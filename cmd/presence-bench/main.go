@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -80,6 +80,7 @@ type config struct {
 	FlapDrop flapDropConfig
 	Battle   battleConfig
 	Scale    scaleConfig
+	Ceiling  ceilingConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -184,6 +185,7 @@ func defaultConfig() config {
 	c.OutName = "latest"
 	resilienceDefaults(&c)
 	scaleDefaults(&c)
+	ceilingDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -247,6 +249,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 	resilienceFlags(fs, &c)
 	scaleFlags(fs, &c)
+	ceilingFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -345,6 +348,9 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateScale(); err != nil {
+		return err
+	}
+	if err := c.Ceiling.validate(); err != nil {
 		return err
 	}
 	if c.Steady.Keepalive > 65535 || c.Storm.Keepalive > 65535 || c.Silent.Keepalive > 65535 {

@@ -262,6 +262,9 @@ func (e *runEnv) latencies(acts []action, obs []Obs) (lat []float64, missed int)
 	return lat, missed
 }
 
+// churnConverge bounds the wait, after a churn run, for a backlog to drain.
+const churnConverge = 30 * time.Second
+
 // churn: users cycle connect → status with a unique tag → clean disconnect
 // at a fixed total rate of presence changes.
 func (e *runEnv) churn() error {
@@ -342,7 +345,20 @@ func (e *runEnv) churn() error {
 	if cpu1, err := e.sys.cpuSplit(); err == nil {
 		perOp(r, "change", cpu0, cpu1, n) // every change made, until the observer shows the last
 	}
+	// Overload may cost latency, never the truth once the load stops: a
+	// backlog still draining now is waited for, and how long after the last
+	// change the observer showed every user offline is reported. (The
+	// correctness counts stay judged up to end, where a backlog still
+	// draining shows as ghosts or wrong_offline.)
+	if !e.waitUntil(end+churnConverge, func() bool { return obs.count(names, offline) == users }) {
+		left := users - obs.count(names, offline)
+		r.Extra["not_converged"] = float64(left)
+		e.note("%d users were still not shown offline %v after the load stopped", left, churnConverge+cleanWindow)
+	}
 	tl := obs.timeline()
+	if at, ok := convergeAt(tl, names, first, offline); ok {
+		r.Metrics.ConvergeMs = round1(ms(max(at-last, 0)))
+	}
 	var lat []float64
 	missed := 0
 	for i, u := range names {
