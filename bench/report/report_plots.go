@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"github.com/presenced/presenced/bench/result"
@@ -107,9 +108,11 @@ func barsSVG(title, unit string, bars []bar, refs []ref) []byte {
 
 // line is one system's curve.
 type line struct {
-	label  string
-	points [][2]float64 // x, y; sorted by x
-	color  string
+	label    string
+	points   [][2]float64 // x, y; sorted by x
+	color    string
+	dashed   bool // a further round of a system already in the legend
+	noLegend bool
 }
 
 // linesSVG draws curves on a linear x axis and a log y axis, with
@@ -147,8 +150,14 @@ func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 		dHi = dLo + 1
 	}
 	const legRowH = 18.0
+	legend := 0
+	for _, l := range lines {
+		if !l.noLegend {
+			legend++
+		}
+	}
 	x0, x1 := padL, float64(svgW)-padR
-	y0, y1 := float64(svgH)-padB, 38+legRowH*float64(len(lines))+10
+	y0, y1 := float64(svgH)-padB, 38+legRowH*float64(legend)+10
 	xOf := func(v float64) float64 { return x0 + v/xHi*(x1-x0) }
 	yOf := func(v float64) float64 {
 		return y0 - (math.Log10(v)-float64(dLo))/float64(dHi-dLo)*(y0-y1)
@@ -173,7 +182,8 @@ func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999" stroke-dasharray="5 3"/>`+"\n", x0, yOf(r.value), x1, yOf(r.value))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="11" fill="#555555">%s</text>`+"\n", x1-4, yOf(r.value)-4, esc(r.label))
 	}
-	for i, l := range lines {
+	row := 0
+	for _, l := range lines {
 		var d strings.Builder
 		for j, p := range l.points {
 			if p[1] <= 0 {
@@ -185,14 +195,22 @@ func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 			}
 			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, xOf(p[0]), yOf(p[1]))
 		}
-		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"><title>%s</title></path>`+"\n", d.String(), l.color, esc(l.label))
+		dash := ""
+		if l.dashed {
+			dash = ` stroke-dasharray="6 4" stroke-opacity="0.6"`
+		}
+		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`+"\n", d.String(), l.color, dash, esc(l.label))
 		for _, p := range l.points {
 			if p[1] > 0 {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>`+"\n", xOf(p[0]), yOf(p[1]), l.color,
 					esc(fmt.Sprintf("%s: %s %s at %s", l.label, fmtNum(p[1]), yUnit, fmtInt(p[0]))))
 			}
 		}
-		y := 38 + legRowH*float64(i) + legRowH/2
+		if l.noLegend {
+			continue
+		}
+		y := 38 + legRowH*float64(row) + legRowH/2
+		row++
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0, y, x0+22, y, l.color)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", x0+28, y, esc(l.label))
 	}
@@ -257,3 +275,46 @@ func mustCollapse(f result.File) result.File {
 	c, _ := Collapse(f)
 	return c
 }
+
+// CeilingSVG draws the throughput search of each system: propagation p99
+// against the offered rate of changes, one line per round (the first
+// solid, the others dashed), with the 50 ms bound.
+func CeilingSVG(f result.File) []byte {
+	c, rs := Collapse(f)
+	var lines []line
+	extra := 0
+	for _, med := range scenarioRuns(c, ScenarioCeiling) {
+		col, ok := palette[med.System]
+		if !ok {
+			col = extraColors[extra%len(extraColors)]
+			extra++
+		}
+		first := true
+		for _, r := range rs[key{med.Scenario, med.System}] {
+			if r.Error != "" || len(r.Curve) == 0 {
+				continue
+			}
+			pts := make([][2]float64, 0, len(r.Curve))
+			for _, p := range r.Curve {
+				pts = append(pts, [2]float64{p.OfferedPerSec, p.P99Ms})
+			}
+			sort.Slice(pts, func(i, j int) bool { return pts[i][0] < pts[j][0] })
+			label := med.System
+			if med.Error == "" && med.Metrics.ChangesPerSec > 0 {
+				label += fmt.Sprintf(": ceiling %s changes/s", fmtInt(med.Metrics.ChangesPerSec))
+				if lo, hi, several := rs.spread(med, func(x result.Run) (float64, bool) {
+					return x.Metrics.ChangesPerSec, x.Metrics.ChangesPerSec > 0
+				}); several {
+					label += fmt.Sprintf(" (%s–%s)", fmtInt(lo), fmtInt(hi))
+				}
+			}
+			lines = append(lines, line{label: label, points: pts, color: col, dashed: !first, noLegend: !first})
+			first = false
+		}
+	}
+	return linesSVG("Throughput ceiling: p99 against the offered rate (ceiling)", "offered presence changes per second", "propagation p99 (ms)",
+		lines, []ref{{label: "bound: 50 ms", value: 50}})
+}
+
+// ScenarioCeiling is the throughput search's name.
+const ScenarioCeiling = "ceiling"

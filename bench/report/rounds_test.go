@@ -111,3 +111,24 @@ func TestLinesSVG(t *testing.T) {
 		t.Errorf("line plot:\n%s", s)
 	}
 }
+
+func TestCeilingSVG(t *testing.T) {
+	var f result.File
+	for round := 1; round <= 3; round++ {
+		f.Runs = append(f.Runs, result.Run{System: result.SystemMemory, Scenario: ScenarioCeiling, Round: round,
+			Metrics: result.Metrics{ChangesPerSec: float64(7000 + 1000*round)},
+			Curve: []result.Point{{OfferedPerSec: 4000, P99Ms: 5}, {OfferedPerSec: 2000, P99Ms: 2}, {OfferedPerSec: 8000, P99Ms: 300}}})
+	}
+	s := string(CeilingSVG(f))
+	for _, want := range []string{"presenced-memory: ceiling 9,000 changes/s (8,000–10,000)", "bound: 50 ms", `stroke-dasharray="6 4"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("ceiling plot lacks %q", want)
+		}
+	}
+	if n := strings.Count(s, "<circle"); n != 9 {
+		t.Errorf("%d points, want 9 (3 per round)", n)
+	}
+	if strings.Count(s, "(8,000–10,000)</text>") != 1 {
+		t.Errorf("the system is in the legend more than once")
+	}
+}

@@ -460,6 +460,7 @@ func writeOutputsNamed(dir, name string, f result.File) ([]string, error) {
 		{"latency.svg", report.LatencySVG(f)},
 		{"memory.svg", report.MemorySVG(f)},
 		{"detection.svg", report.DetectionSVG(f)},
+		{"ceiling.svg", report.CeilingSVG(f)},
 	}
 	var written []string
 	for _, x := range files {
