@@ -47,7 +47,7 @@ func applies(sys, scenario string) bool {
 }
 
 // bareScenarios are the scenarios that need no presence.
-var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true}
+var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true, scenarioMemory: true}
 
 // runBench runs every (system, scenario) of cfg, one after the other.
 func runBench(cfg config) (result.File, error) {
@@ -193,6 +193,7 @@ var scenarioFuncs = map[string]func(*runEnv) error{
 	scenarioRolling:       (*runEnv).rolling,
 	scenarioFlapDrop:      (*runEnv).flapDrop,
 	scenarioBattle:        (*runEnv).battle,
+	scenarioMemory:        (*runEnv).memory,
 }
 
 // runOne starts the system fresh, runs the scenario and stops the system.
@@ -254,6 +255,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		timeout += cfg.Team.Burst
 	}
 	timeout += resilienceExtraTime(cfg, scenario)
+	timeout += memoryExtraTime(cfg, scenario)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte

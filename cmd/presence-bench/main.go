@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append([]string(nil), allScenarios...), resilienceScenarios...)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioMemory)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -79,6 +79,7 @@ type config struct {
 	Rolling  rollingConfig
 	FlapDrop flapDropConfig
 	Battle   battleConfig
+	Memory   memoryConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -169,6 +170,7 @@ func defaultConfig() config {
 	c.Team.BigRate = 1000
 	c.OutName = "latest"
 	resilienceDefaults(&c)
+	memoryDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -231,6 +233,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.Team.BigRate, "team-big-rate", c.Team.BigRate, "team (presenced-group): rate of those changes, per second")
 
 	resilienceFlags(fs, &c)
+	memoryFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -318,6 +321,9 @@ func (c *config) validate() error {
 		return errors.New("--team-members must be at least 2")
 	}
 	if err := c.validateResilience(); err != nil {
+		return err
+	}
+	if err := c.validateMemory(); err != nil {
 		return err
 	}
 	if c.Steady.Keepalive > 65535 || c.Storm.Keepalive > 65535 || c.Silent.Keepalive > 65535 {
