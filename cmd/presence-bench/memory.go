@@ -105,6 +105,11 @@ func (e *runEnv) memory() error {
 		return err
 	}
 	rt1 := e.runtimeStats()
+	cpu1, err := e.sys.cpu()
+	if err != nil {
+		return err
+	}
+	idleFrom := mono()
 
 	e.sleepUntil(mono() + cfg.Idle)
 	if e.cancelled() {
@@ -121,6 +126,15 @@ func (e *runEnv) memory() error {
 		return err
 	}
 	rt2 := e.runtimeStats()
+	cpu2, err := e.sys.cpu()
+	if err != nil {
+		return err
+	}
+	if idle := mono() - idleFrom; idle > 0 {
+		// What staying idle costs: keep-alives, mochi's once-a-second
+		// scans, and the GC cycles they cause.
+		r.Extra["idle_cpu_ms_per_s"] = round3(ms(cpu2-cpu1) / idle.Seconds())
+	}
 	if live < ok {
 		e.note("%d of %d sessions ended while idle", ok-live, ok)
 	}
