@@ -1,6 +1,7 @@
 package presenced
 
 import (
+	"runtime"
 	"sync/atomic"
 
 	"github.com/presenced/presenced/store"
@@ -50,17 +51,47 @@ type Stats struct {
 	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
 	Lagging         int64  `json:"subscribers_lagging"`
 	// The pacer (presence.offline_grace and the rest; publish_rate).
-	Held            int64  `json:"changes_held"`            // changes held back
-	HiddenBlinks    int64  `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
-	Released        int64  `json:"held_released"`           // held changes shown at their due time
-	Holding         int64  `json:"users_in_grace"`          // users with a change held now
-	PublishQueue    int64  `json:"publish_queue_depth"`     // users waiting for the publish rate now
-	PublishQueueMax int64  `json:"publish_queue_depth_max"` // the most that ever waited
-	Coalesced       int64  `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
-	NodeState       string `json:"node_state"`              // up, draining or down
-	DrainRefused    int64  `json:"drain_refused"`           // CONNECTs refused while draining
-	DrainMoved      int64  `json:"drain_moved"`             // connections asked to move by a drain
+	Held            int64        `json:"changes_held"`            // changes held back
+	HiddenBlinks    int64        `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
+	Released        int64        `json:"held_released"`           // held changes shown at their due time
+	Holding         int64        `json:"users_in_grace"`          // users with a change held now
+	PublishQueue    int64        `json:"publish_queue_depth"`     // users waiting for the publish rate now
+	PublishQueueMax int64        `json:"publish_queue_depth_max"` // the most that ever waited
+	Coalesced       int64        `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
+	NodeState       string       `json:"node_state"`              // up, draining or down
+	DrainRefused    int64        `json:"drain_refused"`           // CONNECTs refused while draining
+	DrainMoved      int64        `json:"drain_moved"`             // connections asked to move by a drain
+	Runtime         RuntimeStats `json:"runtime"`                 // the Go runtime's memory and goroutines
 	store.RedisStats
+}
+
+// RuntimeStats are the Go runtime's figures that explain the process's
+// memory: goroutines (mochi runs two per connection) and the memory
+// classes of runtime.MemStats, in bytes.
+type RuntimeStats struct {
+	Goroutines   int    `json:"goroutines"`
+	HeapInuse    uint64 `json:"heap_inuse"`    // spans with at least one object
+	HeapAlloc    uint64 `json:"heap_alloc"`    // live and not yet swept objects
+	HeapIdle     uint64 `json:"heap_idle"`     // spans with no object, returned or not
+	HeapReleased uint64 `json:"heap_released"` // of HeapIdle, returned to the OS
+	StackInuse   uint64 `json:"stack_inuse"`   // goroutine stacks
+	Sys          uint64 `json:"sys"`           // all the runtime obtained from the OS
+	GCSys        uint64 `json:"gc_sys"`        // GC metadata
+	OtherSys     uint64 `json:"other_sys"`     // other runtime metadata
+	NextGC       uint64 `json:"next_gc"`       // heap size at which the next GC starts
+	NumGC        uint32 `json:"gc_count"`      // completed GC cycles
+}
+
+// ReadRuntimeStats reads the Go runtime's figures (runtime.ReadMemStats
+// stops the world for a few microseconds).
+func ReadRuntimeStats() RuntimeStats {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return RuntimeStats{
+		Goroutines: runtime.NumGoroutine(),
+		HeapInuse:  m.HeapInuse, HeapAlloc: m.HeapAlloc, HeapIdle: m.HeapIdle, HeapReleased: m.HeapReleased,
+		StackInuse: m.StackInuse, Sys: m.Sys, GCSys: m.GCSys, OtherSys: m.OtherSys, NextGC: m.NextGC, NumGC: m.NumGC,
+	}
 }
 
 // Stats returns every counter of the plugin (and the Redis store's, zero
@@ -119,6 +150,7 @@ func (p *Plugin) Stats() Stats {
 		NodeState:       string(p.NodeState()),
 		DrainRefused:    p.Hook.Drained.Refused.Load(),
 		DrainMoved:      p.Hook.Drained.Moved.Load(),
+		Runtime:         ReadRuntimeStats(),
 	}
 	if p.redis != nil {
 		s.RedisStats = p.redis.Stats()

@@ -448,6 +448,8 @@ func (n *Node) Stats() Stats {
 	var s Stats
 	if n.Presence != nil {
 		s.Stats = n.Presence.Stats()
+	} else {
+		s.Runtime = presenced.ReadRuntimeStats()
 	}
 	s.Node = n.cfg.NodeID
 	if n.Auth != nil {

@@ -47,7 +47,7 @@ func applies(sys, scenario string) bool {
 }
 
 // bareScenarios are the scenarios that need no presence.
-var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true}
+var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true, scenarioMemory: true}
 
 // runBench runs every (system, scenario) of cfg, one after the other.
 func runBench(cfg config) (result.File, error) {
@@ -209,6 +209,7 @@ var scenarioFuncs = map[string]func(*runEnv) error{
 	scenarioFlapDrop:      (*runEnv).flapDrop,
 	scenarioBattle:        (*runEnv).battle,
 	scenarioCeiling:       (*runEnv).ceiling,
+	scenarioMemory:        (*runEnv).memory,
 }
 
 // runOne starts the system fresh, runs the scenario and stops the system.
@@ -275,7 +276,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if scenario == scenarioTeam {
 		timeout += cfg.Team.Burst
 	}
-	timeout += resilienceExtraTime(cfg, scenario) + ceilingExtraTime(cfg, scenario)
+	timeout += resilienceExtraTime(cfg, scenario) + ceilingExtraTime(cfg, scenario) + memoryExtraTime(cfg, scenario)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte

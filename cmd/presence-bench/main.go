@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -81,6 +81,7 @@ type config struct {
 	Battle   battleConfig
 	Scale    scaleConfig
 	Ceiling  ceilingConfig
+	Memory   memoryConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -186,6 +187,7 @@ func defaultConfig() config {
 	resilienceDefaults(&c)
 	scaleDefaults(&c)
 	ceilingDefaults(&c)
+	memoryDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -250,6 +252,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	resilienceFlags(fs, &c)
 	scaleFlags(fs, &c)
 	ceilingFlags(fs, &c)
+	memoryFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -348,6 +351,9 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateScale(); err != nil {
+		return err
+	}
+	if err := c.validateMemory(); err != nil {
 		return err
 	}
 	if err := c.Ceiling.validate(); err != nil {

@@ -46,6 +46,9 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	if len(notes.IgnoredEnv) > 0 {
 		log.Info().Strs("vars", notes.IgnoredEnv).Msg("ignored Kubernetes service-link variables")
 	}
+	gc := applyGCDefaults(env)
+	log.Info().Int("gc_percent", gc.GCPercent).Int64("memory_limit", gc.MemoryLimit).Str("memory_limit_from", gc.LimitFrom).
+		Msg("Go GC settings (0: as GOGC / GOMEMLIMIT in the environment, or Go's own)")
 	n, err := node.New(cfg, log, mochiLog.With("component", "mochi"))
 	if err != nil {
 		log.Error().Err(err).Msg("cannot build node")
