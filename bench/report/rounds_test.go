@@ -117,7 +117,7 @@ func TestCeilingSVG(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		f.Runs = append(f.Runs, result.Run{System: result.SystemMemory, Scenario: ScenarioCeiling, Round: round,
 			Metrics: result.Metrics{ChangesPerSec: float64(7000 + 1000*round)},
-			Curve: []result.Point{{OfferedPerSec: 4000, P99Ms: 5}, {OfferedPerSec: 2000, P99Ms: 2}, {OfferedPerSec: 8000, P99Ms: 300}}})
+			Curve:   []result.Point{{OfferedPerSec: 4000, P99Ms: 5}, {OfferedPerSec: 2000, P99Ms: 2}, {OfferedPerSec: 8000, P99Ms: 300}}})
 	}
 	s := string(CeilingSVG(f))
 	for _, want := range []string{"presenced-memory: ceiling 9,000 changes/s (8,000–10,000)", "bound: 50 ms", `stroke-dasharray="6 4"`} {
