@@ -144,7 +144,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(written) != 4 {
+	if len(written) != 7 { // the JSON twice, latest.md and four plots
 		t.Fatalf("wrote %v", written)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "latest.json"))
