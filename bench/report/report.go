@@ -150,6 +150,7 @@ func Markdown(f result.File) []byte {
 		writeRatios(&b, f)
 		writeTargets(&b, f)
 	}
+	writeCapacityTargets(&b, f)
 
 	if notes > 0 {
 		b.WriteString("## Run notes\n\n")

@@ -132,3 +132,41 @@ func TestCeilingSVG(t *testing.T) {
 		t.Errorf("the system is in the legend more than once")
 	}
 }
+
+func TestCapacityTargets(t *testing.T) {
+	mem := func(sys string, kib float64) result.Run {
+		return result.Run{System: sys, Scenario: ScenarioMemory, Metrics: result.Metrics{Sessions: 15000, RSSPerSessionKiB: kib}}
+	}
+	ceil := func(sys string, rate, wrong float64) result.Run {
+		return result.Run{System: sys, Scenario: ScenarioCeiling, Metrics: result.Metrics{ChangesPerSec: rate},
+			Extra: map[string]float64{"wrong_after_converge": wrong, "max_converge_ms_beyond_ceiling": 420}}
+	}
+	f := result.File{Runs: []result.Run{
+		mem(result.SystemMemory, 15.5), mem(result.SystemRedis, 17), mem(result.SystemMochi, 14),
+		ceil(result.SystemMemory, 21000, 0), ceil(result.SystemRedis, 8000, 2),
+	}}
+	got := map[string]string{}
+	for _, tg := range CapacityTargets(f) {
+		got[tg.Target+" / "+tg.System] = tg.Result + " " + tg.Figure
+	}
+	for k, want := range map[string]string{
+		"RSS ≤ 16 KiB per idle session at 15,000 sessions, after an idle minute (memory) / presenced-memory":                        Met,
+		"RSS ≤ 16 KiB per idle session at 15,000 sessions, after an idle minute (memory) / presenced-redis":                         Missed,
+		"presence adds ≤ 2 KiB per idle session over bare mochi (memory) / presenced-memory":                                        Met + " +1.50 KiB",
+		"presence adds ≤ 2 KiB per idle session over bare mochi (memory) / presenced-redis":                                         Missed + " +3",
+		"throughput ceiling ≥ 20,000 changes/s at p99 ≤ 50 ms (ceiling) / presenced-memory":                                         Met + " 21,000",
+		"throughput ceiling ≥ 10,000 changes/s at p99 ≤ 50 ms (ceiling) / presenced-redis":                                          Missed + " 8,000",
+		"beyond the ceiling, every observer converges to the truth once the load stops, nothing wrong (ceiling) / presenced-redis":  Missed + " 2 users wrong",
+		"beyond the ceiling, every observer converges to the truth once the load stops, nothing wrong (ceiling) / presenced-memory": Met + " 0 users wrong; converged within 420 ms",
+	} {
+		if !strings.HasPrefix(got[k], want) {
+			t.Errorf("%s: %q, want %q…", k, got[k], want)
+		}
+	}
+	if len(CapacityTargets(result.File{Runs: []result.Run{mem(result.SystemMemory, 1)}[:0]})) != 0 {
+		t.Errorf("capacity targets without a memory or ceiling run")
+	}
+	if md := string(Markdown(f)); !strings.Contains(md, "## Targets: memory per idle session and throughput ceiling") {
+		t.Errorf("the report has no capacity targets section")
+	}
+}
