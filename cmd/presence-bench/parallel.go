@@ -139,6 +139,12 @@ func lastLines(s string, n int) string {
 // include adds the runs of earlier result files (e.g. a --parallel run of
 // the memory scenario) to f, so that one report shows them all.
 func include(f *result.File, paths []string) error {
+	var before []string // the included runs' commands, in order
+	defer func() {
+		if len(before) > 0 {
+			f.Command = strings.Join(append(before, f.Command), " && ")
+		}
+	}()
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -152,7 +158,7 @@ func include(f *result.File, paths []string) error {
 		f.Repeat = max(f.Repeat, g.Repeat)
 		f.Duration += g.Duration
 		if g.Command != "" {
-			f.Command = g.Command + " && " + f.Command
+			before = append(before, g.Command)
 		}
 	}
 	return nil
