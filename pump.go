@@ -66,7 +66,9 @@ func (p *Plugin) pump() {
 			p.Pacer.Run(p.now())
 			return
 		case <-p.feed.Ready():
-			p.handle(p.feed.Take())
+			evs := p.feed.Take()
+			p.handle(evs)
+			p.feed.Recycle(evs) // handle keeps no reference into evs
 			paced()
 		case <-pace.C:
 			paced()

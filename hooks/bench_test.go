@@ -247,3 +247,74 @@ func BenchmarkOnPublishActivity(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkHookCycle measures the churn scenario's cycle on the broker's
+// side, over a net.Pipe: an MQTT 3.1.1 client connects (clean, with a
+// user), publishes one presence/set (QoS 1, so that the PUBACK says it was
+// handled), and disconnects cleanly; an iteration ends when mochi is done
+// with the connection. With presence's hooks (the tracker doing nothing)
+// and without them (the bare broker): the difference is what the hooks add
+// to a connection's life, apart from the store and the retained publishes.
+func BenchmarkHookCycle(b *testing.B) {
+	var conn, set, disc bytes.Buffer
+	pk := packets.Packet{
+		FixedHeader:     packets.FixedHeader{Type: packets.Connect},
+		ProtocolVersion: 4,
+		Connect: packets.ConnectParams{
+			ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 60,
+			ClientIdentifier: "alice-phone", UsernameFlag: true, Username: []byte("alice"),
+		},
+	}
+	if err := pk.ConnectEncode(&conn); err != nil {
+		b.Fatal(err)
+	}
+	pub := packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   "presence/set", PacketID: 7, ProtocolVersion: 4,
+		Payload: []byte(`{"status":"away","text":"x"}`),
+	}
+	if err := pub.PublishEncode(&set); err != nil {
+		b.Fatal(err)
+	}
+	if err := (&packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ProtocolVersion: 4}).DisconnectEncode(&disc); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		presence bool
+	}{{"presence", true}, {"bare", false}} {
+		b.Run(c.name, func(b *testing.B) {
+			srv, _ := newServer(b, c.presence)
+			b.Cleanup(func() { _ = srv.Close() })
+			ack := make([]byte, 4)
+			b.ReportAllocs()
+			for b.Loop() {
+				client, server := net.Pipe()
+				done := make(chan error, 1)
+				go func() { done <- srv.EstablishConnection("t", server) }()
+				_ = client.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := client.Write(conn.Bytes()); err != nil {
+					b.Fatalf("write CONNECT: %v", err)
+				}
+				if _, err := io.ReadFull(client, ack); err != nil || ack[0] != 0x20 || ack[3] != 0 {
+					b.Fatalf("CONNACK % x: %v", ack, err)
+				}
+				if _, err := client.Write(set.Bytes()); err != nil {
+					b.Fatalf("write PUBLISH: %v", err)
+				}
+				if _, err := io.ReadFull(client, ack); err != nil || ack[0] != packets.Puback<<4 {
+					b.Fatalf("PUBACK % x: %v", ack, err)
+				}
+				if _, err := client.Write(disc.Bytes()); err != nil {
+					b.Fatalf("write DISCONNECT: %v", err)
+				}
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					b.Fatal("the connection did not end")
+				}
+				_ = client.Close()
+			}
+		})
+	}
+}

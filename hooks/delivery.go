@@ -92,7 +92,7 @@ type publishing struct {
 	topic, user string
 	version     uint64
 	targets     map[*mqtt.Client]struct{} // nil: every subscriber
-	missed      map[*mqtt.Client]struct{} // dropped or held back during this publish
+	missed      map[*mqtt.Client]struct{} // dropped or held back during this publish (nil: none)
 }
 
 // lag is what one subscriber missed.
@@ -153,7 +153,7 @@ func (d *Delivery) Provides(b byte) bool {
 // receive it (with a Guard): a message sent again. Afterwards every
 // subscriber that missed the user and was not dropped this time has it.
 func (d *Delivery) Publish(user string, version uint64, targets []*mqtt.Client, fn func()) {
-	p := &publishing{topic: d.users + user, user: user, version: version, missed: make(map[*mqtt.Client]struct{})}
+	p := &publishing{topic: d.users + user, user: user, version: version}
 	if targets != nil {
 		p.targets = make(map[*mqtt.Client]struct{}, len(targets))
 		for _, cl := range targets {
@@ -429,6 +429,9 @@ func (d *Delivery) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 	}
 	d.Counters.Dropped.Add(1)
 	if p := d.live.Load(); p != nil && p.topic == pk.TopicName {
+		if p.missed == nil { // made on the first miss: most publishes miss no one
+			p.missed = make(map[*mqtt.Client]struct{})
+		}
 		p.missed[cl] = struct{}{} // the publisher's own goroutine, inside the fence
 	}
 	d.miss(cl, user, version)

@@ -92,13 +92,16 @@ func (u User) clone() User {
 	return u
 }
 
-// retire removes live session i, which has ended, and records it.
+// retire removes live session i, which has ended, and records it. It
+// builds new Sessions and Ended rather than change the arrays in place, so
+// it needs no clone first: the arrays may be shared with other Users.
 func (u *User) retire(i int, ended Session) {
-	u.Sessions = slices.Delete(u.Sessions, i, i+1)
-	u.Ended = slices.Insert(u.Ended, 0, ended)
-	if len(u.Ended) > MaxEnded {
-		u.Ended = u.Ended[:MaxEnded]
-	}
+	live := make([]Session, 0, len(u.Sessions)-1)
+	live = append(live, u.Sessions[:i]...)
+	u.Sessions = append(live, u.Sessions[i+1:]...)
+	rec := make([]Session, 1, min(len(u.Ended)+1, MaxEnded))
+	rec[0] = ended
+	u.Ended = append(rec, u.Ended[:cap(rec)-1]...)
 	if len(u.Sessions) == 0 {
 		u.LastSeen = ended.EndedAt
 	}
@@ -156,8 +159,8 @@ func (u User) End(id string, epoch uint64, reason EndReason, lastWords *string, 
 	if err != nil {
 		return u, Session{}, err
 	}
-	u = u.clone()
-	u.retire(i, ended)
+	u.Current.Sessions = slices.Clone(u.Current.Sessions)
+	u.retire(i, ended) // new Sessions and Ended: no clone of them needed
 	if len(u.Sessions) == 0 {
 		u.LastWords = ""
 		if lastWords != nil && !reason.Clean() {
@@ -234,7 +237,8 @@ func (u User) EndNode(node string, reason EndReason, now time.Time) (User, []Ses
 }
 
 // endWhere ends, for reason, every live session that match selects. The
-// receiver is cloned only when something ends.
+// receiver's arrays are left as they are (retire builds new ones, and
+// Current's sessions are copied when something ends).
 func (u User) endWhere(match func(Session) bool, reason EndReason, now time.Time) (User, []Session) {
 	var ended []Session
 	for i := 0; i < len(u.Sessions); {
@@ -244,10 +248,10 @@ func (u User) endWhere(match func(Session) bool, reason EndReason, now time.Time
 			continue
 		}
 		if ended == nil {
-			u = u.clone()
+			u.Current.Sessions = slices.Clone(u.Current.Sessions)
 		}
 		e, _ := s.End(s.Epoch, reason, now)
-		u.retire(i, e)
+		u.retire(i, e) // new Sessions and Ended: the receiver's are left as they are
 		u.LastWords = ""
 		ended = append(ended, e)
 	}
@@ -269,6 +273,12 @@ func (u User) NextDeadline() (time.Time, bool) {
 // committed one, it is given the next version (and a new since when the status
 // changed) and becomes Current; changed is then true. Every store operation
 // ends with Commit, so versions move exactly when what observers see moves.
+//
+// Commit leaves its receiver unchanged, like every operation, but unlike
+// the others its result shares the receiver's Sessions and Ended arrays:
+// it only replaces Current (with sessions Derive made anew), and stores
+// call it on the fresh result of an operation, so a copy of every session
+// on each change would buy nothing.
 func (u User) Commit(rules Rules, now time.Time) (User, Aggregate, bool) {
 	p := Derive(u, rules)
 	if u.Current.Version != 0 && p.sameAs(u.Current) {
@@ -282,7 +292,6 @@ func (u User) Commit(rules Rules, now time.Time) (User, Aggregate, bool) {
 			p.Since = u.LastSeen
 		}
 	}
-	u = u.clone()
-	u.Current = p
+	u.Current = p // replaced, not changed in place: Derive made p's sessions anew
 	return u, p, true
 }

@@ -94,6 +94,7 @@ type Event struct {
 type Feed struct {
 	mu     sync.Mutex
 	events []Event
+	spare  []Event        // an emptied array handed back with Recycle, for the next events
 	users  map[string]int // user -> index of its pending change in events
 	ready  chan struct{}
 	depth  atomic.Int64
@@ -176,10 +177,30 @@ func (f *Feed) Take() []Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	evs := f.events
-	f.events = nil
+	f.events, f.spare = f.spare, nil
 	clear(f.users)
 	f.depth.Store(0)
 	return evs
+}
+
+// maxSpare bounds the array Recycle keeps: a burst's larger one is left to
+// the garbage collector.
+const maxSpare = 1024
+
+// Recycle hands back what Take returned, once the consumer is done with it
+// and keeps no reference into it: its array then holds the events pushed
+// after the next Take, instead of a new one growing from nothing with each
+// batch. Optional; evs is cleared, so it holds on to nothing.
+func (f *Feed) Recycle(evs []Event) {
+	if cap(evs) == 0 || cap(evs) > maxSpare {
+		return
+	}
+	clear(evs)
+	f.mu.Lock()
+	if f.spare == nil {
+		f.spare = evs[:0]
+	}
+	f.mu.Unlock()
 }
 
 // Depth returns how many events are waiting.

@@ -63,3 +63,49 @@ func TestFeedCoalescesNodeAnnouncements(t *testing.T) {
 		t.Fatalf("took %+v", got)
 	}
 }
+
+// A recycled array holds the events pushed after the following Take,
+// cleared of what it held; a batch taken is not touched by later pushes
+// until it is handed back.
+func TestFeedRecycle(t *testing.T) {
+	f := NewFeed()
+	ch := func(user string, v uint64) Event {
+		return Event{Kind: Changed, Aggregate: presence.Aggregate{User: user, Version: v}}
+	}
+	f.Push(ch("amy", 1))
+	f.Push(ch("bob", 1))
+	first := f.Take()
+	f.Push(ch("cat", 1)) // not into first: it was not handed back
+	if first[0].Aggregate.User != "amy" || first[1].Aggregate.User != "bob" {
+		t.Fatalf("first batch changed: %+v", first)
+	}
+	f.Recycle(first)
+	if first[0].Aggregate.User != "" || first[1].Aggregate.User != "" {
+		t.Fatalf("recycled events not cleared: %+v", first)
+	}
+	second := f.Take() // from now on, pushes go into first's array
+	if len(second) != 1 || second[0].Aggregate.User != "cat" {
+		t.Fatalf("second batch: %+v", second)
+	}
+	f.Push(ch("dan", 2))
+	f.Push(ch("dan", 3))
+	third := f.Take()
+	if len(third) != 1 || third[0].Aggregate.User != "dan" || third[0].Aggregate.Version != 3 {
+		t.Fatalf("after recycle: %+v", third)
+	}
+	if &third[0] != &first[0] {
+		t.Fatal("the recycled array was not reused")
+	}
+	if second[0].Aggregate.User != "cat" {
+		t.Fatalf("second batch changed: %+v", second)
+	}
+	f.Recycle(second)
+	f.Recycle(make([]Event, 0, maxSpare+1)) // a spare is waiting already
+	f.Take()
+	f.Recycle(make([]Event, 0, maxSpare+1)) // too large: dropped
+	f.Take()
+	f.Push(ch("eve", 1))
+	if got := f.Take(); cap(got) > maxSpare {
+		t.Fatalf("kept an array of %d", cap(got))
+	}
+}

@@ -191,6 +191,7 @@ func (t *Tracker) shard(key string) *queue {
 
 func (t *Tracker) work(q *queue) {
 	defer t.wg.Done()
+	var sc scratch // this worker's own
 	for {
 		select {
 		case <-t.stop:
@@ -200,7 +201,7 @@ func (t *Tracker) work(q *queue) {
 		its := q.take()
 		for len(its) > 0 {
 			n := min(len(its), maxBatch)
-			t.syncItems(its[:n])
+			t.syncItems(its[:n], &sc)
 			its = its[n:]
 		}
 	}
@@ -439,13 +440,35 @@ func (t *Tracker) outcome(op, id string, err error) presence.Outcome {
 
 // sync writes the difference between a slot's wanted and written state, one
 // planned write at a time, and reports whether to try again later.
-func (s *slot) sync(t *Tracker) bool { return t.syncSlots([]*slot{s})[0] }
+func (s *slot) sync(t *Tracker) bool { return t.syncSlots([]*slot{s}, new(scratch))[0] }
+
+// scratch holds the slices a worker reuses from one sync to the next, so
+// that a change costs no allocation of them. Each worker owns one; nothing
+// in it outlives the sync that fills it (syncSlots clears it).
+type scratch struct {
+	slots  []*slot
+	ss     []syncing
+	idx    []int
+	ws     []presence.Write
+	retry  []bool
+	epochs []uint64
+	errs   []error
+}
+
+// grown returns b emptied, with room for n elements.
+func grown[T any](b []T, n int) []T {
+	if cap(b) < n {
+		return make([]T, 0, n)
+	}
+	return b[:0]
+}
 
 // syncItems syncs items taken from a queue: the slots together, their
 // writes batched (syncSlots), and the accounts one by one. Each item is put
 // back after a pause when the store failed.
-func (t *Tracker) syncItems(its []item) {
-	slots := make([]*slot, 0, len(its))
+func (t *Tracker) syncItems(its []item, sc *scratch) {
+	slots := grown(sc.slots, len(its))
+	defer func() { clear(slots); sc.slots = slots[:0] }()
 	for _, it := range its {
 		s, ok := it.(*slot)
 		if !ok {
@@ -460,7 +483,7 @@ func (t *Tracker) syncItems(its []item) {
 	if len(slots) == 0 {
 		return
 	}
-	for i, retry := range t.syncSlots(slots) {
+	for i, retry := range t.syncSlots(slots, sc) {
 		if retry {
 			t.retry(slots[i])
 		}
@@ -484,16 +507,18 @@ type syncing struct {
 // the outcome of a slot's write decides its next one, so each session's
 // writes are made one at a time and in order. slots holds no slot twice. It
 // reports, for each slot, whether to try again later.
-func (t *Tracker) syncSlots(slots []*slot) []bool {
-	ss := make([]syncing, len(slots))
+func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
+	ss := grown(sc.ss, len(slots))[:len(slots)]
+	defer func() { clear(ss); sc.ss = ss[:0] }() // drop what the slots held
 	for i, s := range slots {
 		s.mu.Lock()
 		s.queued = false
 		ss[i] = syncing{s: s, w: s.want, h: s.have, more: true}
 		s.mu.Unlock()
 	}
-	idx := make([]int, 0, len(ss))
-	ws := make([]presence.Write, 0, len(ss))
+	idx := grown(sc.idx, len(ss))
+	ws := grown(sc.ws, len(ss))
+	defer func() { sc.idx = idx[:0]; clear(ws); sc.ws = ws[:0] }()
 	for {
 		idx, ws = idx[:0], ws[:0]
 		for i := range ss {
@@ -512,7 +537,7 @@ func (t *Tracker) syncSlots(slots []*slot) []bool {
 		if len(ws) == 0 {
 			break
 		}
-		epochs, errs := t.write(ws)
+		epochs, errs := t.write(ws, sc)
 		for k, i := range idx {
 			x := &ss[i]
 			o := t.outcome(opName(x.wr.Kind), x.s.id, errs[k])
@@ -530,7 +555,8 @@ func (t *Tracker) syncSlots(slots []*slot) []bool {
 			x.h, x.more = presence.Applied(x.h, x.w.Conn, x.wr, o, epochs[k])
 		}
 	}
-	retry := make([]bool, len(ss))
+	retry := grown(sc.retry, len(ss))[:len(ss)]
+	sc.retry = retry[:0] // the caller reads it before the next sync
 	for i := range ss {
 		ss[i].s.finish(t, ss[i].h)
 		retry[i] = ss[i].retry
@@ -550,15 +576,18 @@ func opName(k presence.WriteKind) string {
 
 // write makes writes of distinct sessions: in one round trip when the store
 // is a Batcher and there is more than one, else one by one.
-func (t *Tracker) write(ws []presence.Write) ([]uint64, []error) {
+func (t *Tracker) write(ws []presence.Write, sc *scratch) ([]uint64, []error) {
 	ctx := context.Background()
 	if t.batch != nil && len(ws) > 1 {
 		t.Stats.Batches.Add(1)
 		t.Stats.Batched.Add(int64(len(ws)))
 		return t.batch.Batch(ctx, ws)
 	}
-	epochs := make([]uint64, len(ws))
-	errs := make([]error, len(ws))
+	epochs := grown(sc.epochs, len(ws))[:len(ws)]
+	errs := grown(sc.errs, len(ws))[:len(ws)]
+	clear(epochs)
+	clear(errs)
+	sc.epochs, sc.errs = epochs[:0], errs[:0] // read by the caller before the next write
 	for i, wr := range ws {
 		switch wr.Kind {
 		case presence.WriteEnd:
