@@ -41,9 +41,10 @@ type Publisher struct {
 	prefix string
 	log    zerolog.Logger
 
-	mu    sync.Mutex
-	views map[string]view // what is published now, per user
-	buf   []byte
+	mu       sync.Mutex
+	views    map[string]view         // what is published now, per user
+	byStatus map[presence.Status]int // users in views per status, kept with views
+	buf      []byte
 
 	Stats Stats
 }
@@ -67,7 +68,7 @@ type view struct {
 
 // New returns a publisher of presence under prefix (e.g. "presence").
 func New(prefix string, b Broker, log zerolog.Logger) *Publisher {
-	return &Publisher{broker: b, prefix: prefix, log: log, views: make(map[string]view)}
+	return &Publisher{broker: b, prefix: prefix, log: log, views: make(map[string]view), byStatus: make(map[presence.Status]int)}
 }
 
 // Topic returns the retained topic of user.
@@ -95,6 +96,10 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	if a.Status == presence.Offline {
 		v.gone = a.LastSeen
 	}
+	if old, ok := p.views[a.User]; ok {
+		p.byStatus[old.status]--
+	}
+	p.byStatus[v.status]++
 	p.views[a.User] = v
 	p.mu.Unlock()
 	p.Stats.Published.Add(1)
@@ -159,6 +164,7 @@ func (p *Publisher) Forget(before time.Time) int {
 	for u, v := range p.views {
 		if !v.gone.IsZero() && v.gone.Before(before) {
 			delete(p.views, u)
+			p.byStatus[v.status]--
 			topics = append(topics, p.Topic(u))
 		}
 	}

@@ -123,3 +123,31 @@ func TestPublisherForget(t *testing.T) {
 		t.Fatalf("forgot %d, users %d, counted %d", n, p.Users(), p.Stats.Forgotten.Load())
 	}
 }
+
+// The counts by status follow every publish, status change, old version
+// refused and forget.
+func TestPublisherStatuses(t *testing.T) {
+	p := New("presence", &sink{}, zerolog.Nop())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := func(step string, w map[presence.Status]int) {
+		t.Helper()
+		got := p.Statuses()
+		if len(got) != len(w) {
+			t.Fatalf("%s: %v, want %v", step, got, w)
+		}
+		for s, n := range w {
+			if got[s] != n {
+				t.Fatalf("%s: %v, want %v", step, got, w)
+			}
+		}
+	}
+	p.Publish(presence.Aggregate{User: "a", Status: presence.Online, Version: 1})
+	p.Publish(presence.Aggregate{User: "b", Status: presence.Online, Version: 1})
+	p.Publish(presence.Aggregate{User: "c", Status: presence.Offline, Version: 1, LastSeen: t0})
+	want("published", map[presence.Status]int{presence.Online: 2, presence.Offline: 1})
+	p.Publish(presence.Aggregate{User: "a", Status: presence.Away, Version: 2})
+	p.Publish(presence.Aggregate{User: "b", Status: presence.Busy, Version: 1}) // old: refused
+	want("changed", map[presence.Status]int{presence.Online: 1, presence.Away: 1, presence.Offline: 1})
+	p.Forget(t0.Add(time.Minute))
+	want("forgotten", map[presence.Status]int{presence.Online: 1, presence.Away: 1})
+}
