@@ -719,3 +719,41 @@ func TestRedisSweepResumesAfterItsDeadline(t *testing.T) {
 	}
 	t.Logf("%d sessions swept in %d passes of 15 ms (%d stopped by the deadline)", n, passes, interrupted)
 }
+
+// The mechanism a resumed sweep rests on: ending a chunk of a dead
+// incarnation's users takes exactly those users out of its set, in the
+// same step as their end.
+func TestRedisSweepChunkLeavesTheSet(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	dead, _ := newRedisStore(t, c, "dead")
+	alive, _ := newRedisStore(t, c, "alive")
+	for i := range 20 {
+		if _, err := dead.Open(ctx, presence.OpenArgs{User: fmt.Sprintf("u%d", i), ID: "d", Node: "dead", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inc := dead.Incarnation()
+	set := dead.k.allNodeUsers(member("dead", inc))[0]
+	users, err := alive.members(ctx, []string{set})
+	if err != nil || len(users) != 20 {
+		t.Fatalf("members: %d, %v; want 20", len(users), err)
+	}
+	n, err := alive.endNodeUsers(ctx, "dead", inc, users[:5])
+	if err != nil || n != 5 {
+		t.Fatalf("ended %d, %v; want 5", n, err)
+	}
+	left, _ := c.SMembers(ctx, set).Result()
+	if len(left) != 15 {
+		t.Fatalf("%d users left in the set, want 15", len(left))
+	}
+	for _, u := range users[:5] {
+		if slices.Contains(left, u.user) {
+			t.Fatalf("%s was ended but is still in the set", u.user)
+		}
+		if a, _, _ := alive.User(ctx, u.user); len(a.Current.Sessions) != 0 {
+			t.Fatalf("%s still has sessions: %+v", u.user, a.Current.Sessions)
+		}
+	}
+}

@@ -167,6 +167,12 @@ func (e *runEnv) waitUntil(deadline time.Duration, cond func() bool) bool {
 // waitProgress is waitUntil for a count that should reach want: it also
 // gives up when the count has not grown for stall.
 func (e *runEnv) waitProgress(deadline, stall time.Duration, want int, count func() int) (int, bool) {
+	return e.waitProgressEvery(10*time.Millisecond, deadline, stall, want, count)
+}
+
+// waitProgressEvery is waitProgress counting every poll (a count over tens
+// of thousands of users is not free).
+func (e *runEnv) waitProgressEvery(poll, deadline, stall time.Duration, want int, count func() int) (int, bool) {
 	best, since := -1, mono()
 	for {
 		n := count()
@@ -180,7 +186,7 @@ func (e *runEnv) waitProgress(deadline, stall time.Duration, want int, count fun
 		if now >= deadline || now-since >= stall || e.cancelled() {
 			return n, false
 		}
-		time.Sleep(10 * time.Millisecond)
+		e.sleepUntil(now + poll)
 	}
 }
 

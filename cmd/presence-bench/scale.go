@@ -17,11 +17,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -333,7 +331,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	r.Extra["connect_s"] = round3(connectS)
 	r.Metrics.ConnectsPerSec = round1(float64(ok) / connectS)
 	for i, o := range obs {
-		if got, done := e.scalePollCount(mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(all, online) }); !done {
+		if got, done := e.waitProgressEvery(250*time.Millisecond, mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(all, online) }); !done {
 			return fmt.Errorf("observer on node %d showed %d of %d users online (%s)", i+1, got, ok, o.state())
 		}
 	}
@@ -551,7 +549,7 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 		}
 	}
 	// One wait for every surviving observer together.
-	e.scalePollCount(kill+ttl+sweep+60*time.Second, ttl+sweep+20*time.Second, want*len(survivors), func() int {
+	e.waitProgressEvery(250*time.Millisecond, kill+ttl+sweep+60*time.Second, ttl+sweep+20*time.Second, want*len(survivors), func() int {
 		sum := 0
 		for _, i := range survivors {
 			sum += obs[i].count(gone, offline)
@@ -631,26 +629,6 @@ func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	r.Metrics.ObserverMsgs = msgs
 	e.note("the correctness counts are not judged in scale (the sessions live in worker processes); final_wrong counts the users a surviving observer shows wrongly at the end: %d", wrong)
 	return nil
-}
-
-// scalePollCount is waitProgress polling every 250 ms (a count over tens of
-// thousands of users is not free).
-func (e *runEnv) scalePollCount(deadline, stall time.Duration, want int, count func() int) (int, bool) {
-	best, since := -1, mono()
-	for {
-		n := count()
-		if n >= want {
-			return n, true
-		}
-		if n > best {
-			best, since = n, mono()
-		}
-		now := mono()
-		if now >= deadline || now-since >= stall || e.cancelled() {
-			return n, false
-		}
-		e.sleepUntil(now + 250*time.Millisecond)
-	}
 }
 
 // scalePongs sums the PINGRESPs the workers' sessions received.
@@ -821,23 +799,10 @@ func startClusterRedis(bin, dir string) (*redisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
+		r, out, err := launchRedis(bin, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes-"+strconv.Itoa(port)+".conf",
 			"--cluster-node-timeout", "5000", "--dir", dir)
-		cmd.Env = childEnv()
-		out := &tailBuffer{max: 4 << 10}
-		cmd.Stdout, cmd.Stderr = out, out
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start redis-server: %w", err)
-		}
-		r := &redisServer{port: port, cmd: cmd, waitCh: make(chan error, 1)}
-		children.add(cmd.Process)
-		go func() { r.waitCh <- cmd.Wait(); children.remove(cmd.Process) }()
-		if err := waitPort(r.addr(), 10*time.Second, r.waitCh); err != nil {
-			_ = cmd.Process.Kill()
-			errs = append(errs, fmt.Sprintf("port %d: %v: %s", port, err, out.String()))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("port %d: %v: %s", port, err, out))
 			continue
 		}
 		return r, nil

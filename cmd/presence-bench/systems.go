@@ -455,23 +455,34 @@ func startRedis(path string) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	r, out, err := launchRedis(path, os.TempDir(), port)
+	if err != nil {
+		return nil, fmt.Errorf("redis-server did not listen: %w; output: %s", err, out)
+	}
+	return r, nil
+}
+
+// launchRedis starts redis-server on port of 127.0.0.1 without
+// persistence, with args added, in dir, killed with the bench, and waits
+// until it listens. On failure it returns the tail of its output.
+func launchRedis(path, dir string, port int, args ...string) (*redisServer, string, error) {
+	cmd := exec.Command(path, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, args...)...)
 	cmd.Env = childEnv()
 	out := &tailBuffer{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Dir = os.TempDir()
+	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start redis-server: %w", err)
+		return nil, "", fmt.Errorf("start redis-server: %w", err)
 	}
 	r := &redisServer{port: port, cmd: cmd, waitCh: make(chan error, 1)}
 	children.add(cmd.Process)
 	go func() { r.waitCh <- cmd.Wait(); children.remove(cmd.Process) }()
 	if err := waitPort(r.addr(), 10*time.Second, r.waitCh); err != nil {
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("redis-server did not listen: %w; output: %s", err, out.String())
+		return nil, out.String(), err
 	}
-	return r, nil
+	return r, "", nil
 }
 
 func (r *redisServer) stop() {
