@@ -96,7 +96,15 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 	if !some {
 		return epochs, errs
 	}
+	// An open of a user new to this incarnation registers the incarnation
+	// in the same round trip, before the scripts: Redis may have lost the
+	// registry (an empty restart not yet noticed), and a crash right after
+	// must still leave a sweeper the incarnation to find.
+	register := r.registersNew(ws, inc)
 	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if register {
+			p.SAdd(ctx, r.k.registry(), member(r.node, inc))
+		}
 		for i, c := range calls {
 			if c.s != nil {
 				cmds[i] = c.s.EvalSha(ctx, p, c.keys, c.args...)
@@ -159,4 +167,22 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 		}
 	}
 	return epochs, errs
+}
+
+// registersNew reports whether ws opens a session of a user this
+// incarnation has not registered yet.
+func (r *Redis) registersNew(ws []presence.Write, inc string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inc != inc {
+		return false
+	}
+	for _, w := range ws {
+		if w.Kind == presence.WriteOpen {
+			if _, ok := r.registered[w.Open.User]; !ok {
+				return true
+			}
+		}
+	}
+	return false
 }

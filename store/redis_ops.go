@@ -23,7 +23,24 @@ func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session
 	// same step, so that a crash right after leaves nothing the sweep
 	// cannot find.
 	call := r.openCall(a, inc)
-	res, err := call.s.Run(ctx, r.c, call.keys, call.args...).StringSlice()
+	var res []string
+	var err error
+	if r.registersNew([]presence.Write{{Kind: presence.WriteOpen, Open: a}}, inc) {
+		// A user new to this incarnation: the incarnation goes into the
+		// registry in the same round trip (see Batch).
+		var cmd *redis.Cmd
+		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, r.k.registry(), member(r.node, inc))
+			cmd = call.s.EvalSha(ctx, p, call.keys, call.args...)
+			return nil
+		})
+		if isNoScript(cmd.Err()) {
+			cmd = call.s.Run(ctx, r.c, call.keys, call.args...)
+		}
+		res, err = cmd.StringSlice()
+	} else {
+		res, err = call.s.Run(ctx, r.c, call.keys, call.args...).StringSlice()
+	}
 	if err != nil {
 		return presence.Session{}, r.fail("open", err)
 	}
@@ -37,10 +54,8 @@ func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session
 	}
 	r.mu.Unlock()
 	if first {
-		// Redis may have lost the registry since this node last wrote it
-		// (an empty restart not yet noticed): put the incarnation back, at
-		// once but off this path, so that a crash right after still leaves
-		// a sweeper something to find.
+		// The registry went with the open; should that SADD have failed,
+		// the registrar puts the incarnation back, and retries every second.
 		select {
 		case r.registerNow <- struct{}{}:
 		default:

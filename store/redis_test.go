@@ -757,3 +757,35 @@ func TestRedisSweepChunkLeavesTheSet(t *testing.T) {
 		}
 	}
 }
+
+// An open of a user new to the incarnation puts the incarnation back in
+// the registry in the same round trip, the single way and in a batch: a
+// registry Redis lost (an empty restart not yet noticed) holds it again
+// by the time the open returns, so that a crash right after is swept.
+func TestRedisOpenRegistersTheIncarnation(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	r, _ := newRedisStore(t, c, "n1")
+	m := member("n1", r.Incarnation())
+	for i, open := range []func(user string) error{
+		func(user string) error {
+			_, err := r.Open(ctx, presence.OpenArgs{User: user, ID: "d", Node: "n1", TTL: time.Hour})
+			return err
+		},
+		func(user string) error {
+			_, errs := r.Batch(ctx, []presence.Write{{Kind: presence.WriteOpen, Open: presence.OpenArgs{User: user, ID: "d", Node: "n1", TTL: time.Hour}}})
+			return errs[0]
+		},
+	} {
+		if err := c.Del(ctx, r.k.registry()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := open(fmt.Sprintf("new%d", i)); err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if ok, err := c.SIsMember(ctx, r.k.registry(), m).Result(); err != nil || !ok {
+			t.Fatalf("open %d returned with the incarnation not in the registry (%v)", i, err)
+		}
+	}
+}
