@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/roster"
 )
@@ -113,37 +112,6 @@ func (m *Memory) reportLog(e Event) { m.report(e) }
 // is one script on it that checks the version, writes the changed members
 // and publishes the delta on P:gdelta. The leader holds P:gleader (its
 // node and incarnation, with the node TTL), renewed every third of it.
-
-var scriptLead = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-if not cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
-return 0
-`)
-
-// scriptGroupOpen: KEYS[1] the log  ARGV[1] version  ARGV[2] counts
-// ARGV[3...] user, member JSON pairs. Returns 1 if it wrote, 0 if the log
-// existed.
-var scriptGroupOpen = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], '=v', ARGV[1], '=c', ARGV[2])
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], ARGV[i + 1]) end
-return 1
-`)
-
-// scriptGroupCommit: KEYS[1] the log  ARGV[1] follows  ARGV[2] version
-// ARGV[3] counts  ARGV[4] channel  ARGV[5] delta JSON  ARGV[6] n changed
-// ARGV[7 .. 6+2n] user, member JSON pairs  then removed users.
-var scriptGroupCommit = redis.NewScript(`
-local v = redis.call('HGET', KEYS[1], '=v')
-if v ~= ARGV[1] then return 0 end
-local n = tonumber(ARGV[6])
-for i = 7, 6 + 2 * n, 2 do redis.call('HSET', KEYS[1], 'm:' .. ARGV[i], ARGV[i + 1]) end
-for i = 7 + 2 * n, #ARGV do redis.call('HDEL', KEYS[1], 'm:' .. ARGV[i]) end
-redis.call('HSET', KEYS[1], '=v', ARGV[2], '=c', ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[5])
-return 1
-`)
 
 // Lead implements GroupLog.
 func (r *Redis) Lead(ctx context.Context, ttl time.Duration) (bool, error) {

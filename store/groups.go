@@ -116,23 +116,6 @@ func (m *Memory) groupsLocked() map[string]map[string]struct{} {
 // SetGroup of it, and AllGroups reads only groups whose set exists or that
 // exist empty).
 
-// scriptGroup changes a group and announces it.
-// KEYS[1] the group's set  ARGV[1] op: set|add|rem|del  ARGV[2] channel
-// ARGV[3] group name  ARGV[4...] users. An empty group keeps a member "" so
-// that it exists (members never include it).
-var scriptGroup = redis.NewScript(`
-local op = ARGV[1]
-if op == 'set' or op == 'del' then redis.call('DEL', KEYS[1]) end
-if op ~= 'del' then
-  redis.call('SADD', KEYS[1], '')
-  for i = 4, #ARGV do
-    if op == 'rem' then redis.call('SREM', KEYS[1], ARGV[i]) else redis.call('SADD', KEYS[1], ARGV[i]) end
-  end
-end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
-`)
-
 func (r *Redis) group(ctx context.Context, op, group string, users []string) error {
 	args := make([]any, 0, 3+len(users))
 	args = append(args, op, r.k.groupFeed(), group)
@@ -238,15 +221,6 @@ func (m *Memory) SwapClaims(_ context.Context, user string, groups []string) ([]
 	m.claims[user] = slices.Clone(groups)
 	return prev, nil
 }
-
-// scriptClaims swaps a user's claimed groups.
-// KEYS[1] the user's claims set  ARGV[1...] groups. Returns the previous.
-var scriptClaims = redis.NewScript(`
-local prev = redis.call('SMEMBERS', KEYS[1])
-redis.call('DEL', KEYS[1])
-if #ARGV > 0 then redis.call('SADD', KEYS[1], unpack(ARGV)) end
-return prev
-`)
 
 // SwapClaims implements Claims.
 func (r *Redis) SwapClaims(ctx context.Context, user string, groups []string) ([]string, error) {

@@ -280,7 +280,7 @@ func (r *Redis) Stop() {
 	if r.halt() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = releaseRecord.Run(ctx, r.c, []string{r.k.node(r.node)}, r.Incarnation()).Err()
+		_ = scriptReleaseRecord.Run(ctx, r.c, []string{r.k.node(r.node)}, r.Incarnation()).Err()
 	}
 }
 
@@ -298,9 +298,6 @@ func (r *Redis) halt() bool {
 	})
 	return stopped
 }
-
-// releaseRecord deletes a node record only if it names the incarnation.
-var releaseRecord = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // claim makes this incarnation the holder of the node's record. A record
 // that names another incarnation is either left by a run of this node that

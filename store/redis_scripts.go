@@ -8,8 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// One Lua file per store operation (lua/), each run with common.lua in
-// front of it. Each file's header names its KEYS and ARGV.
+// One Lua file per store operation (lua/); those of a user's record run
+// with common.lua in front of them. Each file's header names its KEYS and
+// ARGV. Every script of the store is one of these files.
 var (
 	//go:embed lua/common.lua
 	luaCommon string
@@ -31,6 +32,21 @@ var (
 	luaTombstone string
 	//go:embed lua/own.lua
 	luaOwn string
+
+	// The scripts below stand alone: they use nothing of common.lua.
+
+	//go:embed lua/release_record.lua
+	luaReleaseRecord string
+	//go:embed lua/group.lua
+	luaGroup string
+	//go:embed lua/claims.lua
+	luaClaims string
+	//go:embed lua/lead.lua
+	luaLead string
+	//go:embed lua/group_open.lua
+	luaGroupOpen string
+	//go:embed lua/group_commit.lua
+	luaGroupCommit string
 )
 
 // script runs common.lua followed by one operation through EVALSHA, falling
@@ -48,6 +64,15 @@ var (
 	scriptTombstone = script(luaTombstone)
 	scriptOwn       = script(luaOwn)
 
+	scriptReleaseRecord = redis.NewScript(luaReleaseRecord)
+	scriptGroup         = redis.NewScript(luaGroup)
+	scriptClaims        = redis.NewScript(luaClaims)
+	scriptLead          = redis.NewScript(luaLead)
+	scriptGroupOpen     = redis.NewScript(luaGroupOpen)
+	scriptGroupCommit   = redis.NewScript(luaGroupCommit)
+
+	// allScripts are loaded on every master at start (pipelined calls use
+	// EVALSHA); the others fall back to EVAL when NOSCRIPT.
 	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn}
 )
 
