@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/presenced/presenced/roster"
 )
 
