@@ -1,57 +1,3 @@
-// Package presenced adds presence to a mochi-mqtt v2 broker: who is online,
-// on which devices, with which status, on which node, published as a
-// retained message on presence/users/{user} and kept right across
-// reconnects, takeovers, silent deaths and, with Redis, many nodes.
-//
-// A program that runs its own broker adds presence in a few lines:
-//
-//	srv := mqtt.New(&mqtt.Options{InlineClient: true})
-//	_ = srv.AddHook(new(auth.Hook), &auth.Options{Ledger: ledger})
-//	p, err := presenced.Attach(srv, presenced.Config{NodeID: "node-1"})
-//	...
-//	_ = p.Start(ctx)         // loads presence; before Serve
-//	_ = srv.Serve()
-//	...
-//	_ = srv.Close()          // every connection ends as "shutdown"
-//	_ = p.Stop(ctx)          // writes those ends, stops and waits
-//
-// The data flows one way, one package per stage:
-//
-//	mochi event ─> hooks.Presence ─> tracker ─> store ─> feed ─> publisher ─> retained presence/users/{user}
-//	                                                                 ╰─> hooks.Delivery: in order, once, per subscriber
-//
-// hooks.Presence translates connection events and returns at once; the
-// tracker turns each connection's wanted state into store writes
-// (presence.Plan decides which); the store (memory or Redis) commits them
-// atomically, epoch-checked, and reports every change on its feed; the
-// pump, here, hands changes to the publisher and acts on the store's other
-// reports (a reset, a node lost); the publisher retains each new version;
-// hooks.Delivery makes each subscriber receive a user's versions in order
-// (and, with WithACL, each once), and makes good what mochi dropped for a
-// full queue. presence, the
-// pure core, holds the types and every rule, and imports nothing of these.
-//
-// What presence needs from the server: Options.InlineClient (presence is
-// published by the broker itself; Attach fails without it) and an
-// authentication hook of the program's (mochi refuses every connection
-// without one). Attach adds its hooks and sets no capability. When
-// Capabilities.MaximumMessageExpiryInterval is above 0, mochi purges
-// retained messages older than that; presence stores its own retained
-// messages again every quarter of it, so they never expire while true.
-//
-// mochi grants an access that any hook allows, so presence can refuse a
-// delivery only where it is the server's only OnACLCheck: WithACL makes it
-// so, taking the program's access decision and adding presence's (then
-// authenticate with hooks.Authenticator, which answers no OnACLCheck).
-// Without it, presence still keeps its namespace read-only (in OnPublish,
-// which every publish passes) and each subscriber's versions in order, but
-// what is sent again for a subscriber that missed it reaches every
-// subscriber of that user.
-//
-// mochi's own listeners write to a socket while holding the client's lock,
-// which every QoS 1 publish to that client also takes, so one client that
-// stops reading stalls every publisher to it: use package listener, whose
-// writes never block.
 package presenced
 
 import (
@@ -193,24 +139,6 @@ func WithServiceAccounts(service func(cl *mqtt.Client) bool) Option {
 // the plugin does not close it.
 func WithRedisClient(c redis.UniversalClient) Option { return func(p *Plugin) { p.redisC = c } }
 
-// Store is what the plugin needs of a presence store.
-type Store interface {
-	tracker.Store
-	// Load reports every current aggregate as a change.
-	Load(ctx context.Context) error
-	// Reap ends the sessions whose store-side expiry has passed.
-	Reap(ctx context.Context) (int, error)
-	// User returns a user's whole record.
-	User(ctx context.Context, user string) (presence.User, bool, error)
-	// AnnounceNode reports a node's state to every node (NodeAnnounced).
-	AnnounceNode(ctx context.Context, st presence.NodeStatus) error
-}
-
-var (
-	_ Store = (*store.Memory)(nil)
-	_ Store = (*store.Redis)(nil)
-)
-
 // Plugin is presence attached to one mochi server.
 type Plugin struct {
 	cfg    Config
@@ -219,14 +147,12 @@ type Plugin struct {
 	logSet bool
 	now    func() time.Time
 
-	feed      *store.Feed
-	store     Store
-	redis     *store.Redis // nil with the in-memory store
-	redisC    redis.UniversalClient
-	ownClient bool
-	acl       *hooks.Policy
-	service   func(cl *mqtt.Client) bool
-	broker    broker
+	feed    *store.Feed
+	store   store.Store
+	redisC  redis.UniversalClient // WithRedisClient's
+	acl     *hooks.Policy
+	service func(cl *mqtt.Client) bool
+	broker  broker
 
 	// The stages, for reading their counters (Stats has them all).
 	Hook      *hooks.Presence
@@ -290,26 +216,13 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	}
 	logFor := func(c string) zerolog.Logger { return p.log.With().Str("component", c).Logger() }
 
-	if len(cfg.Redis.Addrs) > 0 || p.redisC != nil {
-		if p.redisC == nil {
-			p.redisC, p.ownClient = newRedisClient(cfg.Redis), true
-		}
-		p.redis = store.NewRedis(store.RedisOptions{
-			Client: p.redisC, Prefix: cfg.Redis.KeyPrefix, Node: cfg.NodeID,
-			Authoritative: cfg.Presence.AuthoritativeDevices,
-			NodeTTL:       cfg.Redis.NodeTTL.D(), Retention: cfg.Redis.Retention.D(),
-			Log: logFor("redis"), Report: p.push, Now: p.now,
-		})
-		p.store = p.redis
-	} else {
-		p.store = store.NewMemory(presence.NewRules(cfg.Presence.AuthoritativeDevices), p.now, p.push)
-	}
-
-	p.Tracker = tracker.New(timed(p.store, p.meters), tracker.Options{
+	p.store = store.Open(p.storeConfig(logFor("redis")))
+	p.Tracker = tracker.New(p.store, tracker.Options{
 		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL.D(), Shards: trackerShards,
-		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
-		Log:    logFor("tracker"),
-		Idle:   idleRules(cfg.Presence),
+		Outage:  func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
+		Log:     logFor("tracker"),
+		Idle:    idleRules(cfg.Presence),
+		Observe: p.meters.observe,
 	})
 
 	if cfg.Presence.Visibility != configs.VisibilityOpen && p.acl == nil {
@@ -357,13 +270,13 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 			p.Board.Note(a)
 		})
 	p.joins = make(chan []roster.Change, 16)
-	p.groups = p.store.(store.Groups)
-	p.glog = p.store.(store.GroupLog)
+	p.groups = p.store
+	p.glog = p.store
 	p.Mirror = roster.NewMirror()
 	p.resyncs = make(map[string]struct{})
 	p.groupsDirty = make(map[string]struct{})
 	p.groupsKick = make(chan struct{}, 1)
-	p.claims = p.store.(store.Claims)
+	p.claims = p.store
 	p.claimsDirty = make(map[string][]string)
 	p.claimsKick = make(chan struct{}, 1)
 	if err := srv.AddHook(p.Hook, nil); err != nil {
@@ -417,10 +330,8 @@ func (p *Plugin) start(ctx context.Context) error {
 			return fmt.Errorf("presence.groups_file: %w", err)
 		}
 	}
-	if p.redis != nil {
-		if err := p.redis.Start(ctx); err != nil {
-			return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
-		}
+	if err := p.store.Start(ctx); err != nil {
+		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
 	}
 	if err := p.store.Load(ctx); err != nil {
 		p.stopStore()
@@ -450,21 +361,9 @@ func (p *Plugin) start(ctx context.Context) error {
 		p.log.Warn().Err(err).Msg("node state up not announced; announced again in a few seconds")
 	}
 	p.announceLoop()
-	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.renew)
-	if p.redis != nil {
-		// A dead node's sessions are ended a pipelined chunk at a time,
-		// resumably; tens of thousands take longer than one interval.
-		sweep := p.cfg.Redis.SweepInterval.D()
-		p.everyWithin("sweep", sweep, max(sweep, p.cfg.Redis.NodeTTL.D()), func(ctx context.Context) error {
-			_, err := p.redis.Sweep(ctx)
-			return err
-		})
-	} else {
-		p.every("reap", p.cfg.Presence.ReapInterval.D(), func(ctx context.Context) error {
-			n, err := p.store.Reap(ctx)
-			p.meters.ended(presence.EndTimeout, int64(n))
-			return err
-		})
+	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.Tracker.Renew)
+	for _, task := range p.store.Tasks() {
+		p.everyWithin(task.Name, task.Every, task.Budget, task.Run)
 	}
 	if rules := idleRules(p.cfg.Presence); rules.Enabled() {
 		p.every("idle", idleCheckEvery(rules.Shortest()), func(context.Context) error {
@@ -473,7 +372,7 @@ func (p *Plugin) start(ctx context.Context) error {
 		})
 	}
 	storeName := "memory"
-	if p.redis != nil {
+	if p.cfg.redisConfigured() || p.redisC != nil {
 		storeName = "redis"
 	}
 	p.log.Info().Str("node", p.cfg.NodeID).Str("store", storeName).Msg("presence started")
@@ -496,26 +395,8 @@ func idleCheckEvery(shortest time.Duration) time.Duration {
 	return min(max(shortest/4, 10*time.Millisecond), time.Second)
 }
 
-// renew renews every session's store-side expiry; with Redis it then reaps
-// the sessions of this node that nothing renews any more (the backstop).
-func (p *Plugin) renew(ctx context.Context) error {
-	if err := p.Tracker.Renew(ctx); err != nil {
-		return err
-	}
-	if p.redis != nil {
-		n, err := p.redis.Reap(ctx)
-		p.meters.ended(presence.EndTimeout, int64(n))
-		return err
-	}
-	return nil
-}
-
 // stopStore undoes the store's start when the start fails.
-func (p *Plugin) stopStore() {
-	if p.redis != nil {
-		p.redis.Stop()
-	}
-}
+func (p *Plugin) stopStore() { p.store.Stop() }
 
 // Stop writes the ends of the sessions that ended (close the server first,
 // so that every connection has ended as "shutdown"), waiting at most until
@@ -527,7 +408,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		if !p.started {
 			return
 		}
-		if derr := p.Tracker.Drain(ctx); derr != nil {
+		if derr := p.Tracker.Flush(ctx); derr != nil {
 			err = fmt.Errorf("presenced: drain presence writes: %w", derr)
 		}
 		if aerr := p.announce(ctx, presence.NodeDown); aerr != nil {
@@ -536,19 +417,14 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		close(p.stop)
 		p.wg.Wait()
 		p.Tracker.Stop()
-		if p.redis != nil {
-			p.redis.Stop()
-			if p.ownClient {
-				_ = p.redisC.Close()
-			}
-		}
+		p.store.Stop()
 		p.log.Info().Msg("presence stopped")
 	})
 	return err
 }
 
 // Ready reports whether the store answers (false: degraded, still serving).
-func (p *Plugin) Ready() bool { return p.redis == nil || p.redis.Ready() }
+func (p *Plugin) Ready() bool { return p.store.Ready() }
 
 // Held returns the change held back from observers of user (the offline
 // grace, the disconnect debounce, the dwell), if any.
@@ -583,62 +459,27 @@ func (p *Plugin) User(ctx context.Context, user string) (presence.User, bool, er
 // Config returns the configuration in use, defaults applied.
 func (p *Plugin) Config() Config { return p.cfg }
 
-// clusterReload is how old a Redis Cluster's slot map may get before the
-// client reads it again (go-redis's default is a minute): after a master
-// dies, only a new map leads to the replica that took its place. The store
-// also has it read again on every failed call.
-const clusterReload = time.Second
+// redisConfigured reports whether presence is kept in Redis.
+func (c Config) redisConfigured() bool { return len(c.Redis.Addrs) > 0 }
 
-// clusterDialRetries is how many dials a cluster client makes per attempt
-// (go-redis's default is 5, 100 ms apart): with 5, a call to a dead master
-// takes about 3.4 s to fail (4 attempts of 2 tries of 5 dials), holding a
-// tracker worker, and with it the writes of users on live masters, that
-// long. A failed write is retried by the tracker anyway.
-const clusterDialRetries = 1
-
-// newRedisClient builds the go-redis client from the config: a cluster
-// client with redis.cluster, a Sentinel failover client with
-// redis.sentinel_master, else a single-server client.
-func newRedisClient(c configs.RedisConfig) redis.UniversalClient {
-	switch {
-	case c.Cluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                      c.Addrs,
-			Username:                   c.Username,
-			Password:                   string(c.Password),
-			DialTimeout:                c.DialTimeout.D(),
-			ReadTimeout:                c.ReadTimeout.D(),
-			WriteTimeout:               c.WriteTimeout.D(),
-			PoolSize:                   c.PoolSize,
-			MaxRetries:                 1,
-			DialerRetries:              clusterDialRetries,
-			ClusterStateReloadInterval: clusterReload,
-		})
-	case c.SentinelMaster != "":
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:       c.SentinelMaster,
-			SentinelAddrs:    c.Addrs,
-			SentinelUsername: c.SentinelUsername,
-			SentinelPassword: string(c.SentinelPassword),
-			Username:         c.Username,
-			Password:         string(c.Password),
-			DB:               c.DB,
-			DialTimeout:      c.DialTimeout.D(),
-			ReadTimeout:      c.ReadTimeout.D(),
-			WriteTimeout:     c.WriteTimeout.D(),
-			PoolSize:         c.PoolSize,
-			MaxRetries:       1,
-		})
+// storeConfig is the store's part of the configuration.
+func (p *Plugin) storeConfig(log zerolog.Logger) store.Config {
+	c, r := p.cfg, p.cfg.Redis
+	sc := store.Config{
+		Node: c.NodeID, Authoritative: c.Presence.AuthoritativeDevices,
+		Retention: c.Presence.OfflineRetention.D(), ReapInterval: c.Presence.ReapInterval.D(),
+		Now: p.now, Log: log, Report: p.push,
 	}
-	return redis.NewClient(&redis.Options{
-		Addr:         c.Addrs[0],
-		Username:     c.Username,
-		Password:     string(c.Password),
-		DB:           c.DB,
-		DialTimeout:  c.DialTimeout.D(),
-		ReadTimeout:  c.ReadTimeout.D(),
-		WriteTimeout: c.WriteTimeout.D(),
-		PoolSize:     c.PoolSize,
-		MaxRetries:   1,
-	})
+	if !c.redisConfigured() && p.redisC == nil {
+		return sc
+	}
+	sc.Retention, sc.ReapInterval = r.Retention.D(), c.Presence.RenewInterval.D()
+	sc.Redis = &store.RedisConfig{
+		Client: p.redisC, Addrs: r.Addrs, Cluster: r.Cluster,
+		SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername, SentinelPassword: string(r.SentinelPassword),
+		Username: r.Username, Password: string(r.Password), DB: r.DB,
+		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
+		KeyPrefix: r.KeyPrefix, NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(),
+	}
+	return sc
 }

@@ -104,7 +104,7 @@ func (p *Plugin) leadLoop() {
 
 // leaseTTL is how long the leader's lease lives: the node TTL with Redis.
 func (p *Plugin) leaseTTL() time.Duration {
-	if p.redis != nil {
+	if p.cfg.redisConfigured() || p.redisC != nil {
 		return p.cfg.Redis.NodeTTL.D()
 	}
 	return 3 * time.Second

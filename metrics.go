@@ -9,6 +9,7 @@ import (
 
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/tracker"
 )
 
 // The metrics of presence (Prometheus): what the stages already count as
@@ -30,34 +31,6 @@ func statusIndex(s presence.Status) int {
 	return len(statuses)
 }
 
-// endReasons are the values of the reason label.
-var endReasons = [...]presence.EndReason{
-	presence.EndClean, presence.EndNetwork, presence.EndTimeout, presence.EndKicked,
-	presence.EndTakeover, presence.EndDrain, presence.EndShutdown, presence.EndNodeLost,
-}
-
-func reasonIndex(r presence.EndReason) int {
-	for i, v := range endReasons {
-		if v == r {
-			return i
-		}
-	}
-	return len(endReasons)
-}
-
-// storeOps are the values of the op label: the tracker's store calls.
-const (
-	opOpen = iota
-	opEnd
-	opUpdate
-	opAccount
-	opRenew
-	opBatch
-	nOps
-)
-
-var storeOpNames = [nOps]string{"open", "end", "update", "account", "renew", "batch"}
-
 // Buckets, in seconds. A store call is microseconds in memory and a round
 // trip with Redis; a publish may be held seconds on purpose (the pacing).
 var (
@@ -68,12 +41,9 @@ var (
 // meters is what presence counts only for the metrics.
 type meters struct {
 	storeOp      *prometheus.HistogramVec
-	storeOps     [nOps]prometheus.Observer // storeOp's children, resolved once
+	storeOps     [tracker.NumOps]prometheus.Observer // storeOp's children, resolved once
 	publishDelay prometheus.Histogram
 
-	// ends counts the sessions ended, by endReasons index (the last: any
-	// other reason).
-	ends [len(endReasons) + 1]atomic.Int64
 	// shown counts status changes observers were shown, from (statuses
 	// index; len(statuses): nothing shown before) to.
 	shown [len(statuses) + 1][len(statuses) + 1]atomic.Int64
@@ -103,14 +73,14 @@ func newMeters() *meters {
 		}),
 		commits: make(map[string]commit),
 	}
-	for i, op := range storeOpNames {
+	for i, op := range tracker.OpNames {
 		m.storeOps[i] = m.storeOp.WithLabelValues(op)
 	}
 	return m
 }
 
-// ended counts n sessions ended for reason r.
-func (m *meters) ended(r presence.EndReason, n int64) { m.ends[reasonIndex(r)].Add(n) }
+// observe times a store call of the tracker (tracker.Options.Observe).
+func (m *meters) observe(op tracker.Op, d time.Duration) { m.storeOps[op].Observe(d.Seconds()) }
 
 // committed notes a committed change reaching the node (a Changed event)
 // that is newer than what observers were shown.

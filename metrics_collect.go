@@ -117,10 +117,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	emit(mDraining, draining)
 
 	emit(mOpened, n(t.Opened.Load()))
-	for i, r := range endReasons {
-		v := m.ends[i].Load()
-		if r == presence.EndTakeover {
+	st := p.store.Stats()
+	for i, r := range presence.EndReasons {
+		v := t.EndedBy[i].Load()
+		switch r {
+		case presence.EndTakeover:
 			v = h.Takeovers.Load()
+		case presence.EndTimeout:
+			v += st.Reaped
+		case presence.EndNodeLost:
+			v += st.Swept
 		}
 		emit(mEnds, n(v), string(r))
 	}
@@ -166,19 +172,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	emit(mSetRejected, n(h.SetLimited.Load()), "rate_limited")
 	emit(mDropped, n(d.Dropped.Load()))
 	emit(mSlow, n(d.SlowExpelled.Load()))
-	if p.redis != nil {
-		rs := p.redis.Stats()
-		emit(mRedisOut, n(rs.Outages))
-		emit(mRedisReset, n(rs.Resets))
-		emit(mRedisReload, n(rs.Reloads))
-		emit(mRedisLost, n(rs.NodesLost))
-		emit(mRedisFeedEr, n(rs.FeedErrors))
-		emit(mRedisTomb, n(rs.Tombstones))
-	} else {
-		for _, d := range []desc{mRedisOut, mRedisReset, mRedisReload, mRedisLost, mRedisFeedEr, mRedisTomb} {
-			emit(d, 0)
-		}
-	}
+	emit(mRedisOut, n(st.Outages))
+	emit(mRedisReset, n(st.Resets))
+	emit(mRedisReload, n(st.Reloads))
+	emit(mRedisLost, n(st.NodesLost))
+	emit(mRedisFeedEr, n(st.FeedErrors))
+	emit(mRedisTomb, n(st.Tombstones))
 	m.storeOp.Collect(ch)
 	m.publishDelay.Collect(ch)
 }

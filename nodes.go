@@ -69,10 +69,7 @@ func (p *Plugin) nodesTopic() string { return p.cfg.Presence.TopicPrefix + "/nod
 
 // incarnation names this run of the node.
 func (p *Plugin) incarnation() string {
-	if p.redis != nil {
-		return p.redis.Incarnation()
-	}
-	return p.nodes.inc
+	return p.store.Incarnation()
 }
 
 // NodeState returns this node's state.

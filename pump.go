@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
 )
 
@@ -37,7 +36,7 @@ func (p *Plugin) pump() {
 	defer resend.Stop()
 	tidy := time.NewTicker(tidyEvery)
 	defer tidy.Stop()
-	retention := p.retention()
+	retention := p.store.Retention()
 	forget := time.NewTicker(min(forgetEvery, retention/4))
 	defer forget.Stop()
 	repair := time.NewTicker(repairEvery)
@@ -94,21 +93,10 @@ func (p *Plugin) pump() {
 	}
 }
 
-// retention is how long an offline user is kept: presence.offline_retention
-// in memory, redis.retention (the expiry of the user's keys) with Redis.
-func (p *Plugin) retention() time.Duration {
-	if p.redis != nil {
-		return p.cfg.Redis.Retention.D()
-	}
-	return p.cfg.Presence.OfflineRetention.D()
-}
-
 // forget drops the users offline since before: from the memory store, and
 // their retained presence (every node forgets by the same rule).
 func (p *Plugin) forget(before time.Time) {
-	if m, ok := p.store.(*store.Memory); ok {
-		m.Forget(before)
-	}
+	p.store.Forget(before)
 	if n := p.Publisher.Forget(before); n > 0 {
 		p.log.Debug().Int("users", n).Msg("offline users forgotten")
 	}
@@ -134,14 +122,13 @@ func (p *Plugin) handle(events []store.Event) {
 			p.Tracker.Reassert()
 			p.tombstoneAfter(e.Settle, p.Publisher.Versions)
 		case store.Recovered:
-			p.audit()
+			p.audit(e.Settle)
 		case store.GroupChanged:
 			p.groupChanged(e.Group)
 		case store.GroupBatch:
 			p.applyBatch(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
-			p.meters.ended(presence.EndNodeLost, int64(e.Sessions))
 			p.nodeLost(e)
 		case store.NodeAnnounced:
 			p.nodeAnnounced(e.NodeStatus)
@@ -150,13 +137,10 @@ func (p *Plugin) handle(events []store.Event) {
 }
 
 // tombstoneAfter records as offline, once settle has passed, every user of
-// known (read then) whom the store lost (Redis only: after a reset, or an
-// audit): by then every live node has opened its sessions again, so a user
-// still missing has none.
+// known (read then) whom the store lost (after a reset, or an audit): by
+// then every live node has opened its sessions again, so a user still
+// missing has none.
 func (p *Plugin) tombstoneAfter(settle time.Duration, known func() map[string]uint64) {
-	if p.redis == nil {
-		return
-	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -169,20 +153,22 @@ func (p *Plugin) tombstoneAfter(settle time.Duration, known func() map[string]ui
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if _, err := p.redis.Tombstone(ctx, known()); err != nil {
+		if _, err := p.store.Tombstone(ctx, known()); err != nil {
 			p.log.Debug().Err(err).Msg("tombstones not written")
 		}
 	}()
 }
 
-// audit checks this node's sessions against Redis after a failover (a
-// Recovered event): writes acknowledged by a master that died before its
-// replica had them are lost, and are made good, scoped to what was lost.
-// One runs at a time; a Recovered during one runs it again after.
-func (p *Plugin) audit() {
-	if p.redis == nil {
-		return
-	}
+// audit checks this node's sessions against the store after a failover (a
+// Recovered event; see tracker.Audit), reads every user again (Redis
+// pub/sub does not deliver again: a change published while a master failed
+// over, the audit's own ends and the other nodes', may never have reached
+// this node, whose subscription may have stayed up on a surviving node;
+// what was shown already is dropped by version), and, once the other nodes
+// have had time to do the same (settle), records as offline the users shown
+// online that the store lost altogether. One runs at a time; a Recovered
+// during one runs it again after.
+func (p *Plugin) audit(settle time.Duration) {
 	if p.auditing.Swap(true) {
 		p.auditAgain.Store(true)
 		return
@@ -191,7 +177,7 @@ func (p *Plugin) audit() {
 	go func() {
 		defer p.wg.Done()
 		for {
-			p.auditOnce()
+			p.auditOnce(settle)
 			if !p.auditAgain.Swap(false) {
 				break
 			}
@@ -200,67 +186,19 @@ func (p *Plugin) audit() {
 	}()
 }
 
-// auditOnce: renew every session held (the store reopens any it lost),
-// open again the sessions of users whose version in Redis is below the one
-// published (an update was lost), end the sessions Redis holds of this
-// incarnation that it no longer holds (an end was lost), read every user
-// again (a feed message may have been lost), and, once the other
-// nodes have had time to do the same, record as offline the users shown
-// online that Redis lost altogether.
-func (p *Plugin) auditOnce() {
+func (p *Plugin) auditOnce(settle time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := p.Tracker.Renew(ctx); err != nil {
-		p.log.Debug().Err(err).Msg("audit: renew failed; the next recovery audits")
-		return
-	}
-	users := p.Tracker.Users()
-	list := make([]string, 0, len(users))
-	for u := range users {
-		list = append(list, u)
-	}
-	held, err := p.redis.Versions(ctx, list)
+	res, err := p.Tracker.Audit(ctx, p.Publisher.Versions())
 	if err != nil {
+		p.log.Debug().Err(err).Msg("audit failed; the next recovery audits")
 		return
 	}
-	published := p.Publisher.Versions()
-	lost := make(map[string]struct{})
-	for u, v := range held {
-		if v < published[u] {
-			lost[u] = struct{}{}
-		}
-	}
-	if len(lost) > 0 {
-		p.log.Warn().Int("users", len(lost)).Msg("audit: Redis lost the latest writes of some users: their sessions are opened again")
-		p.Tracker.ReassertUsers(lost)
-	}
-	own, err := p.redis.Own(ctx)
-	if err != nil {
-		return
-	}
-	ended := 0
-	for _, g := range p.Tracker.Ghosts(own) {
-		err := p.redis.End(ctx, presence.EndArgs{User: g.User, ID: g.ID, Epoch: g.Epoch, Reason: presence.EndTimeout})
-		switch {
-		case err == nil:
-			ended++
-			p.meters.ended(presence.EndTimeout, 1)
-		case errors.Is(err, presence.ErrStaleEpoch), errors.Is(err, presence.ErrNotLive):
-			// ended or taken over since it was read
-		default:
-			return
-		}
-	}
-	// Redis pub/sub does not deliver again: a change published while a
-	// master failed over (the audit's own ends, the other nodes') may
-	// never have reached this node, whose subscription may have stayed up
-	// on a surviving node. Read every user again, as after a
-	// re-subscription; what was shown already is dropped by version.
-	if err := p.redis.Load(ctx); err != nil {
+	if err := p.store.Load(ctx); err != nil {
 		p.log.Debug().Err(err).Msg("audit: reading every user again failed; the next recovery audits")
 	}
-	p.log.Info().Int("reopened_users", len(lost)).Int("ghosts_ended", ended).Msg("audit after a Redis failover done")
-	p.tombstoneAfter(p.cfg.Redis.NodeTTL.D()/3+time.Second, p.Publisher.Online)
+	p.log.Info().Int("reopened_users", res.Reopened).Int("ghosts_ended", res.GhostsEnded).Msg("audit after a Redis failover done")
+	p.tombstoneAfter(settle, p.Publisher.Online)
 }
 
 // every runs fn every interval until Stop; each run gets the interval as

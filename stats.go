@@ -62,7 +62,7 @@ type Stats struct {
 	DrainRefused    int64        `json:"drain_refused"`           // CONNECTs refused while draining
 	DrainMoved      int64        `json:"drain_moved"`             // connections asked to move by a drain
 	Runtime         RuntimeStats `json:"runtime"`                 // the Go runtime's memory and goroutines
-	store.RedisStats
+	store.Stats
 }
 
 // RuntimeStats are the Go runtime's figures that explain the process's
@@ -152,8 +152,6 @@ func (p *Plugin) Stats() Stats {
 		DrainMoved:      p.Hook.Drained.Moved.Load(),
 		Runtime:         ReadRuntimeStats(),
 	}
-	if p.redis != nil {
-		s.RedisStats = p.redis.Stats()
-	}
+	s.Stats = p.store.Stats()
 	return s
 }

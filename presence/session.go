@@ -42,6 +42,19 @@ const (
 	EndDrain EndReason = "drain"
 )
 
+// EndReasons are every end reason, in the order counters list them.
+var EndReasons = [...]EndReason{EndClean, EndNetwork, EndTimeout, EndKicked, EndTakeover, EndDrain, EndShutdown, EndNodeLost}
+
+// Index returns r's index in EndReasons (len(EndReasons) for an unknown one).
+func (r EndReason) Index() int {
+	for i, v := range EndReasons {
+		if v == r {
+			return i
+		}
+	}
+	return len(EndReasons)
+}
+
 // Valid reports whether r is a known end reason.
 func (r EndReason) Valid() bool {
 	switch r {

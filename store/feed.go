@@ -1,20 +1,3 @@
-// Package store holds the presence stores: Memory, the embedded default for
-// a single node, and Redis, shared by many nodes (with lua/, one script per
-// operation). Every operation is atomic and epoch-checked: a write naming a
-// session at an epoch that is not its live one is refused as stale and
-// changes nothing.
-//
-// A store never calls into the node that uses it. It reports what happened
-// as Events (a committed change, a reset of this node's sessions, a node
-// swept) to the function it was given, in commit order per user; a Feed is
-// the queue a node gives it. The initial load reports through the same
-// function, so the load and the live changes take one path.
-//
-// The words for time in a store: a session's store-side expiry is renewed
-// (in bulk, rarely: the backstop; a client's heartbeat is its MQTT
-// keep-alive, which never reaches the store); sessions whose expiry passed
-// are reaped; the sessions of a node that is gone are swept; a node's record
-// in Redis is refreshed.
 package store
 
 import (
@@ -67,8 +50,9 @@ type Event struct {
 	// Cause is what made the change (Changed): an end, or nothing known.
 	Cause presence.Cause
 	// Settle is how long the other nodes may take to open their sessions
-	// again after the store lost them (Reset): users still unknown to the
-	// store after it were lost with it.
+	// again, or to audit them, after the store lost some (Reset,
+	// Recovered): users still unknown to the store after it were lost with
+	// it.
 	Settle time.Duration
 	// Node, Incarnation and Sessions describe a swept incarnation (NodeLost).
 	Node, Incarnation string
@@ -124,6 +108,7 @@ func (f *Feed) Push(e Event) {
 	case Recovered:
 		for i := range f.events {
 			if f.events[i].Kind == Recovered {
+				f.events[i].Settle = max(f.events[i].Settle, e.Settle)
 				f.mu.Unlock()
 				return
 			}

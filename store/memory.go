@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/presenced/presenced/presence"
@@ -26,14 +27,65 @@ type Memory struct {
 
 	logOnce sync.Once
 	glog    *memoryLog // the group log (grouplog.go)
+
+	inc       string        // this run's incarnation
+	retention time.Duration // how long an offline user is kept (Forget's owner asks Retention)
+	reapEvery time.Duration // the reaper's interval (Tasks)
+	reaped    atomic.Int64  // sessions the reaper ended
 }
 
 // NewMemory returns an empty store. now is the clock (time.Now in
 // production); report receives every committed change, in commit order, while
 // the store's lock is held, so it must return at once (a Feed's Push does).
 func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
-	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User)}
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), inc: newIncarnation(),
+		retention: 30 * 24 * time.Hour, reapEvery: time.Second}
 }
+
+// Start implements Store: the memory store has nothing to connect.
+func (m *Memory) Start(context.Context) error { return nil }
+
+// Stop implements Store: the memory store has no background work.
+func (m *Memory) Stop() {}
+
+// Ready implements Store: the memory store always answers.
+func (m *Memory) Ready() bool { return true }
+
+// Stats implements Store.
+func (m *Memory) Stats() Stats { return Stats{Reaped: m.reaped.Load()} }
+
+// Incarnation implements Store: a name for this run, made at construction.
+func (m *Memory) Incarnation() string { return m.inc }
+
+// Retention implements Store.
+func (m *Memory) Retention() time.Duration { return m.retention }
+
+// Tasks implements Store: the reaper, which ends the sessions whose
+// store-side expiry has passed.
+func (m *Memory) Tasks() []Task {
+	return []Task{{Name: "reap", Every: m.reapEvery, Budget: m.reapEvery, Run: func(ctx context.Context) error {
+		_, err := m.Reap(ctx)
+		return err
+	}}}
+}
+
+// Versions implements Store.
+func (m *Memory) Versions(_ context.Context, users []string) (map[string]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]uint64, len(users))
+	for _, u := range users {
+		out[u] = m.users[u].Current.Version
+	}
+	return out, nil
+}
+
+// Own implements Store: the memory store loses no write, so there is no
+// ghost to look for.
+func (m *Memory) Own(context.Context) ([]presence.SessionRef, error) { return nil, nil }
+
+// Tombstone implements Store: the memory store never loses a user.
+func (m *Memory) Tombstone(context.Context, map[string]uint64) (int, error) { return 0, nil }
 
 // commit stores u, derives its aggregate and reports it when it changed.
 func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
@@ -144,6 +196,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 		}
 		u, reaped := u.Reap(now)
 		n += len(reaped)
+		m.reaped.Add(int64(len(reaped)))
 		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout})
 	}
 	return n, nil

@@ -95,21 +95,15 @@ type Redis struct {
 	registerNow chan struct{}
 
 	stats redisCounters
+
+	ownClient  bool          // the store built c, and closes it on Stop
+	sweepEvery time.Duration // the sweep's interval (Tasks)
+	reapEvery  time.Duration // the reaper's budget (Tasks)
+	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
 }
 
 type redisCounters struct {
-	outages, resets, nodesLost, swept, tombstones, feedErrors, reloads atomic.Int64
-}
-
-// RedisStats are the Redis store's counters.
-type RedisStats struct {
-	Outages    int64 `json:"redis_outages"`     // transitions to unreachable
-	Resets     int64 `json:"redis_resets"`      // times this node's record was found lost
-	NodesLost  int64 `json:"redis_nodes_lost"`  // dead incarnations swept by this node
-	Swept      int64 `json:"redis_swept"`       // sessions this node ended as node_lost
-	Tombstones int64 `json:"redis_tombstones"`  // users Redis lost, recorded offline
-	FeedErrors int64 `json:"redis_feed_errors"` // undecodable feed messages
-	Reloads    int64 `json:"redis_reloads"`     // full loads after a (re)subscription
+	outages, resets, nodesLost, swept, tombstones, feedErrors, reloads, reaped atomic.Int64
 }
 
 // NewRedis returns a Redis store; Start begins its background work.
@@ -151,15 +145,42 @@ func (r *Redis) Incarnation() string {
 	return r.inc
 }
 
+// settle is how long the other nodes take to open their sessions again,
+// or to audit them, after Redis lost some (at their next refresh): a user
+// Redis still lacks after it was lost with it (see Tombstone).
+func (r *Redis) settle() time.Duration { return r.nodeTTL/3 + time.Second }
+
 // Ready reports whether Redis answers (false: degraded).
 func (r *Redis) Ready() bool { return !r.down.Load() }
 
-// Stats returns the counters.
-func (r *Redis) Stats() RedisStats {
+// Stats implements Store.
+func (r *Redis) Stats() Stats {
 	s := &r.stats
-	return RedisStats{
+	return Stats{
 		Outages: s.outages.Load(), Resets: s.resets.Load(), NodesLost: s.nodesLost.Load(), Swept: s.swept.Load(),
-		Tombstones: s.tombstones.Load(), FeedErrors: s.feedErrors.Load(), Reloads: s.reloads.Load(),
+		Tombstones: s.tombstones.Load(), FeedErrors: s.feedErrors.Load(), Reloads: s.reloads.Load(), Reaped: s.reaped.Load(),
+	}
+}
+
+// Retention implements Store: an offline user's keys expire after it.
+func (r *Redis) Retention() time.Duration { return r.retention }
+
+// Forget implements Store: Redis expires an offline user's keys itself.
+func (r *Redis) Forget(time.Time) int { return 0 }
+
+// Tasks implements Store: the sweep of dead nodes' sessions, pipelined a
+// chunk at a time and resumable, with a budget of its own (tens of
+// thousands of sessions take longer than one interval), and the reaper of
+// this node's sessions that nothing renews any more (the backstop).
+func (r *Redis) Tasks() []Task {
+	sweep := func(ctx context.Context) error { _, err := r.Sweep(ctx); return err }
+	return []Task{
+		{Name: "sweep", Every: r.sweepEvery, Budget: max(r.sweepEvery, r.nodeTTL), Run: sweep},
+		// The reaper looks at the users the last Renew did not renew, so it
+		// runs once after each Renew (which the tracker makes every
+		// presence.renew_interval): it looks every sweep interval whether
+		// one came since its last run.
+		{Name: "reap", Every: r.sweepEvery, Budget: max(r.sweepEvery, r.reapEvery), Run: r.reapAfterRenew},
 	}
 }
 
@@ -221,7 +242,7 @@ func (r *Redis) up() {
 	case r.kick <- struct{}{}:
 	default:
 	}
-	r.report(Event{Kind: Recovered})
+	r.report(Event{Kind: Recovered, Settle: r.settle()})
 }
 
 // AnnounceNode publishes a node's state on the change feed channel, where
@@ -275,12 +296,16 @@ func (r *Redis) Start(ctx context.Context) error {
 // Stop stops the background work and waits for it, then deletes this
 // node's record if it still names this incarnation, so that a restart with
 // the same id starts at once and the other nodes sweep whatever sessions
-// this one could not end. It does not close the client (its owner does).
+// this one could not end. It closes the client if the store built it
+// (Open), not one it was given.
 func (r *Redis) Stop() {
 	if r.halt() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = scriptReleaseRecord.Run(ctx, r.c, []string{r.k.node(r.node)}, r.Incarnation()).Err()
+		if r.ownClient {
+			_ = r.c.Close()
+		}
 	}
 }
 
@@ -446,7 +471,7 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 		// checked against the store (an audit), not reopened.
 		r.failoverAt.Store(time.Now().UnixNano())
 		r.log.Warn().Str("node", r.node).Msg("this node's record was gone (a Redis failover?) but its incarnation was not swept: record written again, sessions audited")
-		r.report(Event{Kind: Recovered})
+		r.report(Event{Kind: Recovered, Settle: r.settle()})
 		return false, nil
 	}
 	// Swept, Redis came back empty, or another node took the node id.
@@ -492,7 +517,7 @@ func (r *Redis) watchMasters(ctx context.Context) {
 		r.failoverAt.Store(time.Now().UnixNano())
 		r.log.Warn().Msg("a Redis Cluster master was replaced: sessions audited")
 		cc.ReloadState(ctx)
-		r.report(Event{Kind: Recovered})
+		r.report(Event{Kind: Recovered, Settle: r.settle()})
 	}
 }
 
@@ -542,5 +567,5 @@ func (r *Redis) reset(ctx context.Context) {
 	if _, err := r.refresh(ctx); err != nil {
 		return
 	}
-	r.report(Event{Kind: Reset, Settle: r.nodeTTL/3 + time.Second})
+	r.report(Event{Kind: Reset, Settle: r.settle()})
 }

@@ -179,6 +179,28 @@ func (r *Redis) Renew(ctx context.Context, refs []presence.SessionRef, ttl time.
 // against a session this node lost track of, so it runs rarely (after each
 // renewal).
 func (r *Redis) Reap(ctx context.Context) (int, error) {
+	n, err := r.reap(ctx)
+	r.stats.reaped.Add(int64(n))
+	return n, err
+}
+
+// reapAfterRenew reaps once after each Renew (a Task); it does nothing
+// when no Renew came since its last run.
+func (r *Redis) reapAfterRenew(ctx context.Context) error {
+	r.mu.Lock()
+	due := r.renewedAt.After(r.reapedAt)
+	if due {
+		r.reapedAt = r.renewedAt
+	}
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	_, err := r.Reap(ctx)
+	return err
+}
+
+func (r *Redis) reap(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	inc, renewed, since := r.inc, r.renewed, r.renewedAt
 	users := make([]string, 0, len(r.registered))

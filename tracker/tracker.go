@@ -1,16 +1,3 @@
-// Package tracker is the stage between the MQTT hook and the store. For
-// every connection of this node that has a user, it holds what the store
-// should say (presence.Wanted) and what the store was last told
-// (presence.Written), and a few worker goroutines write the difference. A
-// hook only changes the wanted state and marks the connection dirty, so
-// nothing on the packet path waits on the store, and many changes of one
-// connection coalesce into one write (the latest wins). Which write comes
-// next is decided by presence.Plan, a pure function.
-//
-// Goroutines: one worker per shard, and a short-lived one per item waiting
-// to retry after a store failure; Stop stops and waits for all of them.
-// Lock order: Tracker.mu before slot.mu and acct.mu; no lock is held while
-// the store is called.
 package tracker
 
 import (
@@ -38,6 +25,10 @@ type Store interface {
 	// Renew extends the named sessions' store-side expiry and returns those
 	// the store no longer has live at that epoch.
 	Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
+	// Versions and Own are the reads of Audit: the version the store holds
+	// of each user, and the live sessions it holds of this node.
+	Versions(ctx context.Context, users []string) (map[string]uint64, error)
+	Own(ctx context.Context) ([]presence.SessionRef, error)
 }
 
 // Batcher is a store that can make many writes in one round trip (the
@@ -63,6 +54,8 @@ type Tracker struct {
 	seed    maphash.Seed
 	shards  []*queue
 	retryIn time.Duration
+	// observer is Options.Observe (nil: nothing is timed).
+	observer func(op Op, d time.Duration)
 
 	mu    sync.Mutex
 	slots map[string]*slot // by client id, which is the session id
@@ -89,6 +82,9 @@ type Stats struct {
 	IdleLeft    atomic.Int64 // sessions brought back from auto-idle
 	Batches     atomic.Int64 // batches of writes made in one round trip (Batcher)
 	Batched     atomic.Int64 // writes made in those batches
+	// EndedBy counts the ends written, by presence.EndReasons index (the
+	// last: any other reason); Ended is their sum.
+	EndedBy [len(presence.EndReasons) + 1]atomic.Int64
 }
 
 type slot struct {
@@ -120,6 +116,34 @@ type Options struct {
 	// Idle says after how long without activity a session is shown idle
 	// (CheckIdle); zero: never.
 	Idle presence.IdleRules
+	// Observe, when set, is told how long each store call took (failed
+	// ones included), by op: open, end, update, account, renew, and batch
+	// (one pipelined round trip of many writes).
+	Observe func(op Op, d time.Duration)
+}
+
+// Op names a store call (Options.Observe).
+type Op int
+
+// The store calls.
+const (
+	OpOpen Op = iota
+	OpEnd
+	OpUpdate
+	OpAccount
+	OpRenew
+	OpBatch
+	NumOps
+)
+
+// OpNames are the names of the ops, by Op.
+var OpNames = [NumOps]string{"open", "end", "update", "account", "renew", "batch"}
+
+// observe tells Options.Observe how long op took since start.
+func (t *Tracker) observe(op Op, start time.Time) {
+	if t.observer != nil {
+		t.observer(op, time.Since(start))
+	}
 }
 
 // New returns a tracker writing to store; Start starts its workers.
@@ -131,7 +155,7 @@ func New(store Store, o Options) *Tracker {
 		o.Outage = func(error) bool { return false }
 	}
 	t := &Tracker{
-		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log,
+		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log, observer: o.Observe,
 		seed:    maphash.MakeSeed(),
 		retryIn: 200 * time.Millisecond,
 		slots:   make(map[string]*slot),
@@ -164,9 +188,9 @@ func (t *Tracker) Start() {
 	}
 }
 
-// Drain waits until every queue is empty (every write made, not merely
+// Flush waits until every queue is empty (every write made, not merely
 // taken) or ctx ends.
-func (t *Tracker) Drain(ctx context.Context) error {
+func (t *Tracker) Flush(ctx context.Context) error {
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for t.Stats.Depth.Load() > 0 {
@@ -475,7 +499,7 @@ func (t *Tracker) syncItems(its []item, sc *scratch) {
 			if it.sync(t) {
 				t.retry(it)
 			}
-			t.Stats.Depth.Add(-1) // after the write, so Drain means "written"
+			t.Stats.Depth.Add(-1) // after the write, so Flush means "written"
 			continue
 		}
 		slots = append(slots, s)
@@ -544,7 +568,7 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 			if o == presence.Done {
 				switch x.wr.Kind {
 				case presence.WriteEnd:
-					t.Stats.Ended.Add(1)
+					t.ended(x.wr.End.Reason)
 				case presence.WriteOpen:
 					t.Stats.Opened.Add(1)
 				case presence.WriteUpdate:
@@ -564,6 +588,12 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 	return retry
 }
 
+// ended counts an end written, by reason.
+func (t *Tracker) ended(r presence.EndReason) {
+	t.Stats.Ended.Add(1)
+	t.Stats.EndedBy[r.Index()].Add(1)
+}
+
 func opName(k presence.WriteKind) string {
 	switch k {
 	case presence.WriteOpen:
@@ -581,6 +611,7 @@ func (t *Tracker) write(ws []presence.Write, sc *scratch) ([]uint64, []error) {
 	if t.batch != nil && len(ws) > 1 {
 		t.Stats.Batches.Add(1)
 		t.Stats.Batched.Add(int64(len(ws)))
+		defer t.observe(OpBatch, time.Now())
 		return t.batch.Batch(ctx, ws)
 	}
 	epochs := grown(sc.epochs, len(ws))[:len(ws)]
@@ -589,15 +620,19 @@ func (t *Tracker) write(ws []presence.Write, sc *scratch) ([]uint64, []error) {
 	clear(errs)
 	sc.epochs, sc.errs = epochs[:0], errs[:0] // read by the caller before the next write
 	for i, wr := range ws {
+		start := time.Now()
 		switch wr.Kind {
 		case presence.WriteEnd:
 			errs[i] = t.store.End(ctx, wr.End)
+			t.observe(OpEnd, start)
 		case presence.WriteOpen:
 			var sess presence.Session
 			sess, errs[i] = t.store.Open(ctx, wr.Open)
 			epochs[i] = sess.Epoch
+			t.observe(OpOpen, start)
 		case presence.WriteUpdate:
 			errs[i] = t.store.Update(ctx, wr.Ref, wr.Update)
+			t.observe(OpUpdate, start)
 		}
 	}
 	return epochs, errs
@@ -630,7 +665,10 @@ func (a *acct) sync(t *Tracker) bool {
 	if upd.Status == nil && upd.Text == nil {
 		return false
 	}
-	switch t.outcome("account", a.user, t.store.SetAccount(context.Background(), a.user, upd)) {
+	start := time.Now()
+	err := t.store.SetAccount(context.Background(), a.user, upd)
+	t.observe(OpAccount, start)
+	switch t.outcome("account", a.user, err) {
 	case presence.Done:
 		t.Stats.Updated.Add(1)
 	case presence.Failed:
@@ -656,7 +694,9 @@ func (t *Tracker) Renew(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}
+	start := time.Now()
 	stale, err := t.store.Renew(ctx, refs, t.plan.TTL)
+	t.observe(OpRenew, start)
 	if err != nil {
 		return err
 	}

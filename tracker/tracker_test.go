@@ -78,7 +78,7 @@ func waitIdle(t *testing.T, tr *Tracker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := tr.Drain(ctx); err != nil {
+	if err := tr.Flush(ctx); err != nil {
 		t.Fatalf("drain: %v", err)
 	}
 }

@@ -1,4 +1,3 @@
-// Command presenced runs an MQTT broker with presence: see the README.
 package main
 
 import (

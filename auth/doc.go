@@ -1,0 +1,56 @@
+// Package auth decides who an MQTT connection is: presenced's
+// authentication by password file, JSON Web Token or client certificate.
+// It knows nothing of MQTT servers; a hook calls [Authenticator.Authenticate]
+// with what the CONNECT packet and the TLS layer brought.
+//
+// # The rules
+//
+// Authenticate tries the methods in this order and stops at the first that
+// applies:
+//
+//  1. Certificate. When Config.CertUserFrom is set and the TLS layer verified
+//     a client certificate, the certificate names the user (its subject CN,
+//     or its first DNS, email or URI SAN). A non-empty MQTT username must
+//     then equal that name. The password is not looked at.
+//  2. Token. When a JWT key or secret is configured and the password looks
+//     like a JWT (see [LooksLikeJWT]), the password is checked as a token and
+//     only as a token. Its algorithm must be one the configured material
+//     allows: HS256 with the shared secret, RS256, ES256 or EdDSA with the
+//     public keys. "none" is never allowed, and a public key is never used as
+//     an HMAC secret; keys named in the token (jku, jwk, x5u) are ignored,
+//     and a token with critical header extensions (crit) is refused. Then
+//     the signature, exp and nbf (with the leeway), and aud and iss when
+//     they are configured. A token without exp does not expire. The user is the string claim JWTConfig.UserClaim ("sub" by
+//     default); a non-empty MQTT username must equal it. When the token binds
+//     the client id (JWTConfig.ClientIDClaim, JWTConfig.ClientIDPrefixClaim),
+//     the connection's client id must match, else [ErrClientIDDenied].
+//  3. Password. When a password file is configured and the MQTT username is
+//     not empty, the password is compared with the user's bcrypt hash. A user
+//     who is not in the file is compared with a dummy hash of the same cost,
+//     so the time taken does not tell who exists.
+//
+// When none applies, the result is [ErrNoCredentials], and the caller decides
+// (for example, to let anonymous observers in). A failed check is
+// [ErrDenied], wrapped with a short reason such as "token expired" or
+// "unknown user or wrong password"; a reason never says which of user and
+// password was wrong, and no error ever holds the password or the token.
+//
+// The user of the [Identity] is the proven name, which may differ from an
+// empty MQTT username: the caller uses it, not the username. Package auth
+// does not judge whether a name suits presence (see presence.ValidUser);
+// the caller does.
+//
+// A user is a service account ([Identity].Observer) when Config.Observers
+// lists the name, or when the token's JWTConfig.ObserverClaim is true.
+//
+// # Reloading
+//
+// [New] reads every configured file once. [Authenticator.Reload] reads them
+// all again (on SIGHUP, say) and swaps the new material in at once; when a
+// file is unreadable or malformed it keeps what it had and returns the
+// error. Authenticate may run on any number of goroutines meanwhile, and a
+// connection already let in is never affected.
+//
+// [AddPassword] writes a password file in the format that `htpasswd -B`
+// writes and New reads.
+package auth

@@ -1,0 +1,2 @@
+// Command presenced runs an MQTT broker with presence: see the README.
+package main
