@@ -259,16 +259,14 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	})
 	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
 	p.broker = broker{srv: srv, d: p.Delivery}
-	p.Publisher = publisher.New(cfg.Presence.TopicPrefix, p.broker, logFor("publisher"))
-	p.Roster = roster.NewIndex()
-	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.lookup)
-	p.Pacer = publisher.NewPacer(cfg.Presence.Pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.Publisher,
-		func(a presence.Aggregate) {
-			before := p.Publisher.Shown(a.User)
-			p.Publisher.Publish(a)
-			p.meters.published(a, before, p.Publisher.Shown(a.User), time.Now())
+	p.Publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.broker, Log: logFor("publisher"),
+		Published: func(a presence.Aggregate, before presence.Shown) {
+			p.meters.published(a, before, time.Now())
 			p.Board.Note(a)
-		})
+		}})
+	p.Roster = roster.NewIndex()
+	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.Publisher.Current)
+	p.Pacer = publisher.NewPacer(cfg.Presence.Pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.Publisher)
 	p.joins = make(chan []roster.Change, 16)
 	p.groups = p.store
 	p.glog = p.store

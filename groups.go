@@ -49,16 +49,6 @@ func (p *Plugin) seesGroup() func(viewer, group string) bool {
 	return nil
 }
 
-// lookup returns a user's presence as published.
-func (p *Plugin) lookup(user string) (presence.Aggregate, bool) {
-	b, ok := p.Publisher.Get(user)
-	if !ok {
-		return presence.Aggregate{}, false
-	}
-	a, err := presence.ParseAggregate(b)
-	return a, err == nil
-}
-
 // ReloadGroups reads presence.groups_file again and writes it to the store:
 // each group of the file gets exactly the file's members, and a group this
 // node read from the file before that is no longer in it is deleted. Groups

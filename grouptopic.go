@@ -184,8 +184,8 @@ func (p *Plugin) openGroup(ctx context.Context, group string) error {
 	}
 	p.Board.Joined(changes)
 	for _, u := range members {
-		if a, ok := p.lookup(u); ok {
-			p.Board.Note(a)
+		if s, ok := p.Publisher.Current(u); ok {
+			p.Board.NoteShown(u, s)
 		}
 	}
 	return nil
@@ -345,5 +345,5 @@ func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) {
 // freshSnapshot is a group's snapshot from this node's roster and published
 // presence, at version 1 (a board of its own: the leader's is not touched).
 func (p *Plugin) freshSnapshot(group string) (roster.Snapshot, bool) {
-	return roster.NewBoard(p.Roster, time.Hour, p.now, p.lookup).Watch(group)
+	return roster.NewBoard(p.Roster, time.Hour, p.now, p.Publisher.Current).Watch(group)
 }

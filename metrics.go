@@ -95,12 +95,9 @@ func (m *meters) committed(e store.Event, shown uint64) {
 	m.mu.Unlock()
 }
 
-// published notes what a publish of a changed: observers were shown before,
-// now after (after.Version == a.Version when the publish went out).
-func (m *meters) published(a presence.Aggregate, before, after presence.Shown, now time.Time) {
-	if after.Version != a.Version || before.Version >= a.Version {
-		return // not published (old), or published by someone else
-	}
+// published notes a publish of a (the publisher's Published): observers
+// were shown before.
+func (m *meters) published(a presence.Aggregate, before presence.Shown, now time.Time) {
 	if before.Status != a.Status {
 		m.shown[statusIndex(before.Status)][statusIndex(a.Status)].Add(1)
 	}

@@ -46,9 +46,16 @@ type Cause struct {
 // Shown is what observers were last shown of a user (Status "" when
 // nothing yet).
 type Shown struct {
-	Version uint64
-	Status  Status
-	Since   time.Time
+	Version  uint64
+	Status   Status
+	Since    time.Time
+	Text     string
+	LastSeen time.Time
+}
+
+// Shown is what observers are shown of a.
+func (a Aggregate) Shown() Shown {
+	return Shown{Version: a.Version, Status: a.Status, Since: a.Since, Text: a.Text, LastSeen: a.LastSeen}
 }
 
 // Pace is one user's pacing state.

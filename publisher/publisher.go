@@ -24,11 +24,12 @@ type Broker interface {
 }
 
 // Publisher publishes presence. Its methods are called from one goroutine;
-// the read-only ones (Get, Users, Versions) from any.
+// the read-only ones (Get, Shown, Users, Versions) from any.
 type Publisher struct {
-	broker Broker
-	prefix string
-	log    zerolog.Logger
+	broker    Broker
+	prefix    string
+	log       zerolog.Logger
+	published func(a presence.Aggregate, before presence.Shown)
 
 	mu       sync.Mutex
 	views    map[string]view         // what is published now, per user
@@ -48,16 +49,31 @@ type Stats struct {
 }
 
 type view struct {
-	version uint64
-	payload []byte
-	status  presence.Status
-	since   time.Time
-	gone    time.Time // last seen, while offline; zero while online
+	version  uint64
+	payload  []byte
+	status   presence.Status
+	since    time.Time
+	text     string
+	lastSeen time.Time
+	gone     time.Time // last seen, while offline; zero while online
 }
 
-// New returns a publisher of presence under prefix (e.g. "presence").
-func New(prefix string, b Broker, log zerolog.Logger) *Publisher {
-	return &Publisher{broker: b, prefix: prefix, log: log, views: make(map[string]view), byStatus: make(map[presence.Status]int)}
+// Options configure a publisher.
+type Options struct {
+	Prefix string // the topic prefix, e.g. "presence"
+	Broker Broker
+	Log    zerolog.Logger
+	// Published, when set, is told of every aggregate published, with what
+	// observers were shown of its user before (the group topics and the
+	// metrics follow the published presence through it). It is called on
+	// the publishing goroutine, after the publish, and must return at once.
+	Published func(a presence.Aggregate, before presence.Shown)
+}
+
+// New returns a publisher.
+func New(o Options) *Publisher {
+	return &Publisher{broker: o.Broker, prefix: o.Prefix, log: o.Log, published: o.Published,
+		views: make(map[string]view), byStatus: make(map[presence.Status]int)}
 }
 
 // Topic returns the retained topic of user.
@@ -72,6 +88,7 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 		p.Stats.Old.Add(1)
 		return
 	}
+	before := p.views[a.User].shown()
 	p.buf = a.AppendJSON(p.buf[:0])
 	payload := append([]byte(nil), p.buf...)
 	p.mu.Unlock()
@@ -81,7 +98,7 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 		return
 	}
 	p.mu.Lock()
-	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since}
+	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen}
 	if a.Status == presence.Offline {
 		v.gone = a.LastSeen
 	}
@@ -92,6 +109,17 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	p.views[a.User] = v
 	p.mu.Unlock()
 	p.Stats.Published.Add(1)
+	if p.published != nil {
+		p.published(a, before)
+	}
+}
+
+// shown is what v shows (a zero Shown for a zero view).
+func (v view) shown() presence.Shown {
+	if v.version == 0 {
+		return presence.Shown{}
+	}
+	return presence.Shown{Version: v.version, Status: v.status, Since: v.since, Text: v.text, LastSeen: v.lastSeen}
 }
 
 // Resend hands the current presence of user, unchanged, to send, which
@@ -169,11 +197,15 @@ func (p *Publisher) Forget(before time.Time) int {
 func (p *Publisher) Shown(user string) presence.Shown {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.views[user].shown()
+}
+
+// Current returns what is published of user, and whether anything is.
+func (p *Publisher) Current(user string) (presence.Shown, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	v, ok := p.views[user]
-	if !ok {
-		return presence.Shown{}
-	}
-	return presence.Shown{Version: v.version, Status: v.status, Since: v.since}
+	return v.shown(), ok
 }
 
 // Get returns the payload published for user.

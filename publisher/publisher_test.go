@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,7 @@ func (s *sink) snapshot() []string {
 // current state again, unchanged.
 func TestPublisherVersionsAndResend(t *testing.T) {
 	s := &sink{}
-	p := New("presence", s, zerolog.Nop())
+	p := New(Options{Prefix: "presence", Broker: s, Log: zerolog.Nop()})
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Offline, Version: 4}) // late
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})  // duplicate
@@ -97,7 +98,7 @@ func TestPublisherVersionsAndResend(t *testing.T) {
 // presence removed; online users and recent ones are kept.
 func TestPublisherForget(t *testing.T) {
 	s := &sink{}
-	p := New("presence", s, zerolog.Nop())
+	p := New(Options{Prefix: "presence", Broker: s, Log: zerolog.Nop()})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p.Publish(presence.Aggregate{User: "old", Status: presence.Offline, Version: 1, LastSeen: t0})
 	p.Publish(presence.Aggregate{User: "recent", Status: presence.Offline, Version: 1, LastSeen: t0.Add(time.Hour)})
@@ -127,7 +128,7 @@ func TestPublisherForget(t *testing.T) {
 // The counts by status follow every publish, status change, old version
 // refused and forget.
 func TestPublisherStatuses(t *testing.T) {
-	p := New("presence", &sink{}, zerolog.Nop())
+	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: zerolog.Nop()})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	want := func(step string, w map[presence.Status]int) {
 		t.Helper()
@@ -151,3 +152,49 @@ func TestPublisherStatuses(t *testing.T) {
 	p.Forget(t0.Add(time.Minute))
 	want("forgotten", map[presence.Status]int{presence.Online: 1, presence.Away: 1})
 }
+
+// Published is told of every publish, with what observers were shown of
+// the user before, and of nothing else: an old version is not published,
+// and a publish that failed showed nothing. Current is what was shown last,
+// as values (the group topics read it).
+func TestPublished(t *testing.T) {
+	type call struct {
+		a      presence.Aggregate
+		before presence.Shown
+	}
+	var calls []call
+	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: zerolog.Nop(), Published: func(a presence.Aggregate, before presence.Shown) {
+		calls = append(calls, call{a, before})
+	}})
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	on := presence.Aggregate{User: "ann", Status: presence.Online, Version: 10, Since: t0, Text: "hi"}
+	off := presence.Aggregate{User: "ann", Status: presence.Offline, Version: 12, Since: t0.Add(time.Minute), LastSeen: t0.Add(time.Minute)}
+	p.Publish(on)
+	p.Publish(presence.Aggregate{User: "ann", Status: presence.Away, Version: 9}) // old
+	p.Publish(on)                                                                  // repeated
+	p.Publish(off)
+	if len(calls) != 2 {
+		t.Fatalf("%d calls, want 2 (the old and the repeated one are not published): %+v", len(calls), calls)
+	}
+	if calls[0].a.Version != 10 || calls[0].before != (presence.Shown{}) {
+		t.Errorf("first: %+v", calls[0])
+	}
+	if calls[1].a.Version != 12 || calls[1].before != on.Shown() {
+		t.Errorf("second: before %+v, want %+v", calls[1].before, on.Shown())
+	}
+	if s, ok := p.Current("ann"); !ok || s != off.Shown() {
+		t.Errorf("current %+v %v, want %+v", s, ok, off.Shown())
+	}
+	if _, ok := p.Current("bob"); ok {
+		t.Error("bob was never published")
+	}
+	failing := New(Options{Prefix: "presence", Broker: &failBroker{}, Log: zerolog.Nop(), Published: func(presence.Aggregate, presence.Shown) {
+		t.Error("a failed publish was reported as published")
+	}})
+	failing.Publish(on)
+}
+
+// failBroker fails every publish.
+type failBroker struct{ sink }
+
+func (*failBroker) Publish(string, uint64, string, []byte) error { return errors.New("broker down") }

@@ -24,9 +24,8 @@ import (
 // while publishing.
 type Pacer struct {
 	rules presence.Pacing
-	pub   *Publisher
-	emit  func(presence.Aggregate) // publishes one change (the publisher, and what else follows it)
-	rate  float64                  // publishes per second; 0: no limit
+	out   Shower
+	rate  float64 // publishes per second; 0: no limit
 	burst float64
 
 	mu     sync.Mutex
@@ -52,14 +51,20 @@ type PacerStats struct {
 	MaxQueued atomic.Int64 // the most users that ever waited for the rate limit at once
 }
 
-// NewPacer returns a pacer that publishes through emit at most rate
-// changes a second (bursts of burst; rate 0: no limit), what pub shows
-// being what observers were shown.
-func NewPacer(rules presence.Pacing, rate, burst int, pub *Publisher, emit func(presence.Aggregate)) *Pacer {
+// Shower is where the pacer's decisions go (the Publisher): what observers
+// were shown of a user, and the change to show them now.
+type Shower interface {
+	Shown(user string) presence.Shown
+	Publish(a presence.Aggregate)
+}
+
+// NewPacer returns a pacer that shows changes through out at most rate a
+// second (bursts of burst; rate 0: no limit).
+func NewPacer(rules presence.Pacing, rate, burst int, out Shower) *Pacer {
 	if burst < 1 {
 		burst = 1
 	}
-	return &Pacer{rules: rules, pub: pub, emit: emit, rate: float64(rate), burst: float64(burst),
+	return &Pacer{rules: rules, out: out, rate: float64(rate), burst: float64(burst),
 		paces: make(map[string]presence.Pace), ready: make(map[string]presence.Aggregate), tokens: float64(burst)}
 }
 
@@ -67,9 +72,9 @@ func NewPacer(rules presence.Pacing, rate, burst int, pub *Publisher, emit func(
 // limit lets its waiting change out. Called with mu held.
 func (q *Pacer) shown(user string) presence.Shown {
 	if a, ok := q.ready[user]; ok {
-		return presence.Shown{Version: a.Version, Status: a.Status, Since: a.Since}
+		return a.Shown()
 	}
-	return q.pub.Shown(user)
+	return q.out.Shown(user)
 }
 
 // Offer takes a committed change, made by c, at now. Call Run after.
@@ -163,7 +168,7 @@ func (q *Pacer) Run(now time.Time) time.Time {
 	next := q.next(now)
 	q.mu.Unlock()
 	for _, a := range out {
-		q.emit(a)
+		q.out.Publish(a)
 	}
 	return next
 }

@@ -20,10 +20,13 @@ type Member struct {
 }
 
 // MemberOf is a's member entry.
-func MemberOf(a presence.Aggregate) Member {
-	m := Member{User: a.User, Status: a.Status, Text: a.Text, Version: a.Version}
-	if !a.LastSeen.IsZero() {
-		t := a.LastSeen.UTC().Truncate(time.Millisecond) // as the users payload writes it
+func MemberOf(a presence.Aggregate) Member { return MemberShown(a.User, a.Shown()) }
+
+// MemberShown is the member entry of user, shown s.
+func MemberShown(user string, s presence.Shown) Member {
+	m := Member{User: user, Status: s.Status, Text: s.Text, Version: s.Version}
+	if !s.LastSeen.IsZero() {
+		t := s.LastSeen.UTC().Truncate(time.Millisecond) // as the users payload writes it
 		m.LastSeen = &t
 	}
 	return m
@@ -70,7 +73,7 @@ type Board struct {
 	idx    *Index
 	window time.Duration
 	now    func() time.Time
-	lookup func(user string) (presence.Aggregate, bool)
+	lookup func(user string) (presence.Shown, bool)
 
 	mu     sync.Mutex
 	groups map[string]*view
@@ -95,15 +98,15 @@ type view struct {
 }
 
 // NewBoard returns a board over idx's groups, cutting batches every window,
-// reading a member's current presence with lookup.
-func NewBoard(idx *Index, window time.Duration, now func() time.Time, lookup func(string) (presence.Aggregate, bool)) *Board {
+// reading a member's current presence (as published) with lookup.
+func NewBoard(idx *Index, window time.Duration, now func() time.Time, lookup func(string) (presence.Shown, bool)) *Board {
 	return &Board{idx: idx, window: window, now: now, lookup: lookup, groups: make(map[string]*view), dirty: make(map[string]struct{})}
 }
 
 // member is user's entry now: offline at version 0 when never seen.
 func (b *Board) member(user string) Member {
-	if a, ok := b.lookup(user); ok {
-		return MemberOf(a)
+	if s, ok := b.lookup(user); ok {
+		return MemberShown(user, s)
 	}
 	return Member{User: user, Status: presence.Offline}
 }
@@ -157,8 +160,11 @@ func (b *Board) Snapshot(group string) (Snapshot, bool) {
 
 // Note records a member's new presence in each kept group of the member.
 // An aggregate not above the version the group holds is ignored.
-func (b *Board) Note(a presence.Aggregate) {
-	groups := b.idx.GroupsOf(a.User)
+func (b *Board) Note(a presence.Aggregate) { b.NoteShown(a.User, a.Shown()) }
+
+// NoteShown is Note for what observers are shown of user.
+func (b *Board) NoteShown(user string, shown presence.Shown) {
+	groups := b.idx.GroupsOf(user)
 	if len(groups) == 0 {
 		return
 	}
@@ -170,19 +176,19 @@ func (b *Board) Note(a presence.Aggregate) {
 			continue
 		}
 		var known uint64
-		if p, ok := v.pending[a.User]; ok {
+		if p, ok := v.pending[user]; ok {
 			if p == nil {
 				continue // it left the group
 			}
 			known = p.Version
-		} else if m, ok := v.members[a.User]; ok {
+		} else if m, ok := v.members[user]; ok {
 			known = m.Version
 		}
-		if a.Version <= known {
+		if shown.Version <= known {
 			continue
 		}
-		m := MemberOf(a)
-		v.pending[a.User] = &m
+		m := MemberShown(user, shown)
+		v.pending[user] = &m
 		b.dirty[g] = struct{}{}
 	}
 }

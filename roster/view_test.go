@@ -45,11 +45,11 @@ func (w *world) set(user string, st presence.Status, version uint64) presence.Ag
 	return a
 }
 
-func (w *world) lookup(user string) (presence.Aggregate, bool) {
+func (w *world) lookup(user string) (presence.Shown, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a, ok := w.a[user]
-	return a, ok
+	return a.Shown(), ok
 }
 
 const window = 250 * time.Millisecond
