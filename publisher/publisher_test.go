@@ -171,7 +171,7 @@ func TestPublished(t *testing.T) {
 	off := presence.Aggregate{User: "ann", Status: presence.Offline, Version: 12, Since: t0.Add(time.Minute), LastSeen: t0.Add(time.Minute)}
 	p.Publish(on)
 	p.Publish(presence.Aggregate{User: "ann", Status: presence.Away, Version: 9}) // old
-	p.Publish(on)                                                                  // repeated
+	p.Publish(on)                                                                 // repeated
 	p.Publish(off)
 	if len(calls) != 2 {
 		t.Fatalf("%d calls, want 2 (the old and the repeated one are not published): %+v", len(calls), calls)
