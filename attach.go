@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
@@ -160,25 +161,7 @@ type Plugin struct {
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
 	Pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
-	Roster    *roster.Index    // who belongs to which group
-	Board     *roster.Board    // the leader's: every group, cut into batches
-	Mirror    *roster.Mirror   // the group topics as published, for those watched here
-
-	groupMu sync.Mutex           // a group's snapshot retained, then its delta published
-	joins   chan []roster.Change // membership changes, for the pump
-	groups  store.Groups         // where the groups are kept (the store)
-	glog    store.GroupLog       // the group topics' batches, from the leader to every node
-	resyncs map[string]struct{}  // watched groups to read again from the log (under groupsMu)
-
-	groupsMu    sync.Mutex          // guards groupsDirty
-	groupsDirty map[string]struct{} // groups to read again ("": all)
-	groupsKick  chan struct{}
-	fileMu      sync.Mutex          // guards fileGroups
-	fileGroups  map[string]struct{} // the groups last written from the groups file
-	claims      store.Claims        // the groups users' tokens claimed
-	claimsMu    sync.Mutex          // guards claimsDirty
-	claimsDirty map[string][]string // claims to write, per user
-	claimsKick  chan struct{}
+	groups    *groups.Stage
 
 	nodes nodes // presence/nodes/{node} (nodes.go)
 
@@ -262,25 +245,18 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.Publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.broker, Log: logFor("publisher"),
 		Published: func(a presence.Aggregate, before presence.Shown) {
 			p.meters.published(a, before, time.Now())
-			p.Board.Note(a)
+			p.groups.Note(a)
 		}})
-	p.Roster = roster.NewIndex()
-	p.Board = roster.NewBoard(p.Roster, cfg.Presence.GroupBatch.D(), p.now, p.Publisher.Current)
 	p.Pacer = publisher.NewPacer(cfg.Presence.Pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.Publisher)
-	p.joins = make(chan []roster.Change, 16)
-	p.groups = p.store
-	p.glog = p.store
-	p.Mirror = roster.NewMirror()
-	p.resyncs = make(map[string]struct{})
-	p.groupsDirty = make(map[string]struct{})
-	p.groupsKick = make(chan struct{}, 1)
-	p.claims = p.store
-	p.claimsDirty = make(map[string][]string)
-	p.claimsKick = make(chan struct{}, 1)
+	p.groups = groups.New(groups.Options{
+		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch.D(),
+		File: cfg.Presence.GroupsFile, Now: p.now, Log: logFor("groups"),
+		Store: p.store, Presence: p.Publisher, Outlet: p.broker, Viewer: p.Hook.Viewer, Introduce: p.introduce,
+	})
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}
-	if err := srv.AddHook(&hooks.Groups{Watch: p.watch}, nil); err != nil { // before Delivery (see hooks.Groups)
+	if err := srv.AddHook(&groups.Hook{Stage: p.groups}, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add groups hook: %w", err)
 	}
 	if err := srv.AddHook(p.Delivery, nil); err != nil {
@@ -289,7 +265,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if p.acl != nil {
 		guard := hooks.NewGuard(hooks.GuardOptions{
 			Delivery: p.Delivery, Presence: p.Hook, Policy: *p.acl,
-			Sees: p.sees(), SeesGroup: p.seesGroup(),
+			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: cfg.Presence.Visibility != configs.VisibilityOpen,
 		})
 		if err := srv.AddHook(guard, nil); err != nil {
@@ -321,13 +297,6 @@ func (p *Plugin) Start(ctx context.Context) error {
 }
 
 func (p *Plugin) start(ctx context.Context) error {
-	var file map[string][]string
-	if f := p.cfg.Presence.GroupsFile; f != "" {
-		var err error
-		if file, err = roster.LoadFile(f); err != nil {
-			return fmt.Errorf("presence.groups_file: %w", err)
-		}
-	}
 	if err := p.store.Start(ctx); err != nil {
 		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
 	}
@@ -336,25 +305,15 @@ func (p *Plugin) start(ctx context.Context) error {
 		return fmt.Errorf("initial load: %w", err)
 	}
 	p.handle(p.feed.Take())
-	if file != nil {
-		if err := p.SetGroups(ctx, file); err != nil {
-			p.stopStore()
-			return err
-		}
-	}
-	groups, err := p.groups.AllGroups(ctx)
-	if err != nil {
+	if err := p.groups.Load(ctx); err != nil {
 		p.stopStore()
-		return fmt.Errorf("initial load of the groups: %w", err)
+		return err
 	}
-	p.Roster.Replace(groups)
 	p.Tracker.Start()
+	p.groups.Start()
 	p.started = true
-	p.wg.Add(4)
+	p.wg.Add(1)
 	go p.pump()
-	go p.worker(p.groupsKick, p.readChanged)
-	go p.worker(p.claimsKick, p.writeDirtyClaims)
-	go p.leadLoop()
 	if err := p.announce(ctx, presence.NodeUp); err != nil {
 		p.log.Warn().Err(err).Msg("node state up not announced; announced again in a few seconds")
 	}
@@ -414,6 +373,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.groups.Stop()
 		p.Tracker.Stop()
 		p.store.Stop()
 		p.log.Info().Msg("presence stopped")
@@ -481,3 +441,38 @@ func (p *Plugin) storeConfig(log zerolog.Logger) store.Config {
 	}
 	return sc
 }
+
+// visibility maps presence.visibility onto the groups stage's.
+func visibility(v string) groups.Visibility {
+	switch v {
+	case configs.VisibilitySelf:
+		return groups.Private
+	case configs.VisibilityGroups:
+		return groups.ByGroups
+	}
+	return groups.Open
+}
+
+// Groups returns the groups stage: who belongs to which group, the group
+// topics kept here, and the store the admin API writes groups through.
+func (p *Plugin) Groups() *groups.Stage { return p.groups }
+
+// ReloadGroups reads presence.groups_file again and writes it to the store
+// (see groups.Stage.ReloadFile).
+func (p *Plugin) ReloadGroups() error { return p.groups.ReloadFile() }
+
+// SetGroups writes groups (name -> members) to the store as ReloadGroups
+// does with the file's.
+func (p *Plugin) SetGroups(ctx context.Context, g map[string][]string) error {
+	return p.groups.SetGroups(ctx, g)
+}
+
+// ClaimGroups records the groups a user's token claims (see
+// groups.Stage.Claim); it never waits for the store.
+func (p *Plugin) ClaimGroups(user string, g []string) { p.groups.Claim(user, g) }
+
+// GroupSnapshot returns a group's snapshot (the admin API's).
+func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) { return p.groups.Snapshot(group) }
+
+// GroupSizes returns every group's name and size.
+func (p *Plugin) GroupSizes() map[string]int { return p.groups.Sizes() }

@@ -82,11 +82,12 @@ func (p *Plugin) pump() {
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
 			p.Publisher.Refresh()
+			p.groups.Refresh()
 			p.refreshNodes()
-		case changes := <-p.joins:
-			p.joined(changes)
+		case changes := <-p.groups.Joins():
+			p.groups.Joined(changes)
 		case <-repair.C:
-			if n := p.Board.Repair(); n > 0 {
+			if n := p.groups.Repair(); n > 0 {
 				p.log.Warn().Int("groups", n).Msg("group occupancy counts were wrong: rebuilt")
 			}
 		}
@@ -124,9 +125,9 @@ func (p *Plugin) handle(events []store.Event) {
 		case store.Recovered:
 			p.audit(e.Settle)
 		case store.GroupChanged:
-			p.groupChanged(e.Group)
+			p.groups.Changed(e.Group)
 		case store.GroupBatch:
-			p.applyBatch(e.Delta)
+			p.groups.Apply(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
 			p.nodeLost(e)

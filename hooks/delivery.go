@@ -54,6 +54,7 @@ type Delivery struct {
 	mqtt.HookBase
 	prefix    string
 	users     string // prefix/users/
+	groups    string // prefix/groups/
 	server    *mqtt.Server
 	slowAfter time.Duration
 	now       func() time.Time
@@ -129,7 +130,7 @@ func NewDelivery(o DeliveryOptions) *Delivery {
 		o.Now = time.Now
 	}
 	return &Delivery{
-		prefix: o.Prefix, users: o.Prefix + "/users/", server: o.Server, slowAfter: o.SlowAfter, now: o.Now, log: o.Log,
+		prefix: o.Prefix, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", server: o.Server, slowAfter: o.SlowAfter, now: o.Now, log: o.Log,
 		lagging: make(map[*mqtt.Client]*lag),
 	}
 }
@@ -178,6 +179,44 @@ func (d *Delivery) Exclusive(fn func()) {
 	fn()
 }
 
+// Advance runs retain, which stores topic's new retained message, then
+// live, which publishes on topic, inside the fence as one step: no
+// subscriber's reading of the retained messages falls between them, so each
+// gets either the retained message or the live one after what it read. With
+// to set, the live message is for those of to only that subscribed to topic
+// before the retain, whose reading of the retained messages is done (they
+// missed it): the others read it as retained (with a Guard only those
+// receive it; without one, every subscriber of topic does). The group
+// topics use it for a group's first snapshot on a node (to: the
+// subscriptions that asked for it) and for each batch (to nil: the
+// snapshot retained, the delta live).
+func (d *Delivery) Advance(topic string, to []*mqtt.Client, retain func(), live func()) {
+	d.fence.Lock()
+	defer d.fence.Unlock()
+	retain()
+	p := &publishing{topic: topic}
+	if to != nil {
+		var subs map[string]packets.Subscription
+		if d.server != nil {
+			subs = d.server.Topics.Subscribers(topic).Subscriptions
+		}
+		p.targets = make(map[*mqtt.Client]struct{}, len(to))
+		for _, cl := range to {
+			_, subscribed := subs[cl.ID]
+			_, reading := d.subscribing.Load(cl)
+			if subscribed && !reading && !cl.Closed() {
+				p.targets[cl] = struct{}{}
+			}
+		}
+		if len(p.targets) == 0 {
+			return
+		}
+	}
+	d.live.Store(p)
+	live()
+	d.live.Store(nil)
+}
+
 // settle records what p delivered to the subscribers that are missing
 // something: one that took p (it subscribes to p's topic and p was neither
 // dropped nor held back for it) is making progress, so its backoff ends,
@@ -222,13 +261,14 @@ func (d *Delivery) unlag(cl *mqtt.Client) {
 }
 
 // OnSubscribe takes the fence for reading for a SUBSCRIBE whose filters can
-// match presence/users/...: mochi checks and indexes them next.
+// match presence/users/... or presence/groups/...: mochi checks and indexes
+// them next.
 func (d *Delivery) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if cl.Net.Inline {
 		return pk
 	}
 	for _, f := range pk.Filters {
-		if d.canMatchUsers(f.Filter) {
+		if d.canMatchUsers(f.Filter) || d.canMatch(f.Filter, d.groups) {
 			d.fence.RLock()
 			d.subscribing.Store(cl, &subscription{held: true})
 			break
@@ -322,6 +362,10 @@ func (d *Delivery) mayDeliver(cl *mqtt.Client, topic string) bool {
 	}
 	user, ok := d.user(topic)
 	if !ok {
+		if p := d.live.Load(); p != nil && p.topic == topic && p.targets != nil {
+			_, target := p.targets[cl]
+			return target // a group's first snapshot, for the subscriptions that missed it
+		}
 		return true
 	}
 	v, subscribing := d.subscribing.Load(cl)
@@ -361,11 +405,15 @@ func (d *Delivery) mayDeliver(cl *mqtt.Client, topic string) bool {
 }
 
 // canMatchUsers reports whether a filter can match prefix/users/{user}.
-func (d *Delivery) canMatchUsers(filter string) bool {
+func (d *Delivery) canMatchUsers(filter string) bool { return d.canMatch(filter, d.users) }
+
+// canMatch reports whether a filter can match base{name} (base: prefix/users/
+// or prefix/groups/).
+func (d *Delivery) canMatch(filter, base string) bool {
 	if strings.HasPrefix(filter, "$share/") {
 		return false // shared subscriptions get no retained messages
 	}
-	want := strings.Split(d.users+"x", "/")
+	want := strings.Split(base+"x", "/")
 	got := strings.Split(filter, "/")
 	for i, level := range got {
 		if level == "#" {

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
@@ -88,7 +90,7 @@ func TestGroupsVisibility(t *testing.T) {
 	}
 	// The store reports the change; the node reads the group again.
 	testkit.Wait(t, time.Second, "bob out of the team", func() error {
-		return testkit.Why(!n.Presence.Roster.Member("team", "bob"), "still a member")
+		return testkit.Why(!n.Presence.Groups().Member("team", "bob"), "still a member")
 	})
 	t.Logf("bob's removal applied %v after the reload", time.Since(removed).Round(time.Millisecond))
 	if rc := alice.publish(t, "presence/set", `{"status":"away","text":"gone fishing"}`, 1, false); rc != 0 {
@@ -271,7 +273,7 @@ func TestGroupsJWTClaim(t *testing.T) {
 	}
 	alice := dial5(t, n.MQTTAddr(), "alice-1", "", withPassword(token("alice", "team", "bad/name")))
 	on := bob.waitStatus("alice", presence.Online) // introduced once the claim is written
-	if g := n.Presence.Roster.GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
+	if g := n.Presence.Groups().GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
 		t.Fatalf("alice's groups %v, want [team] (an invalid name is ignored)", g)
 	}
 	// alice comes back with a token that claims no group: out of the team.
@@ -279,7 +281,7 @@ func TestGroupsJWTClaim(t *testing.T) {
 	bob.waitStatus("alice", presence.Offline)
 	alice = dial5(t, n.MQTTAddr(), "alice-2", "", withPassword(token("alice")))
 	testkit.Wait(t, time.Second, "alice out of the team", func() error {
-		return testkit.Why(!n.Presence.Roster.Member("team", "alice"), "still a member")
+		return testkit.Why(!n.Presence.Groups().Member("team", "alice"), "still a member")
 	})
 	if rc := alice.publish(t, "presence/set", `{"status":"busy"}`, 1, false); rc != 0 {
 		t.Fatalf("alice's set: %#x", rc)
@@ -304,19 +306,19 @@ func TestGroupsDelete(t *testing.T) {
 	if err := n.Presence.SetGroups(ctx, map[string][]string{"team": {"ann"}}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Wait(t, time.Second, "the team known", func() error { return testkit.Why(n.Presence.Roster.Has("team"), "not yet") })
+	testkit.Wait(t, time.Second, "the team known", func() error { return testkit.Why(n.Presence.Groups().Has("team"), "not yet") })
 	w1 := newObserver(t, n.MQTTAddr(), "presence/groups/team")
 	testkit.Wait(t, waitTimeout, "the snapshot", func() error { return testkit.Why(len(w1.groupMsgs(t, "team")) == 1, "nothing yet") })
 	if err := n.Presence.SetGroups(ctx, map[string][]string{}); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Wait(t, time.Second, "the team deleted", func() error { return testkit.Why(!n.Presence.Roster.Has("team"), "still there") })
+	testkit.Wait(t, time.Second, "the team deleted", func() error { return testkit.Why(!n.Presence.Groups().Has("team"), "still there") })
 	// The node unwatches it right after reading it gone; a subscription
 	// made once that is done gets no retained message. ann's own
 	// presence, subscribed to after the group's on the same connection,
 	// marks when the retained messages were delivered.
 	testkit.Wait(t, time.Second, "the topic unwatched", func() error {
-		_, watched := n.Presence.Mirror.Version("team")
+		watched := n.Presence.Groups().Watched("team")
 		return testkit.Why(!watched, "still watched")
 	})
 	dial5(t, n.MQTTAddr(), "ann-1", "ann")
@@ -325,5 +327,68 @@ func TestGroupsDelete(t *testing.T) {
 	w2.waitStatus("ann", presence.Online)
 	if m := w2.groupMsgs(t, "team"); len(m) != 0 {
 		t.Fatalf("a deleted group's topic delivered %+v", m)
+	}
+}
+
+// A SUBSCRIBE to a group topic never waits on the store: with Redis stopped
+// (SIGSTOP) it gets its SUBACK within 100 ms, and the group's snapshot
+// follows once Redis answers again, once: the next message is a delta that
+// follows it. (Until issue 16 the group's first subscription on a node read
+// the snapshot from the store on mochi's packet path, up to 5 s.)
+func TestGroupsSubscribeWhileRedisStopped(t *testing.T) {
+	rs := redistest.Start(t)
+	file := filepath.Join(t.TempDir(), "groups.yaml")
+	writeAtomic(t, file, []byte("groups:\n  team: [ann, bob]\n"))
+	n := startNode(t, func(c *configs.Config) {
+		c.Redis.Addrs = []string{rs.Addr()}
+		c.Redis.NodeTTL = configs.Duration(10 * time.Second) // the stop below is far shorter: no reset
+		c.Presence.GroupsFile = file
+	})
+	dial5(t, n.MQTTAddr(), "ann-1", "ann")
+	ops := newObserver(t, n.MQTTAddr(), "presence/users/ann")
+	ops.waitStatus("ann", presence.Online)
+	watcher := newObserver(t, n.MQTTAddr(), "presence/users/nobody") // connected now: the CONNECT is not what is measured
+
+	pid := rs.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP redis (pid %d): %v", pid, err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT redis (pid %d): %v", pid, err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	start := time.Now()
+	watcher.subscribe("presence/groups/team")
+	suback := time.Since(start)
+	resume()
+	if suback > 100*time.Millisecond {
+		t.Fatalf("SUBACK of a group topic took %v with Redis stopped, want at most 100 ms: the SUBSCRIBE waited on the store", suback)
+	}
+	t.Logf("SUBACK %v after the SUBSCRIBE, Redis stopped", suback.Round(time.Microsecond))
+
+	testkit.Wait(t, waitTimeout, "the team's snapshot", func() error {
+		return testkit.Why(len(watcher.groupMsgs(t, "team")) > 0, "nothing yet")
+	})
+	dial5(t, n.MQTTAddr(), "bob-1", "bob")
+	var msgs []groupMsg
+	testkit.Wait(t, waitTimeout, "bob online on the team topic", func() error {
+		msgs = watcher.groupMsgs(t, "team")
+		last := msgs[len(msgs)-1]
+		return testkit.Why(last.Online == 2, fmt.Sprintf("%d messages, online %d", len(msgs), last.Online))
+	})
+	if msgs[0].Members == nil || len(msgs[0].Members) != 2 {
+		t.Fatalf("the first message is not the team's snapshot: %+v", msgs[0])
+	}
+	for i := 1; i < len(msgs); i++ {
+		if msgs[i].Members != nil || msgs[i].Follows != msgs[i-1].Version || msgs[i].Version != msgs[i].Follows+1 {
+			t.Fatalf("message %d: version %d follows %d after version %d (members %d): the snapshot came twice, or a delta does not follow it",
+				i, msgs[i].Version, msgs[i].Follows, msgs[i-1].Version, len(msgs[i].Members))
+		}
 	}
 }

@@ -381,7 +381,7 @@ func (n *Node) adminSource() admin.Source {
 		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Group: p.GroupSnapshot, Groups: p.GroupSizes,
 		Draining: n.Draining, Drain: n.StartDrain}
 	if n.adminToken != nil { // writes only behind a token
-		g := p.Groups()
+		g := p.Groups().Store()
 		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup
 	}
 	return src

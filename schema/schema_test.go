@@ -408,9 +408,9 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 // world is the members' current presence, as the publisher holds it.
 type world map[string]presence.Aggregate
 
-func (w world) lookup(user string) (presence.Aggregate, bool) {
+func (w world) lookup(user string) (presence.Shown, bool) {
 	a, ok := w[user]
-	return a, ok
+	return a.Shown(), ok
 }
 
 const window = 250 * time.Millisecond

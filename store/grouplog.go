@@ -22,6 +22,9 @@ import (
 // a second leader (the lease changed hands while the first still cut
 // batches) cannot fork a group's history.
 type GroupLog interface {
+	// LeaseTTL is how long the leader's lease lives (Redis: the node TTL:
+	// a leader that died is replaced as soon as its node would be swept).
+	LeaseTTL() time.Duration
 	// Lead takes or keeps the leadership for ttl; true while this node
 	// (incarnation) holds it.
 	Lead(ctx context.Context, ttl time.Duration) (bool, error)
@@ -48,6 +51,10 @@ func (m *Memory) log() *memoryLog {
 	m.logOnce.Do(func() { m.glog = &memoryLog{groups: make(map[string]roster.Snapshot)} })
 	return m.glog
 }
+
+// LeaseTTL implements GroupLog: the lease of a memory store, whose one
+// node always leads, costs nothing to keep.
+func (m *Memory) LeaseTTL() time.Duration { return 3 * time.Second }
 
 // Lead implements GroupLog: a memory store has one node.
 func (m *Memory) Lead(context.Context, time.Duration) (bool, error) { return true, nil }
@@ -111,6 +118,9 @@ func (m *Memory) reportLog(e Event) { m.report(e) }
 // is one script on it that checks the version, writes the changed members
 // and publishes the delta on P:gdelta. The leader holds P:gleader (its
 // node and incarnation, with the node TTL), renewed every third of it.
+
+// LeaseTTL implements GroupLog: the node TTL.
+func (r *Redis) LeaseTTL() time.Duration { return r.nodeTTL }
 
 // Lead implements GroupLog.
 func (r *Redis) Lead(ctx context.Context, ttl time.Duration) (bool, error) {

@@ -1,0 +1,251 @@
+package groups
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/store"
+)
+
+// Store is what the stage needs of the store: the groups, the group log
+// and the claims.
+type Store interface {
+	store.Groups
+	store.GroupLog
+	store.Claims
+}
+
+// Presence is presence as published (the publisher): what observers are
+// shown of a user, as values.
+type Presence interface {
+	Current(user string) (presence.Shown, bool)
+}
+
+// Outlet is how the stage reaches the subscribers of the group topics (the
+// delivery stage).
+type Outlet interface {
+	// Advance stores snapshot as topic's retained message and publishes
+	// live on topic (QoS 1, not retained), as one step: no subscription's
+	// reading of the retained messages falls between the two. With to set,
+	// the live message is for those of to that subscribed before and so
+	// missed the retained one, only.
+	Advance(topic string, to []*mqtt.Client, snapshot, live []byte) error
+	// Retain stores payload as topic's retained message again, delivering
+	// nothing; Clear removes it.
+	Retain(topic string, payload []byte)
+	Clear(topic string)
+}
+
+// Visibility is who reads a group's topic, and its members' presence.
+type Visibility int
+
+// The visibilities (presence.visibility).
+const (
+	Open     Visibility = iota // everyone
+	Private                    // service accounts only
+	ByGroups                   // the group's members, and service accounts
+)
+
+// Options configure the stage.
+type Options struct {
+	Prefix     string        // the topic prefix, e.g. "presence"
+	Visibility Visibility    // presence.visibility
+	Window     time.Duration // at most one delta per group per window (presence.group_batch)
+	File       string        // presence.groups_file; empty: none
+	Now        func() time.Time
+	Log        zerolog.Logger
+	Store      Store
+	Presence   Presence
+	Outlet     Outlet
+	// Viewer says who reads through a connection: its user ("" for an
+	// observer) and whether it is a service account (the presence hook).
+	Viewer func(cl *mqtt.Client) (user string, service bool)
+	// Introduce sends user's current presence, on this node, to the
+	// subscriptions to it of the viewers for whom may holds (under
+	// visibility ByGroups: the mates who may read it from now on). It is
+	// called on the pump's goroutine (Joined).
+	Introduce func(user string, may func(viewer string) bool)
+}
+
+// Stage is the groups stage (see the package doc).
+type Stage struct {
+	o      Options
+	topics string // prefix/groups/
+
+	index  *roster.Index  // who belongs to which group
+	board  *roster.Board  // the leader's: every group, cut into batches
+	mirror *roster.Mirror // the group topics as published, for those watched here
+
+	topicMu sync.Mutex                           // a group's snapshot retained, then its delta published
+	waiting map[string]map[*mqtt.Client]struct{} // subscriptions to a group watched at version 0, under topicMu
+	joins   chan []roster.Change                 // membership changes, for the pump
+
+	readMu   sync.Mutex          // guards dirty and resyncs
+	dirty    map[string]struct{} // groups to read again ("": all)
+	resyncs  map[string]struct{} // watched groups to read again from the log
+	readWake chan struct{}
+
+	fileMu     sync.Mutex          // guards fileGroups
+	fileGroups map[string]struct{} // the groups last written from the file
+
+	claimsMu    sync.Mutex          // guards claimsDirty
+	claimsDirty map[string][]string // claims to write, per user
+	claimsWake  chan struct{}
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns the stage; Load then Start it.
+func New(o Options) *Stage {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Stage{
+		o: o, topics: o.Prefix + "/groups/",
+		index:   roster.NewIndex(),
+		mirror:  roster.NewMirror(),
+		waiting: make(map[string]map[*mqtt.Client]struct{}),
+		joins:   make(chan []roster.Change, 16),
+		dirty:   make(map[string]struct{}), resyncs: make(map[string]struct{}), readWake: make(chan struct{}, 1),
+		claimsDirty: make(map[string][]string), claimsWake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+	}
+	s.board = roster.NewBoard(s.index, o.Window, o.Now, o.Presence.Current)
+	return s
+}
+
+// Load writes the groups file to the store (if any) and reads every group
+// into the roster: before Start, so that the first connections find their
+// groups.
+func (s *Stage) Load(ctx context.Context) error {
+	if s.o.File != "" {
+		file, err := roster.LoadFile(s.o.File)
+		if err != nil {
+			return fmt.Errorf("presence.groups_file: %w", err)
+		}
+		if err := s.SetGroups(ctx, file); err != nil {
+			return err
+		}
+	}
+	groups, err := s.o.Store.AllGroups(ctx)
+	if err != nil {
+		return fmt.Errorf("initial load of the groups: %w", err)
+	}
+	s.index.Replace(groups)
+	return nil
+}
+
+// Start starts the reader, the claims writer and the leader loop.
+func (s *Stage) Start() {
+	s.wg.Add(3)
+	go s.worker(s.readWake, s.readChanged)
+	go s.worker(s.claimsWake, s.writeDirtyClaims)
+	go s.leadLoop()
+}
+
+// Stop stops the goroutines and waits for them.
+func (s *Stage) Stop() {
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// wake wakes a worker without waiting.
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// worker runs work each time it is woken, and a second after a run that
+// failed, until Stop.
+func (s *Stage) worker(woken <-chan struct{}, work func() error) {
+	defer s.wg.Done()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-woken:
+		case <-retry.C:
+		}
+		if work() != nil {
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// Store is where the groups are kept: the admin API writes through it,
+// and every node follows.
+func (s *Stage) Store() store.Groups { return s.o.Store }
+
+// Has reports whether group exists.
+func (s *Stage) Has(group string) bool { return s.index.Has(group) }
+
+// Member reports whether user belongs to group.
+func (s *Stage) Member(group, user string) bool { return s.index.Member(group, user) }
+
+// GroupsOf returns the groups of user.
+func (s *Stage) GroupsOf(user string) []string { return s.index.GroupsOf(user) }
+
+// Watched reports whether group's topic is kept on this node.
+func (s *Stage) Watched(group string) bool {
+	_, ok := s.mirror.Version(group)
+	return ok
+}
+
+// Sizes returns every group's name and size.
+func (s *Stage) Sizes() map[string]int {
+	out := make(map[string]int)
+	for _, g := range s.index.Groups() {
+		out[g] = s.index.Size(g)
+	}
+	return out
+}
+
+// SeesUser is the Guard's rule for presence/users/{user} under the
+// visibility; nil: everyone's.
+func (s *Stage) SeesUser() func(viewer, user string) bool {
+	switch s.o.Visibility {
+	case Private:
+		return func(string, string) bool { return false }
+	case ByGroups:
+		return s.index.Mates
+	}
+	return nil
+}
+
+// SeesGroup is the Guard's rule for presence/groups/{group}; nil: every
+// group's.
+func (s *Stage) SeesGroup() func(viewer, group string) bool {
+	switch s.o.Visibility {
+	case Private:
+		return func(string, string) bool { return false }
+	case ByGroups:
+		return func(viewer, group string) bool { return s.index.Member(group, viewer) }
+	}
+	return nil
+}
+
+// Note records a member's newly published presence on the leader's board
+// (the publisher's Published).
+func (s *Stage) Note(a presence.Aggregate) { s.board.Note(a) }
+
+// Repair checks the board's occupancy counts, kept incrementally, against
+// the members, and reports how many groups were wrong (the pump, now and
+// then).
+func (s *Stage) Repair() int { return s.board.Repair() }
+
+// Joins delivers membership changes to the pump, which hands them to
+// Joined.
+func (s *Stage) Joins() <-chan []roster.Change { return s.joins }

@@ -1,0 +1,372 @@
+package groups
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
+)
+
+// leadTick is how often the leader looks for batches due: a batch is cut
+// at most this long after its window ends.
+const leadTick = 5 * time.Millisecond
+
+// leadLoop runs the leader's side: it takes or keeps the lease, keeps every
+// group of the roster on the Board, and commits the batches due.
+func (s *Stage) leadLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(leadTick)
+	defer tick.Stop()
+	ttl := s.o.Store.LeaseTTL()
+	var l leader
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		if s.index.Len() == 0 { // no group: nothing to lead, no lease to keep
+			if l.leading {
+				l.leading = false
+				s.o.Log.Info().Msg("group topics: no group left to lead")
+			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+		if now := time.Now(); now.Sub(l.triedAt) >= ttl/3 {
+			s.keepLease(ctx, &l, now, ttl)
+		}
+		if !l.leading {
+			l.gen = 0
+		} else {
+			l.gen = s.leadOnce(ctx, l.gen)
+		}
+		cancel()
+	}
+}
+
+// leader is the leader loop's state.
+type leader struct {
+	leading          bool
+	gen              uint64    // the roster's generation the board was last reconciled with
+	leaseAt, triedAt time.Time // the lease last taken or kept; the last try
+}
+
+// keepLease takes or keeps the lease (a third of ttl after the last try).
+// A leader that cannot reach the store keeps cutting until the lease
+// surely ran out; a commit after it is refused unless it still follows.
+func (s *Stage) keepLease(ctx context.Context, l *leader, now time.Time, ttl time.Duration) {
+	l.triedAt = now
+	ok, err := s.o.Store.Lead(ctx, ttl)
+	switch {
+	case err != nil && l.leading:
+	case err != nil:
+	case ok && !l.leading:
+		l.leading, l.leaseAt = true, now
+		s.o.Log.Info().Msg("group topics: this node leads")
+	case ok:
+		l.leaseAt = now
+	case !ok && l.leading:
+		l.leading = false
+		s.unwatchBoard()
+		s.o.Log.Info().Msg("group topics: another node leads")
+	}
+	if err != nil && l.leading && now.Sub(l.leaseAt) >= ttl {
+		l.leading = false
+		s.unwatchBoard()
+	}
+}
+
+// unwatchBoard empties the leader's board.
+func (s *Stage) unwatchBoard() {
+	for _, g := range s.board.Groups() {
+		s.board.Unwatch(g)
+	}
+}
+
+// leadOnce, when the roster changed since gen, opens the groups the Board
+// does not keep yet and drops the deleted ones; then it commits the batches
+// due. It returns the roster's generation it reconciled with.
+func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
+	if now := s.index.Gen(); now != gen {
+		kept := s.board.Groups()
+		for _, g := range s.index.Groups() {
+			if _, ok := slices.BinarySearch(kept, g); !ok {
+				if err := s.openGroup(ctx, g); err != nil {
+					return gen
+				}
+			}
+		}
+		for _, g := range kept {
+			if !s.index.Has(g) {
+				s.board.Unwatch(g)
+				if err := s.o.Store.DropGroup(ctx, g); err != nil {
+					return gen
+				}
+			}
+		}
+		gen = now
+	}
+	for _, d := range s.board.Cut() {
+		ok, err := s.o.Store.CommitBatch(ctx, d)
+		if err != nil {
+			// Not committed: read the group back and cut again from there.
+			s.board.Unwatch(d.Group)
+			return 0
+		}
+		if !ok {
+			s.o.Log.Warn().Str("group", d.Group).Uint64("follows", d.Follows).Msg("group batch refused: the log moved on; read again")
+			s.board.Unwatch(d.Group)
+			gen = 0
+		}
+	}
+	return gen
+}
+
+// openGroup puts a group on the leader's Board at the version the log
+// holds (or opens the log at version 1), then notes every member's current
+// presence and membership, so the next batch carries what changed since.
+func (s *Stage) openGroup(ctx context.Context, group string) error {
+	fresh, ok := s.board.Watch(group)
+	if !ok {
+		return nil // deleted meanwhile
+	}
+	held, err := s.o.Store.OpenGroup(ctx, fresh)
+	if err != nil {
+		s.board.Unwatch(group)
+		return err
+	}
+	if held.Version == fresh.Version && sameMembers(held, fresh) {
+		return nil
+	}
+	s.board.Load(held)
+	members, _ := s.index.Members(group)
+	var changes []roster.Change
+	for _, m := range held.Members {
+		if _, ok := slices.BinarySearch(members, m.User); !ok {
+			changes = append(changes, roster.Change{Group: group, User: m.User})
+		}
+	}
+	for _, u := range members {
+		if !slices.ContainsFunc(held.Members, func(m roster.Member) bool { return m.User == u }) {
+			changes = append(changes, roster.Change{Group: group, User: u, Added: true})
+		}
+	}
+	s.board.Joined(changes)
+	for _, u := range members {
+		if shown, ok := s.o.Presence.Current(u); ok {
+			s.board.NoteShown(u, shown)
+		}
+	}
+	return nil
+}
+
+// sameMembers reports whether two snapshots show the same members.
+func sameMembers(a, b roster.Snapshot) bool {
+	x, _ := json.Marshal(a.Members)
+	y, _ := json.Marshal(b.Members)
+	return string(x) == string(y)
+}
+
+// Apply applies a committed batch to this node's group topic (the pump, on
+// a GroupBatch event, in the log's order): the snapshot after it is
+// retained, then the delta published. A batch that does not follow what
+// the node holds (missed batches) has the group read again; a nil one
+// (batches may have been missed) every watched group.
+func (s *Stage) Apply(d *roster.Delta) {
+	if d == nil {
+		for _, g := range s.mirror.Groups() {
+			s.resync(g)
+		}
+		return
+	}
+	s.topicMu.Lock()
+	snap, ok := s.mirror.Apply(*d)
+	if ok {
+		s.advance(snap, nil, d)
+	}
+	held, watched := s.mirror.Version(d.Group)
+	s.topicMu.Unlock()
+	if !ok && watched && d.Version > held {
+		s.resync(d.Group)
+	}
+}
+
+// resync queues a watched group to be read again from the log.
+func (s *Stage) resync(group string) {
+	s.readMu.Lock()
+	s.resyncs[group] = struct{}{}
+	s.readMu.Unlock()
+	wake(s.readWake)
+}
+
+// readSnapshots reads watched groups from the log (the reader): each one
+// newer than what the node holds is retained and published live, as a
+// snapshot. A group watched at version 0 (Watch, or a log that did not
+// answer) that the log does not hold yet is opened in it from this node's
+// view (any node may: the first one wins, and the leader goes on from the
+// log's version).
+func (s *Stage) readSnapshots(groups map[string]struct{}) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, g := range slices.Sorted(maps.Keys(groups)) {
+		snap, ok, err := s.o.Store.GroupSnapshot(ctx, g)
+		if err != nil {
+			return err
+		}
+		if held, watched := s.mirror.Version(g); !ok && watched && held == 0 {
+			if fresh, exists := s.freshSnapshot(g); exists {
+				if snap, err = s.o.Store.OpenGroup(ctx, fresh); err != nil {
+					return err
+				}
+				ok = true
+			}
+		}
+		if !ok {
+			continue
+		}
+		s.topicMu.Lock()
+		held, _ := s.mirror.Version(g)
+		if s.mirror.Set(snap) {
+			var to []*mqtt.Client // a resync: every subscriber gets the snapshot live
+			if held == 0 {        // the first here: only those that asked and missed it
+				to = make([]*mqtt.Client, 0, len(s.waiting[g]))
+				for cl := range s.waiting[g] {
+					to = append(to, cl)
+				}
+			}
+			delete(s.waiting, g)
+			s.advance(snap, to, snap)
+		}
+		s.topicMu.Unlock()
+	}
+	return nil
+}
+
+// advance retains snap as its group topic's retained message and publishes
+// live (a delta, or the snapshot itself) in one step (Outlet.Advance).
+// topicMu is held.
+func (s *Stage) advance(snap roster.Snapshot, to []*mqtt.Client, live any) {
+	b, err := json.Marshal(snap)
+	if err != nil {
+		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group snapshot")
+		return
+	}
+	l, err := json.Marshal(live)
+	if err != nil {
+		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group message")
+		return
+	}
+	if err := s.o.Outlet.Advance(s.topics+snap.Group, to, b, l); err != nil {
+		s.o.Log.Warn().Err(err).Str("group", snap.Group).Msg("group topic not published")
+	}
+}
+
+// Watch is the Hook's: a subscription to a group topic, by a connection
+// that may read it, keeps the group on this node from now on. It never
+// waits on the store: a group not watched yet is marked watched at version
+// 0 and its snapshot read by the reader (readSnapshots), then retained and
+// delivered live to the subscriptions that asked for it and whose reading
+// of the retained messages came first (Outlet.Advance), so that each gets
+// it once.
+func (s *Stage) Watch(cl *mqtt.Client, filter string) {
+	group, ok := s.groupFilter(filter)
+	if !ok || presence.ValidGroup(group) != nil || !s.index.Has(group) {
+		return
+	}
+	if viewer, service := s.o.Viewer(cl); !service {
+		if rule := s.SeesGroup(); rule != nil && !rule(viewer, group) {
+			return
+		}
+	}
+	s.topicMu.Lock()
+	held, watched := s.mirror.Version(group)
+	if !watched {
+		s.mirror.Set(roster.Snapshot{Group: group})
+	}
+	if held == 0 {
+		if s.waiting[group] == nil {
+			s.waiting[group] = make(map[*mqtt.Client]struct{})
+		}
+		s.waiting[group][cl] = struct{}{} // one entry per connection, however often it subscribes
+	}
+	s.topicMu.Unlock()
+	if held == 0 {
+		s.resync(group)
+	}
+}
+
+// groupFilter returns the group of a presence/groups/{group} filter without
+// wildcards.
+func (s *Stage) groupFilter(filter string) (string, bool) {
+	g, ok := strings.CutPrefix(filter, s.topics)
+	return g, ok && g != "" && !strings.ContainsAny(g, "/+#")
+}
+
+// unwatchDeleted stops watching the deleted groups: their topic's
+// retained snapshot is removed, so a new subscriber gets nothing.
+func (s *Stage) unwatchDeleted() {
+	for _, g := range s.mirror.Groups() {
+		if s.index.Has(g) {
+			continue
+		}
+		s.topicMu.Lock()
+		s.mirror.Drop(g)
+		delete(s.waiting, g)
+		s.o.Outlet.Clear(s.topics + g)
+		s.topicMu.Unlock()
+	}
+}
+
+// retain stores a snapshot as its group topic's retained message.
+func (s *Stage) retain(snap roster.Snapshot) {
+	b, err := json.Marshal(snap)
+	if err != nil {
+		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group snapshot")
+		return
+	}
+	s.o.Outlet.Retain(s.topics+snap.Group, b)
+}
+
+// Refresh stores every watched group's snapshot again as retained (mochi
+// purges retained messages older than its maximum message expiry).
+func (s *Stage) Refresh() {
+	for _, g := range s.mirror.Groups() {
+		s.topicMu.Lock()
+		if snap, ok := s.mirror.Get(g); ok && snap.Version > 0 {
+			s.retain(snap)
+		}
+		s.topicMu.Unlock()
+	}
+}
+
+// Snapshot returns a group's snapshot as the group log holds it (the same
+// on every node), false when the group does not exist. A group the leader
+// has not opened yet is shown from this node's view, at version 0. It reads
+// the store (the admin API's, not the packet path's).
+func (s *Stage) Snapshot(group string) (roster.Snapshot, bool) {
+	if !s.index.Has(group) {
+		return roster.Snapshot{}, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if snap, ok, err := s.o.Store.GroupSnapshot(ctx, group); err == nil && ok {
+		return snap, true
+	}
+	snap, ok := s.freshSnapshot(group)
+	snap.Version = 0
+	return snap, ok
+}
+
+// freshSnapshot is a group's snapshot from this node's roster and published
+// presence, at version 1 (a board of its own: the leader's is not touched).
+func (s *Stage) freshSnapshot(group string) (roster.Snapshot, bool) {
+	return roster.NewBoard(s.index, time.Hour, s.o.Now, s.o.Presence.Current).Watch(group)
+}
