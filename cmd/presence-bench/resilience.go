@@ -437,169 +437,238 @@ func highestGens(tl Timeline) map[string]uint64 {
 // ---------------------------------------------------------------------------
 // crash
 
+// crashRun is what one run of the crash scenario carries from phase to
+// phase.
+type crashRun struct {
+	e            *runEnv
+	cfg          crashConfig
+	n            int  // sessions
+	mosq         bool // mosquitto: the sockets are closed instead of a node killed
+	addrB, nodeB string
+	b            *system // node B; nil on mosquitto
+	obs          *observer
+	devs         []*device
+	before       map[string]uint64 // the highest generation per client id shown before the crash
+
+	rs        []*roamer
+	c0, cConv map[string]int64 // Redis commands at the kill, and once converged
+	kill      time.Duration
+	backs     int
+	back      []string // the users whose client came back
+	backAt    map[string]time.Duration
+	lastBack  time.Duration          // the last client's return
+	fresh     func(string, Obs) bool // a user shown back online, on node B
+	end       time.Duration
+}
+
 // crash: node A holds the sessions and is SIGKILLed; every client comes back
 // on node B after a random delay. On mosquitto (one broker, no cluster) the
 // clients' sockets are closed at once without DISCONNECT instead, and every
 // client comes back to the same broker.
 func (e *runEnv) crash() error {
-	cfg := e.cfg.Crash
-	r := e.run
-	n := e.capDevices(cfg.Sessions, 20, "crash sessions")
-	r.Params["sessions"] = n
+	c := &crashRun{e: e, cfg: e.cfg.Crash}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if err := c.crash(stop); err != nil {
+		return err
+	}
+	if err := c.converge(); err != nil {
+		return err
+	}
+	c.report()
+	return nil
+}
+
+// setup records the parameters, starts node B (on mosquitto, notes why
+// there is none), connects the observer there and the sessions to node A,
+// and waits until the observer shows every user online and the nodes are
+// quiet.
+func (c *crashRun) setup() error {
+	e, r, cfg := c.e, c.e.run, c.cfg
+	c.n = e.capDevices(cfg.Sessions, 20, "crash sessions")
+	r.Params["sessions"] = c.n
 	r.Params["max_delay_s"] = cfg.MaxDelay.Seconds()
 	r.Params["grace_s"] = cfg.Grace.Seconds()
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	mosq := e.sys.lastWill()
-	addrB, nodeB := e.sys.addr(), ""
-	var b *system
-	if mosq {
+	c.mosq = e.sys.lastWill()
+	c.addrB = e.sys.addr()
+	var err error
+	if c.mosq {
 		e.note("mosquitto has no cluster, and a killed mosquitto loses every client and (without persistence) every retained state: no fair comparison with a node crash. This run is the nearest: the clients' sockets are closed at once without DISCONNECT (a dead middlebox) and each comes back to the same broker after the same random delay; each will fires")
 	} else {
-		var err error
-		if b, err = e.startNode("bench-b"); err != nil {
+		if c.b, err = e.startNode("bench-b"); err != nil {
 			return err
 		}
-		addrB, nodeB = b.addr(), b.node()
+		c.addrB, c.nodeB = c.b.addr(), c.b.node()
 		r.Params["nodes"] = 2
 		r.Params["observer_on"] = "node B"
 	}
-	obs, err := e.newObserverAt(addrB, "obs-crash", []string{topicPrefix + "+"}, observerBuf, nil)
-	if err != nil {
+	if c.obs, err = e.newObserverAt(c.addrB, "obs-crash", []string{topicPrefix + "+"}, observerBuf, nil); err != nil {
 		return err
 	}
-	devs, _, _, err := e.loadDevices("x", n, cfg.Keepalive)
-	if err != nil {
+	if c.devs, _, _, err = e.loadDevices("x", c.n, cfg.Keepalive); err != nil {
 		return err
 	}
-	up := usersOf(devs)
-	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d users online before the crash (%s)", got, len(up), obs.state())
+	up := usersOf(c.devs)
+	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(up), func() int { return c.obs.count(up, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d users online before the crash (%s)", got, len(up), c.obs.state())
 	}
-	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(e.sys, b) })
-	before := highestGens(obs.timeline())
+	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(e.sys, c.b) })
+	c.before = highestGens(c.obs.timeline())
+	return nil
+}
 
-	var rs []*roamer
-	for _, d := range devs {
+// crash makes every device a roamer that comes back once, to node B, after
+// a random delay; kills node A (on mosquitto, closes every socket); and
+// waits until every client is back or has given up.
+func (c *crashRun) crash(stop chan struct{}) error {
+	e, cfg := c.e, c.cfg
+	for _, d := range c.devs {
 		if d != nil {
 			id := d.id
 			if cfg.NewID {
 				id += "-b"
 			}
-			rs = append(rs, &roamer{user: d.user, id: id, ka: cfg.Keepalive, d: d})
+			c.rs = append(c.rs, &roamer{user: d.user, id: id, ka: cfg.Keepalive, d: d})
 		}
 	}
-	var c0 map[string]int64
 	if e.sys.redis != nil {
-		if c0, err = e.sys.redis.commandStats(); err != nil {
+		var err error
+		if c.c0, err = e.sys.redis.commandStats(); err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	stop := make(chan struct{})
-	defer close(stop)
 	var wg sync.WaitGroup
-	pick := func(int) (int, string, bool) { return 1, addrB, true }
-	for i, ro := range rs {
+	pick := func(int) (int, string, bool) { return 1, c.addrB, true }
+	for i, ro := range c.rs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, true, stop)
 		}()
 	}
-	kill := mono()
-	if mosq {
-		for _, ro := range rs {
+	c.kill = mono()
+	if c.mosq {
+		for _, ro := range c.rs {
 			ro.d.c.Close()
 		}
 	} else {
 		e.sys.kill()
 	}
 	wg.Wait()
-	backs, failed, lastErr := roamerStats(rs)
-	if backs < len(rs) {
-		e.note("%d of %d clients did not come back (%d failed attempts; last error: %s)", len(rs)-backs, len(rs), failed, lastErr)
+	backs, failed, lastErr := roamerStats(c.rs)
+	c.backs = backs
+	if backs < len(c.rs) {
+		e.note("%d of %d clients did not come back (%d failed attempts; last error: %s)", len(c.rs)-backs, len(c.rs), failed, lastErr)
 	}
-	var back []string
-	backAt := make(map[string]time.Duration, len(rs))
-	var lastBack time.Duration
-	for _, ro := range rs {
+	c.backAt = make(map[string]time.Duration, len(c.rs))
+	for _, ro := range c.rs {
 		if _, node := ro.state(); node >= 0 {
-			back = append(back, ro.user)
-			backAt[ro.user] = ro.backAt
-			lastBack = max(lastBack, ro.backAt)
+			c.back = append(c.back, ro.user)
+			c.backAt[ro.user] = ro.backAt
+			c.lastBack = max(c.lastBack, ro.backAt)
 		}
 	}
-	if len(back) == 0 {
+	if len(c.back) == 0 {
 		return fmt.Errorf("no client came back (%d failed attempts; last error: %s)", failed, lastErr)
 	}
-	onB := func(string) string { return nodeB }
-	if mosq {
+	return nil
+}
+
+// converge waits until the observer shows every client that came back
+// online with a session newer than the crash, on node B, and node B is
+// quiet: the time from the kill is the convergence. Then it waits for node
+// B to sweep node A (part of the storm), and records the Redis commands
+// until converged and until swept.
+func (c *crashRun) converge() error {
+	e, r, obs, back, kill := c.e, c.e.run, c.obs, c.back, c.kill
+	onB := func(string) string { return c.nodeB }
+	if c.mosq {
 		onB = nil
 	}
-	fresh := newerThan(before, onB)
+	c.fresh = newerThan(c.before, onB)
 	converged := true
-	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, len(back), func() int { return obs.count(back, fresh) }); !ok {
+	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, len(back), func() int { return obs.count(back, c.fresh) }); !ok {
 		converged = false
 		r.Extra["not_converged"] = float64(len(back) - got)
 		e.note("the observer never showed every user back online on node B: %d of %d after the count stopped growing (%s)", got, len(back), obs.state())
 	}
-	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(b) }) {
+	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(c.b) }) {
 		converged = false
 		e.note("node B still had presence work pending 30 s after the users were shown back")
 	}
 	quietAt := mono()
 	if converged {
-		if at, ok := convergeAt(obs.timeline(), back, kill, fresh); ok {
+		if at, ok := convergeAt(obs.timeline(), back, kill, c.fresh); ok {
 			r.Metrics.ConvergeMs = round1(ms(max(at, quietAt) - kill))
 			r.Extra["shown_back_ms"] = round1(ms(at - kill))
 		}
 	}
-	r.Extra["last_client_back_ms"] = round1(ms(lastBack - kill))
-	var cConv map[string]int64
+	r.Extra["last_client_back_ms"] = round1(ms(c.lastBack - kill))
 	if e.sys.redis != nil {
-		if cConv, err = e.sys.redis.commandStats(); err != nil {
+		var err error
+		if c.cConv, err = e.sys.redis.commandStats(); err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	// Node A's record expires and B sweeps what A still held: part of the
-	// storm.
-	if b != nil && cfg.SweepWait > 0 {
-		if e.waitUntil(mono()+cfg.SweepWait, func() bool { return statNumber(b, "redis_nodes_lost") >= 1 }) {
-			r.Extra["node_a_swept_ms"] = round1(ms(mono() - kill))
-			e.waitUntil(mono()+10*time.Second, func() bool { return quiet(b) })
-		} else {
-			e.note("node B did not report node A lost (redis_nodes_lost) within %v of converging", cfg.SweepWait)
-		}
-		r.Extra["swept_sessions"] = max(0, statNumber(b, "redis_swept"))
-	}
+	c.sweep()
 	time.Sleep(time.Second) // late publishes count
-	end := mono()
+	c.end = mono()
 	if e.sys.redis != nil {
 		c1, err := e.sys.redis.commandStats()
 		if err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
-		e.redisDelta("to_converge_", "from the kill until converged", c0, cConv, len(rs))
-		e.redisDelta("storm_", "from the kill until node A was swept + 1 s", c0, c1, len(rs))
+		e.redisDelta("to_converge_", "from the kill until converged", c.c0, c.cConv, len(c.rs))
+		e.redisDelta("storm_", "from the kill until node A was swept + 1 s", c.c0, c1, len(c.rs))
 	}
+	return nil
+}
 
-	tl := obs.timeline()
-	msgs := make([]int, 0, len(rs))
+// sweep waits (up to --crash-sweep-wait) until node A's record expires and
+// node B sweeps what A still held, and records when and how many sessions
+// it swept (not on mosquitto).
+func (c *crashRun) sweep() {
+	e, r, b := c.e, c.e.run, c.b
+	if b == nil || c.cfg.SweepWait <= 0 {
+		return
+	}
+	if e.waitUntil(mono()+c.cfg.SweepWait, func() bool { return statNumber(b, "redis_nodes_lost") >= 1 }) {
+		r.Extra["node_a_swept_ms"] = round1(ms(mono() - c.kill))
+		e.waitUntil(mono()+10*time.Second, func() bool { return quiet(b) })
+	} else {
+		e.note("node B did not report node A lost (redis_nodes_lost) within %v of converging", c.cfg.SweepWait)
+	}
+	r.Extra["swept_sessions"] = max(0, statNumber(b, "redis_swept"))
+}
+
+// report counts, from the kill to the end, the users shown offline (and
+// those of them back within the grace), the strobes and the retained
+// publishes per user, with the verdicts on the two targets, and judges the
+// observer.
+func (c *crashRun) report() {
+	e, r, cfg, kill := c.e, c.e.run, c.cfg, c.kill
+	tl := c.obs.timeline()
+	msgs := make([]int, 0, len(c.rs))
 	offUsers, offBackInGrace, strobes := 0, 0, 0
-	for _, ro := range rs {
-		sc := showIn(tl[ro.user], kill, end)
+	for _, ro := range c.rs {
+		sc := showIn(tl[ro.user], kill, c.end)
 		msgs = append(msgs, sc.Msgs)
 		strobes += sc.Strobes
 		if sc.Offline > 0 {
 			offUsers++
-			if at, ok := backAt[ro.user]; ok && at-kill <= cfg.Grace {
+			if at, ok := c.backAt[ro.user]; ok && at-kill <= cfg.Grace {
 				offBackInGrace++
 			}
 		}
 	}
 	mean, worst, over := spread(msgs, 2)
-	r.Metrics.Sessions = len(rs)
-	r.Extra["clients_back"] = float64(backs)
+	r.Metrics.Sessions = len(c.rs)
+	r.Extra["clients_back"] = float64(c.backs)
 	r.Extra["users_shown_offline"] = float64(offUsers)
 	r.Extra["users_shown_offline_back_within_grace"] = float64(offBackInGrace)
 	r.Extra["strobes"] = float64(strobes)
@@ -608,8 +677,7 @@ func (e *runEnv) crash() error {
 	r.Extra["users_over_2_publishes"] = float64(over)
 	e.note("target 0 users shown offline who came back within the grace (%v): %d: %s", cfg.Grace, offBackInGrace, verdictText(offBackInGrace == 0))
 	e.note("target ≤ 2 retained publishes per user during the storm: max %d, mean %s, %d users over 2: %s", worst, fmtFloat(round3(mean)), over, verdictText(worst <= 2))
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(c.end, c.obs)
 }
 
 func verdictText(ok bool) string {
