@@ -690,167 +690,243 @@ func verdictText(ok bool) string {
 // ---------------------------------------------------------------------------
 // rolling
 
+// rollingRun is what one run of the rolling scenario carries from phase to
+// phase.
+type rollingRun struct {
+	e       *runEnv
+	cfg     rollingConfig
+	n       int       // devices
+	nodes   []*system // restarted one after the other
+	obsNode *system   // the observer's, not restarted
+	all     []*system // every node
+	obs     *observer
+	rs      []*roamer
+	users   []string
+	byUser  map[string]*roamer
+
+	lmu     sync.Mutex
+	live    []bool // per node: devices may reconnect to it
+	pickRng *rand.Rand
+
+	t0, lastConv, end time.Duration // the first SIGTERM, the last convergence, the end
+}
+
 // rolling: nodes on one Redis, devices spread over them; each node in turn
 // gets SIGTERM, exits and is started again; a disconnected device comes
 // back on another live node. The observer is on a further node that is
 // not restarted.
 func (e *runEnv) rolling() error {
-	cfg := e.cfg.Rolling
-	r := e.run
-	n := e.capDevices(cfg.Devices, 20, "rolling devices")
-	r.Params["devices"] = n
+	s := &rollingRun{e: e, cfg: e.cfg.Rolling}
+	if err := s.startNodes(); err != nil {
+		return err
+	}
+	if err := s.connect(); err != nil {
+		return err
+	}
+	stopRoaming := s.roamAll()
+	defer stopRoaming()
+	if err := s.restarts(); err != nil {
+		return err
+	}
+	s.report()
+	return nil
+}
+
+// startNodes records the parameters, starts the further nodes and the
+// observer's node, and connects the observer there.
+func (s *rollingRun) startNodes() error {
+	e, r, cfg := s.e, s.e.run, s.cfg
+	s.n = e.capDevices(cfg.Devices, 20, "rolling devices")
+	r.Params["devices"] = s.n
 	r.Params["nodes"] = cfg.Nodes
 	r.Params["max_delay_s"] = cfg.MaxDelay.Seconds()
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
 	r.Params["observer_on"] = "a further node, not restarted"
-	nodes := []*system{e.sys}
+	s.nodes = []*system{e.sys}
 	for i := 2; i <= cfg.Nodes; i++ {
-		s, err := e.startNode("bench-" + strconv.Itoa(i))
+		nd, err := e.startNode("bench-" + strconv.Itoa(i))
 		if err != nil {
 			return err
 		}
-		nodes = append(nodes, s)
+		s.nodes = append(s.nodes, nd)
 	}
-	obsNode, err := e.startNode("bench-obs")
-	if err != nil {
+	var err error
+	if s.obsNode, err = e.startNode("bench-obs"); err != nil {
 		return err
 	}
-	obs, err := e.newObserverAt(obsNode.addr(), "obs-rolling", []string{topicPrefix + "+"}, observerBuf, nil)
-	if err != nil {
-		return err
-	}
-	rs := make([]*roamer, n)
+	s.obs, err = e.newObserverAt(s.obsNode.addr(), "obs-rolling", []string{topicPrefix + "+"}, observerBuf, nil)
+	return err
+}
+
+// connect connects the devices, spread over the nodes in turn, and waits
+// until the observer shows them all online and every node is quiet.
+func (s *rollingRun) connect() error {
+	e, cfg, n := s.e, s.cfg, s.n
+	s.rs = make([]*roamer, n)
 	failed, err := connectMany(n, e.cfg.ConnectWorkers, func(i int) error {
 		u := "r" + strconv.Itoa(i)
-		d, err := e.connectDeviceAt(nodes[i%len(nodes)].addr(), u, u+"-d", cfg.Keepalive, connectTimeout)
+		d, err := e.connectDeviceAt(s.nodes[i%len(s.nodes)].addr(), u, u+"-d", cfg.Keepalive, connectTimeout)
 		if err != nil {
 			return err
 		}
-		rs[i] = &roamer{user: u, id: u + "-d", ka: cfg.Keepalive, d: d, node: i % len(nodes)}
+		s.rs[i] = &roamer{user: u, id: u + "-d", ka: cfg.Keepalive, d: d, node: i % len(s.nodes)}
 		return nil
 	})
 	if failed > 0 {
 		return fmt.Errorf("%d of %d devices failed to connect: %w", failed, n, err)
 	}
-	users := make([]string, n)
-	byUser := make(map[string]*roamer, n)
-	for i, ro := range rs {
-		users[i] = ro.user
-		byUser[ro.user] = ro
+	s.users = make([]string, n)
+	s.byUser = make(map[string]*roamer, n)
+	for i, ro := range s.rs {
+		s.users[i] = ro.user
+		s.byUser[ro.user] = ro
 	}
-	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, n, func() int { return obs.count(users, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d devices online before the restarts (%s)", got, n, obs.state())
+	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, n, func() int { return s.obs.count(s.users, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d devices online before the restarts (%s)", got, n, s.obs.state())
 	}
-	all := append(append([]*system(nil), nodes...), obsNode)
-	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(all...) })
+	s.all = append(append([]*system(nil), s.nodes...), s.obsNode)
+	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(s.all...) })
+	return nil
+}
 
-	var lmu sync.Mutex
-	live := make([]bool, len(nodes))
-	for i := range live {
-		live[i] = true
+// roamAll has every device come back, whenever its connection ends, on
+// another live node after a random delay; the func it returns stops them
+// and waits.
+func (s *rollingRun) roamAll() func() {
+	s.live = make([]bool, len(s.nodes))
+	for i := range s.live {
+		s.live[i] = true
 	}
-	pickRng := rand.New(rand.NewSource(7))
-	pick := func(from int) (int, string, bool) {
-		lmu.Lock()
-		defer lmu.Unlock()
-		var cand []int
-		for i, ok := range live {
-			if ok && i != from {
-				cand = append(cand, i)
-			}
-		}
-		if len(cand) == 0 {
-			return 0, "", false
-		}
-		i := cand[pickRng.Intn(len(cand))]
-		return i, nodes[i].addr(), true
-	}
+	s.pickRng = rand.New(rand.NewSource(7))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, ro := range rs {
+	for i, ro := range s.rs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, false, stop)
+			s.e.roam(ro, rand.New(rand.NewSource(int64(i+1))), s.cfg.MaxDelay, s.pick, false, stop)
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
+	return func() { close(stop); wg.Wait() }
+}
 
-	// Converged: every device connected, and shown online with only
-	// sessions on the node it is on now.
-	nodeOf := func(user string) string {
-		_, node := byUser[user].state()
-		if node < 0 {
-			return "away"
+// pick is a random live node other than from, with its address; false when
+// there is none.
+func (s *rollingRun) pick(from int) (int, string, bool) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	var cand []int
+	for i, ok := range s.live {
+		if ok && i != from {
+			cand = append(cand, i)
 		}
-		return nodes[node].node()
 	}
-	settled := func(user string, ob Obs) bool {
-		want := nodeOf(user)
-		if !ob.Online || len(ob.Gens) == 0 || want == "away" {
+	if len(cand) == 0 {
+		return 0, "", false
+	}
+	i := cand[s.pickRng.Intn(len(cand))]
+	return i, s.nodes[i].addr(), true
+}
+
+// setLive marks node i as one devices may reconnect to, or not.
+func (s *rollingRun) setLive(i int, ok bool) {
+	s.lmu.Lock()
+	s.live[i] = ok
+	s.lmu.Unlock()
+}
+
+// settled tells whether ob shows user online with only sessions on the
+// node it is on now (converged).
+func (s *rollingRun) settled(user string, ob Obs) bool {
+	want := "away"
+	if _, node := s.byUser[user].state(); node >= 0 {
+		want = s.nodes[node].node()
+	}
+	if !ob.Online || len(ob.Gens) == 0 || want == "away" {
+		return false
+	}
+	for i := range ob.Gens {
+		if i >= len(ob.Nodes) || ob.Nodes[i] != want {
 			return false
 		}
-		for i := range ob.Gens {
-			if i >= len(ob.Nodes) || ob.Nodes[i] != want {
-				return false
-			}
-		}
-		return true
 	}
-	var c0 map[string]int64
-	if c0, err = e.sys.redis.commandStats(); err != nil {
+	return true
+}
+
+// restarts restarts every node in turn and records the Redis commands from
+// the first SIGTERM until the end.
+func (s *rollingRun) restarts() error {
+	e := s.e
+	c0, err := e.sys.redis.commandStats()
+	if err != nil {
 		return fmt.Errorf("redis INFO: %w", err)
 	}
-	t0 := mono()
-	var lastConv time.Duration
-	for i, nd := range nodes {
-		lmu.Lock()
-		live[i] = false
-		lmu.Unlock()
-		tTerm := mono()
-		took, clean := nd.term(cfg.DrainTimeout)
-		r.Extra[fmt.Sprintf("node%d_exit_ms", i+1)] = round1(ms(took))
-		if !clean {
-			e.note("node %d had not exited %v after SIGTERM: SIGKILLed", i+1, cfg.DrainTimeout)
-		}
-		if err := nd.start(); err != nil {
-			return fmt.Errorf("restart node %d: %w", i+1, err)
-		}
-		if i == 0 {
-			e.watchDrops()
-		}
-		lmu.Lock()
-		live[i] = true
-		lmu.Unlock()
-		if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, n, func() int { return obs.count(users, settled) }); !ok {
-			e.note("after restarting node %d the observer showed %d of %d devices online on their node (the count stopped growing)", i+1, got, n)
-		}
-		if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(all...) }) {
-			e.note("after restarting node %d presence work was still pending 30 s after the devices were shown back", i+1)
-		}
-		lastConv = mono()
-		r.Extra[fmt.Sprintf("node%d_converge_ms", i+1)] = round1(ms(lastConv - tTerm))
-		if i < len(nodes)-1 {
-			e.sleepUntil(mono() + cfg.Pause)
+	s.t0 = mono()
+	for i, nd := range s.nodes {
+		if err := s.restart(i, nd); err != nil {
+			return err
 		}
 	}
 	time.Sleep(time.Second) // late publishes count
-	end := mono()
+	s.end = mono()
 	c1, err := e.sys.redis.commandStats()
 	if err != nil {
 		return fmt.Errorf("redis INFO: %w", err)
 	}
-	e.redisDelta("", "from the first SIGTERM until the end", c0, c1, n)
-	backs, failedBacks, lastErr := roamerStats(rs)
+	e.redisDelta("", "from the first SIGTERM until the end", c0, c1, s.n)
+	return nil
+}
+
+// restart gives node i SIGTERM (SIGKILL after the drain timeout) while
+// devices may not reconnect to it, starts it again, and waits until every
+// device is shown online on its node and every node is quiet: the time
+// from the SIGTERM is the node's convergence. It pauses before the next
+// node.
+func (s *rollingRun) restart(i int, nd *system) error {
+	e, r, cfg, n := s.e, s.e.run, s.cfg, s.n
+	s.setLive(i, false)
+	tTerm := mono()
+	took, clean := nd.term(cfg.DrainTimeout)
+	r.Extra[fmt.Sprintf("node%d_exit_ms", i+1)] = round1(ms(took))
+	if !clean {
+		e.note("node %d had not exited %v after SIGTERM: SIGKILLed", i+1, cfg.DrainTimeout)
+	}
+	if err := nd.start(); err != nil {
+		return fmt.Errorf("restart node %d: %w", i+1, err)
+	}
+	if i == 0 {
+		e.watchDrops()
+	}
+	s.setLive(i, true)
+	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, n, func() int { return s.obs.count(s.users, s.settled) }); !ok {
+		e.note("after restarting node %d the observer showed %d of %d devices online on their node (the count stopped growing)", i+1, got, n)
+	}
+	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(s.all...) }) {
+		e.note("after restarting node %d presence work was still pending 30 s after the devices were shown back", i+1)
+	}
+	s.lastConv = mono()
+	r.Extra[fmt.Sprintf("node%d_converge_ms", i+1)] = round1(ms(s.lastConv - tTerm))
+	if i < len(s.nodes)-1 {
+		e.sleepUntil(mono() + cfg.Pause)
+	}
+	return nil
+}
+
+// report counts, from the first SIGTERM to the end, the users shown
+// offline, the strobes and the retained publishes per user, with the
+// verdict on the target, and judges the observer.
+func (s *rollingRun) report() {
+	e, r, n := s.e, s.e.run, s.n
+	backs, failedBacks, lastErr := roamerStats(s.rs)
 	if failedBacks > 0 {
 		e.note("%d reconnect attempts failed (retried; last error: %s)", failedBacks, lastErr)
 	}
-	tl := obs.timeline()
+	tl := s.obs.timeline()
 	msgs := make([]int, 0, n)
 	offUsers, strobes := 0, 0
-	for _, u := range users {
-		sc := showIn(tl[u], t0, end)
+	for _, u := range s.users {
+		sc := showIn(tl[u], s.t0, s.end)
 		msgs = append(msgs, sc.Msgs)
 		strobes += sc.Strobes
 		if sc.Offline > 0 {
@@ -859,8 +935,8 @@ func (e *runEnv) rolling() error {
 	}
 	mean, worst, over := spread(msgs, 2)
 	r.Metrics.Sessions = n
-	r.Metrics.ConvergeMs = round1(ms(lastConv - t0))
-	r.Extra["total_s"] = round3((lastConv - t0).Seconds())
+	r.Metrics.ConvergeMs = round1(ms(s.lastConv - s.t0))
+	r.Extra["total_s"] = round3((s.lastConv - s.t0).Seconds())
 	r.Extra["reconnects"] = float64(backs)
 	r.Extra["users_shown_offline"] = float64(offUsers)
 	r.Extra["strobes"] = float64(strobes)
@@ -868,8 +944,7 @@ func (e *runEnv) rolling() error {
 	r.Extra["publishes_per_user_max"] = float64(worst)
 	r.Extra["users_over_2_publishes"] = float64(over)
 	e.note("target 0 users shown offline during the rolling restart: %d: %s", offUsers, verdictText(offUsers == 0))
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(s.end, s.obs)
 }
 
 // ---------------------------------------------------------------------------
