@@ -950,13 +950,37 @@ func (s *rollingRun) report() {
 // ---------------------------------------------------------------------------
 // flap-drop
 
+// flapDropRun is what one run of the flap-drop scenario carries from phase
+// to phase.
+type flapDropRun struct {
+	e                    *runEnv
+	cfg                  flapDropConfig
+	obs                  *observer
+	same, fresh          []*device // the devices that come back with the same client id, with a new one
+	up                   []string
+	start, stopAt        time.Duration
+	drops, backs, failed atomic.Int64
+	firstErr             atomic.Value
+}
+
 // flapDrop: devices stay connected for a while, then close their socket
 // without DISCONNECT and come back after a short gap, over and over: half
 // with the same client id, half with a new client id each time (a network
 // change). The users never leave.
 func (e *runEnv) flapDrop() error {
-	cfg := e.cfg.FlapDrop
-	r := e.run
+	s := &flapDropRun{e: e, cfg: e.cfg.FlapDrop}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	s.flapAll()
+	s.report()
+	return nil
+}
+
+// setup records the parameters, connects the observer and both halves of
+// the devices, and waits until the observer shows them all online.
+func (s *flapDropRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.cfg
 	n := e.capDevices(2*cfg.Devices, 20, "flap-drop devices") / 2
 	r.Params["devices_per_variant"] = n
 	r.Params["duration_s"] = cfg.Duration.Seconds()
@@ -964,93 +988,107 @@ func (e *runEnv) flapDrop() error {
 	r.Params["gap_s"] = fmt.Sprintf("0.05–%g", cfg.GapMax.Seconds())
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	obs, err := e.newObserver("obs-flap-drop", topicPrefix+"+", observerBuf)
-	if err != nil {
+	var err error
+	if s.obs, err = e.newObserver("obs-flap-drop", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	same, _, _, err := e.loadDevices("fs", n, cfg.Keepalive)
-	if err != nil {
+	if s.same, _, _, err = e.loadDevices("fs", n, cfg.Keepalive); err != nil {
 		return err
 	}
-	fresh, _, _, err := e.loadDevices("fn", n, cfg.Keepalive)
-	if err != nil {
+	if s.fresh, _, _, err = e.loadDevices("fn", n, cfg.Keepalive); err != nil {
 		return err
 	}
-	up := append(usersOf(same), usersOf(fresh)...)
-	if got, ok := e.waitProgress(mono()+30*time.Second, 10*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d devices online (%s)", got, len(up), obs.state())
+	s.up = append(usersOf(s.same), usersOf(s.fresh)...)
+	if got, ok := e.waitProgress(mono()+30*time.Second, 10*time.Second, len(s.up), func() int { return s.obs.count(s.up, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d devices online (%s)", got, len(s.up), s.obs.state())
 	}
-	start := mono() + 100*time.Millisecond
-	stopAt := start + cfg.Duration
-	var drops, backs, failed atomic.Int64
-	var firstErr atomic.Value
+	return nil
+}
+
+// flapAll has every device drop and come back until the duration is over,
+// and waits for them.
+func (s *flapDropRun) flapAll() {
+	s.start = mono() + 100*time.Millisecond
+	s.stopAt = s.start + s.cfg.Duration
 	var wg sync.WaitGroup
-	run := func(d *device, seed int64, newID bool) {
-		defer wg.Done()
-		rng := rand.New(rand.NewSource(seed))
-		between := func(lo, hi time.Duration) time.Duration {
-			if hi <= lo {
-				return lo
-			}
-			return lo + time.Duration(rng.Int63n(int64(hi-lo)))
-		}
-		k := 0
-		for {
-			e.sleepUntil(min(mono()+between(cfg.UpMin, cfg.UpMax), stopAt))
-			if mono() >= stopAt || e.cancelled() {
-				return
-			}
-			d.drop(mono())
-			drops.Add(1)
-			for {
-				e.sleepUntil(mono() + between(50*time.Millisecond, cfg.GapMax))
-				if e.cancelled() {
-					return
-				}
-				id := d.id
-				if newID {
-					k++
-					id = d.user + "-d" + strconv.Itoa(k)
-				}
-				nd, err := e.connectDevice(d.user, id, cfg.Keepalive, 10*time.Second)
-				if err == nil {
-					d = nd
-					backs.Add(1)
-					break
-				}
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-			}
-		}
-	}
-	for i, d := range same {
+	for i, d := range s.same {
 		if d != nil {
 			wg.Add(1)
-			go run(d, int64(i+1), false)
+			go func() { defer wg.Done(); s.flap(d, int64(i+1), false) }()
 		}
 	}
-	for i, d := range fresh {
+	for i, d := range s.fresh {
 		if d != nil {
 			wg.Add(1)
-			go run(d, int64(100000+i), true)
+			go func() { defer wg.Done(); s.flap(d, int64(100000+i), true) }()
 		}
 	}
 	wg.Wait()
-	if f := failed.Load(); f > 0 {
-		e.note("%d reconnects failed (retried): %v", f, firstErr.Load())
+	if f := s.failed.Load(); f > 0 {
+		s.e.note("%d reconnects failed (retried): %v", f, s.firstErr.Load())
 	}
+}
+
+// flap is one device's life: connected for a random time in [UpMin, UpMax),
+// then dropped (its socket closed without DISCONNECT) and back after a
+// random gap in [50ms, GapMax), retried until it is, with a new client id
+// each time when newID; until the duration is over.
+func (s *flapDropRun) flap(d *device, seed int64, newID bool) {
+	e, cfg := s.e, s.cfg
+	rng := rand.New(rand.NewSource(seed))
+	between := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(rng.Int63n(int64(hi-lo)))
+	}
+	k := 0
+	for {
+		e.sleepUntil(min(mono()+between(cfg.UpMin, cfg.UpMax), s.stopAt))
+		if mono() >= s.stopAt || e.cancelled() {
+			return
+		}
+		d.drop(mono())
+		s.drops.Add(1)
+		for {
+			e.sleepUntil(mono() + between(50*time.Millisecond, cfg.GapMax))
+			if e.cancelled() {
+				return
+			}
+			id := d.id
+			if newID {
+				k++
+				id = d.user + "-d" + strconv.Itoa(k)
+			}
+			nd, err := e.connectDevice(d.user, id, cfg.Keepalive, 10*time.Second)
+			if err == nil {
+				d = nd
+				s.backs.Add(1)
+				break
+			}
+			s.failed.Add(1)
+			s.firstErr.CompareAndSwap(nil, err.Error())
+		}
+	}
+}
+
+// report waits for the last drops' states, then counts per variant the
+// strobes, the offline states shown and the retained publishes per user
+// per minute, with the verdict on the target, and judges the observer.
+func (s *flapDropRun) report() {
+	e, r, cfg := s.e, s.e.run, s.cfg
 	time.Sleep(2 * time.Second) // the last drops' states arrive
 	end := mono()
-	tl := obs.timeline()
+	tl := s.obs.timeline()
 	minutes := cfg.Duration.Minutes()
 	for _, v := range []struct {
 		name string
 		devs []*device
-	}{{"same_id", same}, {"new_id", fresh}} {
+	}{{"same_id", s.same}, {"new_id", s.fresh}} {
 		users := usersOf(v.devs)
 		strobes, offline, msgs, strobed := 0, 0, 0, 0
 		for _, u := range users {
-			sc := showIn(tl[u], start, end)
+			sc := showIn(tl[u], s.start, end)
 			strobes += sc.Strobes
 			offline += sc.Offline
 			msgs += sc.Msgs
@@ -1066,11 +1104,10 @@ func (e *runEnv) flapDrop() error {
 		r.Extra[v.name+"_publishes_per_user_min"] = round3(float64(msgs) / k / minutes)
 		e.note("%s: target 0 strobes (offline shown, then online again): %d strobes of %d users: %s", strings.ReplaceAll(v.name, "_", " "), strobes, strobed, verdictText(strobes == 0))
 	}
-	r.Metrics.Sessions = len(up)
-	r.Extra["drops"] = float64(drops.Load())
-	r.Extra["reconnects"] = float64(backs.Load())
-	e.evaluateObservers(end, obs)
-	return nil
+	r.Metrics.Sessions = len(s.up)
+	r.Extra["drops"] = float64(s.drops.Load())
+	r.Extra["reconnects"] = float64(s.backs.Load())
+	e.evaluateObservers(end, s.obs)
 }
 
 // ---------------------------------------------------------------------------
