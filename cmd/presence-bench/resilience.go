@@ -1113,6 +1113,31 @@ func (s *flapDropRun) report() {
 // ---------------------------------------------------------------------------
 // battle
 
+// battleKA is the keep-alive of the battle's clients, in seconds.
+const battleKA = 30
+
+// battleRun is what one run of the battle scenario carries from phase to
+// phase.
+type battleRun struct {
+	e     *runEnv
+	cfg   battleConfig
+	obs   *observer
+	pairs []*battlePair
+	users []string
+
+	start, stopAt, end         time.Duration
+	takeovers, refused, failed atomic.Int64
+	cmu                        sync.Mutex
+	codes                      map[byte]int // CONNACK refusals by code
+	firstErr                   atomic.Value
+}
+
+// battlePair is the live client of one user's two.
+type battlePair struct {
+	mu   sync.Mutex
+	live *device
+}
+
 // battle: pairs of clients share one client id; each reconnects (after a
 // short random delay) whenever it is kicked or refused. The publish rate of
 // the first window is set against the last one's: a broker that damps
@@ -1120,7 +1145,6 @@ func (s *flapDropRun) report() {
 func (e *runEnv) battle() error {
 	cfg := e.cfg.Battle
 	r := e.run
-	const ka = 30
 	r.Params["pairs"] = cfg.Pairs
 	r.Params["duration_s"] = cfg.Duration.Seconds()
 	r.Params["window_s"] = cfg.Window.Seconds()
@@ -1130,79 +1154,92 @@ func (e *runEnv) battle() error {
 	if err != nil {
 		return err
 	}
-	type pair struct {
-		mu   sync.Mutex
-		live *device
+	s := &battleRun{e: e, cfg: cfg, obs: obs, codes: map[byte]int{}}
+	s.fightAll()
+	s.report()
+	return nil
+}
+
+// fightAll has both clients of every pair fight until the duration is
+// over, and waits for the last takeovers' states.
+func (s *battleRun) fightAll() {
+	s.pairs = make([]*battlePair, s.cfg.Pairs)
+	s.users = make([]string, s.cfg.Pairs)
+	for i := range s.pairs {
+		s.pairs[i] = &battlePair{}
+		s.users[i] = "bt" + strconv.Itoa(i)
 	}
-	pairs := make([]*pair, cfg.Pairs)
-	users := make([]string, cfg.Pairs)
-	for i := range pairs {
-		pairs[i] = &pair{}
-		users[i] = "bt" + strconv.Itoa(i)
-	}
-	var takeovers, refused, failed atomic.Int64
-	var cmu sync.Mutex
-	codes := map[byte]int{}
-	var firstErr atomic.Value
-	start := mono() + 100*time.Millisecond
-	stopAt := start + cfg.Duration
+	s.start = mono() + 100*time.Millisecond
+	s.stopAt = s.start + s.cfg.Duration
 	var wg sync.WaitGroup
-	for i, p := range pairs {
+	for i := range s.pairs {
 		for side := range 2 {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rng := rand.New(rand.NewSource(int64(2*i + side + 1)))
-				e.sleepUntil(start + time.Duration(side)*time.Duration(rng.Int63n(int64(cfg.Delay))))
-				for mono() < stopAt && !e.cancelled() {
-					d, err := e.connectDevice(users[i], users[i]+"-d", ka, 10*time.Second)
-					if err != nil {
-						var ce *connackError
-						if errors.As(err, &ce) {
-							refused.Add(1)
-							cmu.Lock()
-							codes[ce.code]++
-							cmu.Unlock()
-						} else {
-							failed.Add(1)
-							firstErr.CompareAndSwap(nil, err.Error())
-						}
-					} else {
-						p.mu.Lock()
-						if p.live != nil {
-							e.tr.down(p.live.iv, d.c.ConnackAt, detectWindow(ka*time.Second))
-						}
-						p.live = d
-						p.mu.Unlock()
-						takeovers.Add(1)
-						t := time.NewTimer(max(0, stopAt-mono()))
-						select {
-						case <-d.c.Done():
-						case <-t.C:
-						case <-e.cancel:
-						}
-						t.Stop()
-						if mono() >= stopAt {
-							return
-						}
-					}
-					e.sleepUntil(mono() + time.Duration(rng.Int63n(int64(cfg.Delay))))
-				}
-			}()
+			go func() { defer wg.Done(); s.fight(i, side) }()
 		}
 	}
 	wg.Wait()
 	time.Sleep(time.Second) // the last takeovers' states arrive
-	end := mono()
-	if f := failed.Load(); f > 0 {
-		e.note("%d connects failed without a CONNACK refusal: %v", f, firstErr.Load())
+	s.end = mono()
+	if f := s.failed.Load(); f > 0 {
+		s.e.note("%d connects failed without a CONNACK refusal: %v", f, s.firstErr.Load())
 	}
-	tl := obs.timeline()
+}
+
+// fight is one client of pair i: it connects (the second side after a
+// random delay), stays until it is kicked, and reconnects after a random
+// delay, until the duration is over; a refusal is counted by its code.
+func (s *battleRun) fight(i, side int) {
+	e, cfg, p := s.e, s.cfg, s.pairs[i]
+	rng := rand.New(rand.NewSource(int64(2*i + side + 1)))
+	e.sleepUntil(s.start + time.Duration(side)*time.Duration(rng.Int63n(int64(cfg.Delay))))
+	for mono() < s.stopAt && !e.cancelled() {
+		d, err := e.connectDevice(s.users[i], s.users[i]+"-d", battleKA, 10*time.Second)
+		if err != nil {
+			var ce *connackError
+			if errors.As(err, &ce) {
+				s.refused.Add(1)
+				s.cmu.Lock()
+				s.codes[ce.code]++
+				s.cmu.Unlock()
+			} else {
+				s.failed.Add(1)
+				s.firstErr.CompareAndSwap(nil, err.Error())
+			}
+		} else {
+			p.mu.Lock()
+			if p.live != nil {
+				e.tr.down(p.live.iv, d.c.ConnackAt, detectWindow(battleKA*time.Second))
+			}
+			p.live = d
+			p.mu.Unlock()
+			s.takeovers.Add(1)
+			t := time.NewTimer(max(0, s.stopAt-mono()))
+			select {
+			case <-d.c.Done():
+			case <-t.C:
+			case <-e.cancel:
+			}
+			t.Stop()
+			if mono() >= s.stopAt {
+				return
+			}
+		}
+		e.sleepUntil(mono() + time.Duration(rng.Int63n(int64(cfg.Delay))))
+	}
+}
+
+// report sets the publish rate of the first window against the last's,
+// and records the takeovers, the refusals by code, the strobes and the
+// offline states shown, and judges the observer.
+func (s *battleRun) report() {
+	e, r, cfg, start, stopAt := s.e, s.e.run, s.cfg, s.start, s.stopAt
+	tl := s.obs.timeline()
 	firstMsgs, lastMsgs, strobes, offline := 0, 0, 0, 0
-	for _, u := range users {
+	for _, u := range s.users {
 		firstMsgs += showIn(tl[u], start, start+cfg.Window).Msgs
 		lastMsgs += showIn(tl[u], stopAt-cfg.Window, stopAt).Msgs
-		sc := showIn(tl[u], start, end)
+		sc := showIn(tl[u], start, s.end)
 		strobes += sc.Strobes
 		offline += sc.Offline
 	}
@@ -1210,14 +1247,14 @@ func (e *runEnv) battle() error {
 		return round1(float64(msgs) / float64(cfg.Pairs) / cfg.Window.Minutes())
 	}
 	r.Metrics.Sessions = cfg.Pairs
-	r.Extra["takeovers"] = float64(takeovers.Load())
-	r.Extra["takeovers_per_user_min"] = round1(float64(takeovers.Load()) / float64(cfg.Pairs) / cfg.Duration.Minutes())
-	r.Extra["refused"] = float64(refused.Load())
-	cmu.Lock()
-	for c, k := range codes {
+	r.Extra["takeovers"] = float64(s.takeovers.Load())
+	r.Extra["takeovers_per_user_min"] = round1(float64(s.takeovers.Load()) / float64(cfg.Pairs) / cfg.Duration.Minutes())
+	r.Extra["refused"] = float64(s.refused.Load())
+	s.cmu.Lock()
+	for c, k := range s.codes {
 		r.Extra[fmt.Sprintf("refused_code_%#x", c)] = float64(k)
 	}
-	cmu.Unlock()
+	s.cmu.Unlock()
 	r.Extra["first_window_publishes_per_user_min"] = perMin(firstMsgs)
 	r.Extra["last_window_publishes_per_user_min"] = perMin(lastMsgs)
 	if firstMsgs > 0 {
@@ -1227,8 +1264,7 @@ func (e *runEnv) battle() error {
 	r.Extra["offline_shown"] = float64(offline)
 	e.note("retained publishes per user per minute: %s in the first %v, %s in the last %v (a broker that damps the battle publishes less in the last)",
 		fmtFloat(perMin(firstMsgs)), cfg.Window, fmtFloat(perMin(lastMsgs)), cfg.Window)
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(s.end, s.obs)
 }
 
 // ---------------------------------------------------------------------------
