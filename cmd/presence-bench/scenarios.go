@@ -265,85 +265,141 @@ func (e *runEnv) latencies(acts []action, obs []Obs) (lat []float64, missed int)
 // churnConverge bounds the wait, after a churn run, for a backlog to drain.
 const churnConverge = 30 * time.Second
 
+// churnRun is what one run of the churn scenario carries from phase to
+// phase.
+type churnRun struct {
+	e            *runEnv
+	users        int
+	period, step time.Duration // a user's cycle, and the time between its changes
+	obs          *observer
+	names        []string
+	acts         [][]action // per user
+	cpu0         cpuSplit
+	start        time.Duration // the first cycle's
+	n            int           // changes made
+	first, last  time.Duration // the first and the last change
+	tl           Timeline      // the observer's, once the backlog has drained
+}
+
 // churn: users cycle connect → status with a unique tag → clean disconnect
 // at a fixed total rate of presence changes.
 func (e *runEnv) churn() error {
-	cfg := e.cfg.Churn
-	r := e.run
-	users := cfg.Users
-	period := time.Duration(float64(users*3) / cfg.Rate * float64(time.Second))
-	step := period / 3
-	r.Params["users"] = users
-	r.Params["rate_per_s"] = cfg.Rate
-	r.Params["duration_s"] = cfg.Duration.Seconds()
-	r.Params["cycle_s"] = period.Seconds()
-	r.Params["observers"] = 1
-	obs, err := e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
-	if err != nil {
+	s := &churnRun{e: e}
+	if err := s.setup(); err != nil {
 		return err
 	}
-	acts := make([][]action, users)
-	names := make([]string, users)
-	cpu0, _ := e.sys.cpuSplit()
+	s.cycleAll()
+	if err := s.count(); err != nil {
+		return err
+	}
+	end := s.drain()
+	s.report(end)
+	return nil
+}
+
+// setup records the parameters and connects the observer.
+func (s *churnRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Churn
+	s.users = cfg.Users
+	s.period = time.Duration(float64(s.users*3) / cfg.Rate * float64(time.Second))
+	s.step = s.period / 3
+	r.Params["users"] = s.users
+	r.Params["rate_per_s"] = cfg.Rate
+	r.Params["duration_s"] = cfg.Duration.Seconds()
+	r.Params["cycle_s"] = s.period.Seconds()
+	r.Params["observers"] = 1
+	var err error
+	s.obs, err = e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
+	return err
+}
+
+// cycleAll reads the broker's CPU time, then has every user cycle, their
+// cycles spread evenly over the period, until the duration is over.
+func (s *churnRun) cycleAll() {
+	e := s.e
+	s.acts = make([][]action, s.users)
+	s.names = make([]string, s.users)
+	s.cpu0, _ = e.sys.cpuSplit()
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	start := mono() + 100*time.Millisecond
+	s.start = mono() + 100*time.Millisecond
 	var wg sync.WaitGroup
-	for i := range users {
-		names[i] = "c" + strconv.Itoa(i)
+	for i := range s.users {
+		s.names[i] = "c" + strconv.Itoa(i)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			user := names[i]
-			id := user + "-d"
-			for t0 := start + time.Duration(i)*period/time.Duration(users); t0 < start+cfg.Duration; t0 += period {
-				e.sleepUntil(t0)
-				d, err := e.connectDevice(user, id, cfg.Keepalive, 10*time.Second)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				acts[i] = append(acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
-				e.sleepUntil(t0 + step)
-				tag := nextTag()
-				at, err := d.setStatus("away", tag)
-				if err == nil {
-					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
-				}
-				e.sleepUntil(t0 + 2*step)
-				at, err = d.disconnect()
-				if err == nil {
-					acts[i] = append(acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
-				}
-			}
+			s.cycle(i, &failed, &firstErr)
 		}(i)
 	}
 	wg.Wait()
 	if f := failed.Load(); f > 0 {
 		e.note("%d connects failed: %v", f, firstErr.Load())
 	}
-	var first, last time.Duration = -1, 0
-	n := 0
-	for _, l := range acts {
-		for _, a := range l {
-			n++
-			if first < 0 || a.at < first {
-				first = a.at
-			}
-			last = max(last, a.at)
+}
+
+// cycle is user i's cycles: connect, a status with a unique tag a step
+// later, a clean disconnect a step after that, once per period; a failed
+// connect is counted in failed (the first error in firstErr) and skips its
+// cycle.
+func (s *churnRun) cycle(i int, failed *atomic.Int64, firstErr *atomic.Value) {
+	e, cfg := s.e, s.e.cfg.Churn
+	user := s.names[i]
+	id := user + "-d"
+	for t0 := s.start + time.Duration(i)*s.period/time.Duration(s.users); t0 < s.start+cfg.Duration; t0 += s.period {
+		e.sleepUntil(t0)
+		d, err := e.connectDevice(user, id, cfg.Keepalive, 10*time.Second)
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+			continue
+		}
+		s.acts[i] = append(s.acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
+		e.sleepUntil(t0 + s.step)
+		tag := nextTag()
+		at, err := d.setStatus("away", tag)
+		if err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
+		}
+		e.sleepUntil(t0 + 2*s.step)
+		at, err = d.disconnect()
+		if err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
 		}
 	}
-	if n == 0 {
+}
+
+// count counts the changes made and finds the first and the last.
+func (s *churnRun) count() error {
+	s.first, s.last = -1, 0
+	for _, l := range s.acts {
+		for _, a := range l {
+			s.n++
+			if s.first < 0 || a.at < s.first {
+				s.first = a.at
+			}
+			s.last = max(s.last, a.at)
+		}
+	}
+	if s.n == 0 {
 		return fmt.Errorf("no presence change made")
 	}
+	return nil
+}
+
+// drain waits until the observer shows every user offline and returns
+// that moment, the end of the judged time; it records the CPU per change
+// and, waiting further for a backlog to drain, how long after the last
+// change the observer showed every user offline.
+func (s *churnRun) drain() time.Duration {
+	e, r, obs, names, users, last := s.e, s.e.run, s.obs, s.names, s.users, s.last
 	// Every user ends offline: wait for the observer to show it, past the
 	// clean-disconnect window so that ghosts can be judged.
 	e.waitUntil(last+cleanWindow+2*time.Second, func() bool { return obs.count(names, offline) == users })
 	e.sleepUntil(last + cleanWindow + 100*time.Millisecond)
 	end := mono()
 	if cpu1, err := e.sys.cpuSplit(); err == nil {
-		perOp(r, "change", cpu0, cpu1, n) // every change made, until the observer shows the last
+		perOp(r, "change", s.cpu0, cpu1, s.n) // every change made, until the observer shows the last
 	}
 	// Overload may cost latency, never the truth once the load stops: a
 	// backlog still draining now is waited for, and how long after the last
@@ -355,26 +411,34 @@ func (e *runEnv) churn() error {
 		r.Extra["not_converged"] = float64(left)
 		e.note("%d users were still not shown offline %v after the load stopped", left, churnConverge+cleanWindow)
 	}
-	tl := obs.timeline()
-	if at, ok := convergeAt(tl, names, first, offline); ok {
+	s.tl = obs.timeline()
+	if at, ok := convergeAt(s.tl, names, s.first, offline); ok {
 		r.Metrics.ConvergeMs = round1(ms(max(at-last, 0)))
 	}
+	return end
+}
+
+// report records the latency of every change the observer was shown, the
+// rate achieved and the changes never shown, and judges the observer up
+// to end.
+func (s *churnRun) report(end time.Duration) {
+	e, r, cfg, obs := s.e, s.e.run, s.e.cfg.Churn, s.obs
 	var lat []float64
 	missed := 0
-	for i, u := range names {
-		shown := obs.shownFor(tl[u])
-		l, m := e.latencies(acts[i], shown)
+	for i, u := range s.names {
+		shown := obs.shownFor(s.tl[u])
+		l, m := e.latencies(s.acts[i], shown)
 		lat = append(lat, l...)
 		missed += m
 	}
 	// The achieved rate, once every user is cycling (after the first
 	// cycle) and before cycles stop being started.
-	from, to := start+period, start+cfg.Duration
+	from, to := s.start+s.period, s.start+cfg.Duration
 	if to-from < time.Second {
-		from, to = first, last+period/time.Duration(3*users)
+		from, to = s.first, s.last+s.period/time.Duration(3*s.users)
 	}
 	inWindow := 0
-	for _, l := range acts {
+	for _, l := range s.acts {
 		for _, a := range l {
 			if a.at >= from && a.at < to {
 				inWindow++
@@ -384,13 +448,12 @@ func (e *runEnv) churn() error {
 	r.Metrics.ChangesPerSec = round1(float64(inWindow) / (to - from).Seconds())
 	r.Metrics.Latency = summarize(lat)
 	r.Samples = thin(lat, 2000)
-	r.Extra["changes"] = float64(n)
+	r.Extra["changes"] = float64(s.n)
 	if missed > 0 {
 		r.Extra["changes_not_seen"] = float64(missed)
-		e.note("%d of %d changes never reached the observer", missed, n)
+		e.note("%d of %d changes never reached the observer", missed, s.n)
 	}
 	e.evaluateObservers(end, obs)
-	return nil
 }
 
 // shownFor is what a contract-following observer keeps of obs.
