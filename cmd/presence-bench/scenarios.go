@@ -459,19 +459,46 @@ func (s *churnRun) report(end time.Duration) {
 // shownFor is what a contract-following observer keeps of obs.
 func (o *observer) shownFor(obs []Obs) []Obs { return accepted(obs) }
 
+// stormRun is what one run of the storm scenario carries from phase to
+// phase.
+type stormRun struct {
+	e         *runEnv
+	obs       *observer // nil without presence
+	devs      []*device
+	up        []string // the users whose device connected
+	stopPings func()
+	before    map[string]uint64 // the highest generation per client id shown before the kill
+}
+
 // storm: M devices connect at once; then the broker is killed, restarted on
 // the same port, and every device reconnects at once.
 func (e *runEnv) storm() error {
-	cfg := e.cfg.Storm
-	r := e.run
+	s := &stormRun{e: e, stopPings: func() {}}
+	defer func() { s.stopPings() }()
+	cpu0, release, connected, err := s.connect()
+	if err != nil || s.obs == nil {
+		return err
+	}
+	s.converge(cpu0, release, connected)
+	if err := s.restart(); err != nil {
+		return err
+	}
+	return s.reconnect()
+}
+
+// connect records the parameters, connects the observer (with presence)
+// and then every device at once, and records the connect rate and the
+// CONNACK times and the CPU per connect until the last CONNACK; it returns
+// the CPU times before, the release and how many connected.
+func (s *stormRun) connect() (cpuSplit, time.Duration, int, error) {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Storm
 	m := e.capDevices(cfg.Devices, 2, "storm devices")
 	r.Params["devices"] = m
 	r.Params["keepalive_s"] = cfg.Keepalive
-	var obs *observer
 	var err error
 	if e.sys.hasPresence() {
-		if obs, err = e.newObserver("obs-storm", topicPrefix+"+", observerBuf); err != nil {
-			return err
+		if s.obs, err = e.newObserver("obs-storm", topicPrefix+"+", observerBuf); err != nil {
+			return cpuSplit{}, 0, 0, err
 		}
 		r.Params["observers"] = 1
 	}
@@ -482,8 +509,9 @@ func (e *runEnv) storm() error {
 	cpu0, _ := e.sys.cpuSplit()
 	devs, release, connected, err := e.stormConnect(users)
 	if err != nil {
-		return err
+		return cpuSplit{}, 0, 0, err
 	}
+	s.devs = devs
 	cpuAcked, _ := e.sys.cpuSplit()
 	perOp(r, "connect_acked", cpu0, cpuAcked, connected) // until the last CONNACK
 	var lat []float64
@@ -500,13 +528,17 @@ func (e *runEnv) storm() error {
 	r.Metrics.ConnackP99Ms = round3(quantile(lat, 0.99))
 	r.Extra["connack_p50_ms"] = round3(quantile(lat, 0.5))
 	r.Extra["connack_max_ms"] = round3(lat[len(lat)-1])
-	if obs == nil {
-		return nil
-	}
-	// Devices ping at their keep-alive rate from now on.
-	stopPings := e.keepAlive(devs, time.Duration(cfg.Keepalive)*time.Second/2)
-	defer func() { stopPings() }()
-	up := usersOf(devs)
+	return cpu0, release, connected, nil
+}
+
+// converge has the devices ping at their keep-alive rate from now on, and
+// waits until the observer shows every device online: the time from the
+// release, and the CPU per connect until then, wherever the work fell.
+func (s *stormRun) converge(cpu0 cpuSplit, release time.Duration, connected int) {
+	e, r, obs := s.e, s.e.run, s.obs
+	s.stopPings = e.keepAlive(s.devs, time.Duration(e.cfg.Storm.Keepalive)*time.Second/2)
+	s.up = usersOf(s.devs)
+	up := s.up
 	if n, ok := e.waitProgress(mono()+60*time.Second, 5*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
 		r.Extra["not_converged"] = float64(len(up) - n)
 		e.note("the observer never showed all devices online: %d of %d after the count stopped growing (observer: %s)", n, len(up), obs.state())
@@ -518,23 +550,20 @@ func (e *runEnv) storm() error {
 			perOp(r, "connect_shown", cpu0, c, connected)
 		}
 	}
+}
 
+// restart records the generation each device showed, then kills the
+// broker (every device's connection drops with it), starts it again on the
+// same port and reconnects the observer.
+func (s *stormRun) restart() error {
+	e, r, obs := s.e, s.e.run, s.obs
 	// The generation each device showed before the kill: after the restart a
 	// device counts only when a newer connection of it is shown.
-	before := make(map[string]uint64)
-	for _, l := range obs.timeline() {
-		for _, ob := range l {
-			for _, g := range ob.Gens {
-				if g.Gen > before[g.ID] {
-					before[g.ID] = g.Gen
-				}
-			}
-		}
-	}
-	stopPings()
+	s.before = highestGens(obs.timeline())
+	s.stopPings()
 	kill := mono()
 	e.sys.kill()
-	for _, d := range devs {
+	for _, d := range s.devs {
 		if d != nil {
 			d.drop(kill)
 		}
@@ -548,12 +577,20 @@ func (e *runEnv) storm() error {
 	if err := obs.connect(e.sys.addr(), "obs-storm", topicPrefix+"+", 10*time.Second, observerBuf); err != nil {
 		return fmt.Errorf("observer after restart: %w", err)
 	}
+	return nil
+}
+
+// reconnect has every device reconnect at once and waits until the
+// observer shows each online again with a newer connection than before
+// the kill, then judges the observer.
+func (s *stormRun) reconnect() error {
+	e, r, obs, up := s.e, s.e.run, s.obs, s.up
 	fresh := func(user string, ob Obs) bool {
 		if !ob.Online {
 			return false
 		}
 		for _, g := range ob.Gens {
-			if g.ID == user+"-d" && g.Gen > before[g.ID] {
+			if g.ID == user+"-d" && g.Gen > s.before[g.ID] {
 				return true
 			}
 		}
@@ -563,7 +600,7 @@ func (e *runEnv) storm() error {
 	if err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
-	stopPings = e.keepAlive(devs2, time.Duration(cfg.Keepalive)*time.Second/2)
+	s.stopPings = e.keepAlive(devs2, time.Duration(e.cfg.Storm.Keepalive)*time.Second/2)
 	up2 := usersOf(devs2)
 	if connected2 < len(up) {
 		e.note("%d of %d devices reconnected", connected2, len(up))
