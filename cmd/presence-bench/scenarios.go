@@ -655,41 +655,71 @@ func (e *runEnv) stormConnect(users []string) ([]*device, time.Duration, int, er
 	return devs, release, len(users) - f, nil
 }
 
+// silentRun is what one run of the silent scenario carries from phase to
+// phase.
+type silentRun struct {
+	e         *runEnv
+	ka, limit time.Duration // the keep-alive, and the detection limit
+	obs       *observer
+	devs      []*device
+	users     []string
+	lastSent  []time.Duration // per device: its last packet
+}
+
 // silent: S devices at a short keep-alive send one last PINGREQ at once and
 // then nothing, their sockets left open; the observer must show each
 // offline within 1.5 × keep-alive + 1 s of its last packet.
 func (e *runEnv) silent() error {
-	cfg := e.cfg.Silent
-	r := e.run
-	ka := time.Duration(cfg.Keepalive) * time.Second
-	limit := detectWindow(ka)
+	s := &silentRun{e: e}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	if err := s.live(); err != nil {
+		return err
+	}
+	s.goSilent()
+	s.detect()
+	return nil
+}
+
+// setup records the parameters, connects the observer and the devices.
+func (s *silentRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Silent
+	s.ka = time.Duration(cfg.Keepalive) * time.Second
+	s.limit = detectWindow(s.ka)
 	r.Params["devices"] = cfg.Devices
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	r.Metrics.DetectionLimitS = limit.Seconds()
-	obs, err := e.newObserver("obs-silent", topicPrefix+"+", observerBuf)
-	if err != nil {
+	r.Metrics.DetectionLimitS = s.limit.Seconds()
+	var err error
+	if s.obs, err = e.newObserver("obs-silent", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	devs, _, _, err := e.loadDevices("q", cfg.Devices, cfg.Keepalive)
-	if err != nil {
+	if s.devs, _, _, err = e.loadDevices("q", cfg.Devices, cfg.Keepalive); err != nil {
 		return err
 	}
-	users := usersOf(devs)
-	// Keep the devices alive (a PINGREQ every half keep-alive) until they
-	// all go silent together.
+	s.users = usersOf(s.devs)
+	return nil
+}
+
+// live keeps the devices alive (a PINGREQ every half keep-alive) for at
+// least one keep-alive, so that the brokers' keep-alive tracking is in its
+// steady state when the devices go silent, and until the observer shows
+// them all online (or 30 s).
+func (s *silentRun) live() error {
+	e, obs, users := s.e, s.obs, s.users
 	stopPings := make(chan struct{})
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		t := time.NewTicker(ka / 2)
+		t := time.NewTicker(s.ka / 2)
 		defer t.Stop()
 		for {
 			select {
 			case <-stopPings:
 				return
 			case <-t.C:
-				for _, d := range devs {
+				for _, d := range s.devs {
 					if d != nil {
 						_ = d.c.Ping()
 					}
@@ -697,20 +727,24 @@ func (e *runEnv) silent() error {
 			}
 		}
 	}()
-	// Live for at least one keep-alive, so that the brokers' keep-alive
-	// tracking is in its steady state when the devices go silent.
 	liveFrom := mono()
 	ok := e.waitUntil(mono()+30*time.Second, func() bool { return obs.count(users, online) == len(users) })
-	e.sleepUntil(liveFrom + ka)
+	e.sleepUntil(liveFrom + s.ka)
 	close(stopPings)
 	<-pinged
 	if !ok {
 		return fmt.Errorf("the observer showed %d of %d devices online after 30 s", obs.count(users, online), len(users))
 	}
+	return nil
+}
+
+// goSilent has every device send its last PINGREQ at once, and records
+// when each was sent: from then on the device is down in the truth.
+func (s *silentRun) goSilent() {
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	lastSent := make([]time.Duration, len(devs))
-	for i, d := range devs {
+	s.lastSent = make([]time.Duration, len(s.devs))
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
@@ -719,32 +753,38 @@ func (e *runEnv) silent() error {
 			defer wg.Done()
 			<-gate
 			_ = d.c.Ping()
-			lastSent[i] = d.c.LastSent()
-			e.tr.down(d.iv, lastSent[i], limit)
+			s.lastSent[i] = d.c.LastSent()
+			s.e.tr.down(d.iv, s.lastSent[i], s.limit)
 		}()
 	}
 	close(gate)
 	wg.Wait()
+}
+
+// detect waits past the limit for late detections too (they are ghosts,
+// but their delay still goes into the distribution), then records the
+// time from each device's last packet until the observer showed it
+// offline, and the devices never shown offline, and judges the observer.
+func (s *silentRun) detect() {
+	e, r, obs, users, limit := s.e, s.e.run, s.obs, s.users, s.limit
 	var lastAll time.Duration
-	for _, t := range lastSent {
+	for _, t := range s.lastSent {
 		lastAll = max(lastAll, t)
 	}
-	// Wait past the limit for late detections too (they are ghosts, but
-	// their delay still goes into the distribution).
 	e.waitUntil(lastAll+2*limit+time.Second, func() bool { return obs.count(users, offline) == len(users) })
 	e.sleepUntil(lastAll + limit + 50*time.Millisecond) // so that every ghost can be judged
 	end := mono()
 	tl := obs.timeline()
 	var det []float64
 	undetected := 0
-	for i, d := range devs {
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
 		found := false
 		for _, ob := range accepted(tl[d.user]) {
-			if !ob.Online && ob.At >= lastSent[i] {
-				det = append(det, (ob.At - lastSent[i]).Seconds())
+			if !ob.Online && ob.At >= s.lastSent[i] {
+				det = append(det, (ob.At - s.lastSent[i]).Seconds())
 				found = true
 				break
 			}
@@ -760,7 +800,6 @@ func (e *runEnv) silent() error {
 		e.note("%d of %d silent devices never shown offline", undetected, len(users))
 	}
 	e.evaluateObservers(end, obs)
-	return nil
 }
 
 // fanout: U users with F observers each (on presence/users/{user}) and one
