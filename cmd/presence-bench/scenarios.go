@@ -802,73 +802,110 @@ func (s *silentRun) detect() {
 	e.evaluateObservers(end, obs)
 }
 
+// fanoutRun is what one run of the fanout scenario carries from phase to
+// phase.
+type fanoutRun struct {
+	e     *runEnv
+	nObs  int // observers per user
+	devs  []*device
+	users []string
+	wild  *observer     // on presence/users/+
+	per   [][]*observer // per user, on presence/users/{user}
+	all   []*observer
+
+	before      int64      // messages every observer had received before the changes
+	acts        [][]action // per user
+	changes     int
+	first, last time.Duration // the first and the last change
+}
+
 // fanout: U users with F observers each (on presence/users/{user}) and one
 // on presence/users/+; each user changes status C times at one change per
 // interval.
 func (e *runEnv) fanout() error {
-	cfg := e.cfg.Fanout
-	r := e.run
-	nObs := e.capDevices(cfg.Users*cfg.Observers, cfg.Users+1, "fanout observers") / cfg.Users
+	s := &fanoutRun{e: e}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	if err := s.change(); err != nil {
+		return err
+	}
+	s.report()
+	return nil
+}
+
+// setup records the parameters, connects the users' devices and every
+// observer, and waits until every observer shows its user online (the
+// retained snapshot).
+func (s *fanoutRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Fanout
+	s.nObs = e.capDevices(cfg.Users*cfg.Observers, cfg.Users+1, "fanout observers") / cfg.Users
+	nObs := s.nObs
 	r.Params["users"] = cfg.Users
 	r.Params["observers_per_user"] = nObs
 	r.Params["observers"] = cfg.Users*nObs + 1
 	r.Params["changes_per_user"] = cfg.Changes
 	r.Params["interval_s"] = cfg.Interval.Seconds()
-	devs, users, _, err := e.loadDevices("f", cfg.Users, 30)
-	if err != nil {
+	var err error
+	if s.devs, s.users, _, err = e.loadDevices("f", cfg.Users, 30); err != nil {
 		return err
 	}
-	wild, err := e.newObserver("obs-fanout-all", topicPrefix+"+", observerBuf)
-	if err != nil {
+	if s.wild, err = e.newObserver("obs-fanout-all", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	per := make([][]*observer, cfg.Users)
-	for i := range per {
-		per[i] = make([]*observer, nObs)
+	s.per = make([][]*observer, cfg.Users)
+	for i := range s.per {
+		s.per[i] = make([]*observer, nObs)
 	}
 	failed, err := connectMany(cfg.Users*nObs, e.cfg.ConnectWorkers, func(k int) error {
 		u, j := k/nObs, k%nObs
-		o, err := e.newObserver("obs-"+users[u]+"-"+strconv.Itoa(j), topicPrefix+users[u], 1024)
+		o, err := e.newObserver("obs-"+s.users[u]+"-"+strconv.Itoa(j), topicPrefix+s.users[u], 1024)
 		if err != nil {
 			return err
 		}
-		per[u][j] = o
+		s.per[u][j] = o
 		return nil
 	})
 	if failed > 0 {
 		return fmt.Errorf("%d observers failed to connect: %w", failed, err)
 	}
-	all := []*observer{wild}
-	for _, l := range per {
-		all = append(all, l...)
+	s.all = []*observer{s.wild}
+	for _, l := range s.per {
+		s.all = append(s.all, l...)
 	}
-	// Every observer shows its user online (the retained snapshot) before
-	// the changes begin.
-	ready := func() bool {
-		for u, l := range per {
-			if devs[u] == nil {
-				continue
-			}
-			for _, o := range l {
-				if o.count(users[u:u+1], online) != 1 {
-					return false
-				}
-			}
-		}
-		return wild.count(usersOf(devs), online) == len(usersOf(devs))
-	}
-	if !e.waitUntil(mono()+30*time.Second, ready) {
+	if !e.waitUntil(mono()+30*time.Second, s.ready) {
 		return fmt.Errorf("observers did not all show their user online within 30 s")
 	}
-	var before int64
-	for _, o := range all {
-		before += o.msgs.Load()
+	return nil
+}
+
+// ready tells whether every observer shows its user online.
+func (s *fanoutRun) ready() bool {
+	for u, l := range s.per {
+		if s.devs[u] == nil {
+			continue
+		}
+		for _, o := range l {
+			if o.count(s.users[u:u+1], online) != 1 {
+				return false
+			}
+		}
+	}
+	return s.wild.count(usersOf(s.devs), online) == len(usersOf(s.devs))
+}
+
+// change has each user change status C times, one change per interval,
+// the users spread evenly over it, and records every change made.
+func (s *fanoutRun) change() error {
+	e, cfg := s.e, s.e.cfg.Fanout
+	for _, o := range s.all {
+		s.before += o.msgs.Load()
 	}
 	statuses := []string{"away", "busy", "dnd", "online"}
-	acts := make([][]action, cfg.Users)
+	s.acts = make([][]action, cfg.Users)
 	start := mono() + 100*time.Millisecond
 	var wg sync.WaitGroup
-	for i, d := range devs {
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
@@ -880,83 +917,89 @@ func (e *runEnv) fanout() error {
 				tag := nextTag()
 				at, err := d.setStatus(statuses[j%len(statuses)], tag)
 				if err == nil {
-					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag})
+					s.acts[i] = append(s.acts[i], action{kind: 's', at: at, tag: tag})
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	changes := 0
-	var first, last time.Duration = -1, 0
-	for _, l := range acts {
-		changes += len(l)
+	s.first, s.last = -1, 0
+	for _, l := range s.acts {
+		s.changes += len(l)
 		for _, a := range l {
-			if first < 0 || a.at < first {
-				first = a.at
+			if s.first < 0 || a.at < s.first {
+				s.first = a.at
 			}
-			last = max(last, a.at)
+			s.last = max(s.last, a.at)
 		}
 	}
-	if changes == 0 {
+	if s.changes == 0 {
 		return fmt.Errorf("no status change made")
 	}
-	lastTag := func(u int) string {
-		if len(acts[u]) == 0 {
-			return ""
+	return nil
+}
+
+// delivered tells whether every observer has received its user's last
+// change.
+func (s *fanoutRun) delivered() bool {
+	for u, l := range s.per {
+		if len(s.acts[u]) == 0 {
+			continue
 		}
-		return acts[u][len(acts[u])-1].tag
-	}
-	delivered := func() bool {
-		for u, l := range per {
-			tag := lastTag(u)
-			if tag == "" {
-				continue
-			}
-			has := func(_ string, ob Obs) bool { return ob.Text == tag }
-			for _, o := range l {
-				if o.count(users[u:u+1], has) != 1 {
-					return false
-				}
-			}
-			if wild.count(users[u:u+1], has) != 1 {
+		tag := s.acts[u][len(s.acts[u])-1].tag
+		if tag == "" {
+			continue
+		}
+		has := func(_ string, ob Obs) bool { return ob.Text == tag }
+		for _, o := range l {
+			if o.count(s.users[u:u+1], has) != 1 {
 				return false
 			}
 		}
-		return true
+		if s.wild.count(s.users[u:u+1], has) != 1 {
+			return false
+		}
 	}
-	if !e.waitUntil(last+5*time.Second, delivered) {
+	return true
+}
+
+// report waits (up to 5 s after the last change) until every observer has
+// the last change, then records the latency of every delivery, the
+// messages per change and the rate of changes, and judges the observers.
+func (s *fanoutRun) report() {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Fanout
+	if !e.waitUntil(s.last+5*time.Second, s.delivered) {
 		e.note("not every observer received the last change within 5 s")
 	}
 	time.Sleep(100 * time.Millisecond) // late duplicates would count
 	var after int64
-	for _, o := range all {
+	for _, o := range s.all {
 		after += o.msgs.Load()
 	}
 	var lat []float64
 	missed := 0
-	for _, o := range all {
+	for _, o := range s.all {
 		tl := o.timeline()
-		for u := range users {
-			if len(tl[users[u]]) == 0 {
+		for u := range s.users {
+			if len(tl[s.users[u]]) == 0 {
 				continue
 			}
-			l, m := e.latencies(acts[u], o.shownFor(tl[users[u]]))
+			l, m := e.latencies(s.acts[u], o.shownFor(tl[s.users[u]]))
 			lat = append(lat, l...)
 			missed += m
 		}
 	}
-	r.Metrics.Sessions = len(usersOf(devs))
+	r.Metrics.Sessions = len(usersOf(s.devs))
 	r.Metrics.Latency = summarize(lat)
 	r.Samples = thin(lat, 2000)
-	r.Metrics.MessagesPerChange = round3(float64(after-before) / float64(changes))
-	r.Metrics.ChangesPerSec = round1(float64(changes) / (last - first + cfg.Interval/time.Duration(cfg.Users)).Seconds())
-	r.Extra["changes"] = float64(changes)
+	r.Metrics.MessagesPerChange = round3(float64(after-s.before) / float64(s.changes))
+	r.Metrics.ChangesPerSec = round1(float64(s.changes) / (s.last - s.first + cfg.Interval/time.Duration(cfg.Users)).Seconds())
+	r.Extra["changes"] = float64(s.changes)
 	if missed > 0 {
 		r.Extra["deliveries_missed"] = float64(missed)
 		e.note("%d deliveries (observer × change) never arrived", missed)
 	}
-	e.evaluateObservers(mono(), all...)
-	return nil
+	e.evaluateObservers(mono(), s.all...)
 }
 
 // flap: devices reconnect with the same client id every interval; the new
