@@ -190,6 +190,17 @@ func (e *runEnv) waitProgressEvery(poll, deadline, stall time.Duration, want int
 	}
 }
 
+// runPhases runs the phases of a scenario in order, and stops at the first
+// that fails.
+func runPhases(phases ...func() error) error {
+	for _, p := range phases {
+		if err := p(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sleepUntil sleeps until t or until the run is stopped.
 func (e *runEnv) sleepUntil(t time.Duration) {
 	if d := t - mono(); d > 0 {

@@ -101,10 +101,7 @@ func (e *runEnv) ceiling() error {
 		return err
 	}
 	c := &ceilingSearch{e: e, obs: obs, t0: mono()}
-	if err := c.double(); err != nil {
-		return err
-	}
-	if err := c.bisect(); err != nil {
+	if err := runPhases(c.double, c.bisect); err != nil {
 		return err
 	}
 	c.report()

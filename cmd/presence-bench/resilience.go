@@ -450,6 +450,7 @@ type crashRun struct {
 	devs         []*device
 	before       map[string]uint64 // the highest generation per client id shown before the crash
 
+	stop      chan struct{} // closed when the run ends
 	rs        []*roamer
 	c0, cConv map[string]int64 // Redis commands at the kill, and once converged
 	kill      time.Duration
@@ -470,12 +471,9 @@ func (e *runEnv) crash() error {
 	if err := c.setup(); err != nil {
 		return err
 	}
-	stop := make(chan struct{})
-	defer close(stop)
-	if err := c.crash(stop); err != nil {
-		return err
-	}
-	if err := c.converge(); err != nil {
+	c.stop = make(chan struct{})
+	defer close(c.stop)
+	if err := runPhases(c.crash, c.converge); err != nil {
 		return err
 	}
 	c.report()
@@ -525,7 +523,7 @@ func (c *crashRun) setup() error {
 // crash makes every device a roamer that comes back once, to node B, after
 // a random delay; kills node A (on mosquitto, closes every socket); and
 // waits until every client is back or has given up.
-func (c *crashRun) crash(stop chan struct{}) error {
+func (c *crashRun) crash() error {
 	e, cfg := c.e, c.cfg
 	for _, d := range c.devs {
 		if d != nil {
@@ -548,7 +546,7 @@ func (c *crashRun) crash(stop chan struct{}) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, true, stop)
+			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, true, c.stop)
 		}()
 	}
 	c.kill = mono()
@@ -717,10 +715,7 @@ type rollingRun struct {
 // not restarted.
 func (e *runEnv) rolling() error {
 	s := &rollingRun{e: e, cfg: e.cfg.Rolling}
-	if err := s.startNodes(); err != nil {
-		return err
-	}
-	if err := s.connect(); err != nil {
+	if err := runPhases(s.startNodes, s.connect); err != nil {
 		return err
 	}
 	stopRoaming := s.roamAll()

@@ -53,32 +53,11 @@ type scaleRun struct {
 func (e *runEnv) scale(procs *scaleProcs, dir string) error {
 	s := &scaleRun{e: e, cfg: e.cfg.Scale, procs: procs, dir: dir}
 	s.params()
-	if err := s.startCluster(); err != nil {
-		return err
-	}
-	if err := s.startNodes(); err != nil {
-		return err
-	}
-	if err := s.startClients(); err != nil {
-		return err
-	}
-	if err := s.baseline(); err != nil {
-		return err
-	}
-	if err := s.connect(); err != nil {
-		return err
-	}
-	if err := s.allOnline(); err != nil {
-		return err
-	}
-	if err := s.steadyMemory(); err != nil {
+	if err := runPhases(s.startCluster, s.startNodes, s.startClients, s.baseline, s.connect, s.allOnline, s.steadyMemory); err != nil {
 		return err
 	}
 	s.sweepBare()
-	if err := s.steadyCommands(); err != nil {
-		return err
-	}
-	if err := s.propagation(); err != nil {
+	if err := runPhases(s.steadyCommands, s.propagation); err != nil {
 		return err
 	}
 	s.killNode()

@@ -671,10 +671,7 @@ type silentRun struct {
 // offline within 1.5 × keep-alive + 1 s of its last packet.
 func (e *runEnv) silent() error {
 	s := &silentRun{e: e}
-	if err := s.setup(); err != nil {
-		return err
-	}
-	if err := s.live(); err != nil {
+	if err := runPhases(s.setup, s.live); err != nil {
 		return err
 	}
 	s.goSilent()
@@ -824,10 +821,7 @@ type fanoutRun struct {
 // interval.
 func (e *runEnv) fanout() error {
 	s := &fanoutRun{e: e}
-	if err := s.setup(); err != nil {
-		return err
-	}
-	if err := s.change(); err != nil {
+	if err := runPhases(s.setup, s.change); err != nil {
 		return err
 	}
 	s.report()

@@ -102,13 +102,7 @@ type teamRun struct {
 func (e *runEnv) team() error {
 	t := &teamRun{e: e}
 	t.params()
-	if err := t.watch(); err != nil {
-		return err
-	}
-	if err := t.burst(); err != nil {
-		return err
-	}
-	if err := t.converge(); err != nil {
+	if err := runPhases(t.watch, t.burst, t.converge); err != nil {
 		return err
 	}
 	t.report()
@@ -449,13 +443,7 @@ type teamBigRun struct {
 // per member change.
 func (e *runEnv) teamBig() error {
 	b := &teamBigRun{e: e}
-	if err := b.bringOnline(); err != nil {
-		return err
-	}
-	if err := b.newWatchers(); err != nil {
-		return err
-	}
-	return b.changes()
+	return runPhases(b.bringOnline, b.newWatchers, b.changes)
 }
 
 // bringOnline records the parameters, restarts the broker with the large
