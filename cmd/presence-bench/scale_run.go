@@ -346,21 +346,13 @@ func (s *scaleRun) steadyCommands() error {
 	e, r := s.e, s.e.run
 	e.waitUntil(mono()+30*time.Second, func() bool { return quiet(s.ns...) })
 	e.sleepUntil(mono() + time.Second)
-	c0, err := s.masterStats()
-	if err != nil {
-		return err
-	}
-	p0, err := scalePongs(s.ws)
+	c0, p0, err := s.windowReading()
 	if err != nil {
 		return err
 	}
 	w0 := mono()
 	e.sleepUntil(w0 + s.cfg.Window)
-	c1, err := s.masterStats()
-	if err != nil {
-		return err
-	}
-	p1, err := scalePongs(s.ws)
+	c1, p1, err := s.windowReading()
 	if err != nil {
 		return err
 	}
@@ -389,16 +381,18 @@ func (s *scaleRun) steadyCommands() error {
 	return nil
 }
 
-// masterStats is INFO commandstats of each master.
-func (s *scaleRun) masterStats() ([]map[string]int64, error) {
+// windowReading is INFO commandstats of each master, then the PINGRESPs
+// the workers' sessions have received.
+func (s *scaleRun) windowReading() ([]map[string]int64, int64, error) {
 	cs := make([]map[string]int64, len(s.masters))
 	for i, m := range s.masters {
 		var err error
 		if cs[i], err = m.commandStats(); err != nil {
-			return nil, fmt.Errorf("redis INFO: %w", err)
+			return nil, 0, fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	return cs, nil
+	pongs, err := scalePongs(s.ws)
+	return cs, pongs, err
 }
 
 // propagation has the workers make --scale-changes status changes at a
