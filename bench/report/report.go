@@ -529,8 +529,20 @@ type Target struct {
 func Targets(f result.File) []Target {
 	f, _ = Collapse(f) // the median of the rounds
 	var out []Target
+	out = append(out, sessionTargets(f)...)
+	out = append(out, pingTargets(f)...)
+	out = append(out, redisPingTarget(f))
+	out = append(out, latencyTargets(f)...)
+	out = append(out, stormTarget(f))
+	out = append(out, silentTargets(f)...)
+	out = append(out, correctnessTargets(f)...)
+	return out
+}
 
-	// 1. Sessions and memory.
+// sessionTargets is target 1, sessions and memory (steady), per presenced
+// system.
+func sessionTargets(f result.File) []Target {
+	var out []Target
 	for _, sys := range []string{result.SystemMemory, result.SystemRedis} {
 		t := Target{Target: "15,000 concurrent sessions on one node, RSS ≤ 12 KiB per idle session (steady)", System: sys, Result: NotMeasured}
 		if r, ok := find(f, result.ScenarioSteady, sys); ok && r.Metrics.Sessions > 0 && r.Metrics.RSSPerSessionKiB > 0 {
@@ -540,8 +552,13 @@ func Targets(f result.File) []Target {
 		}
 		out = append(out, t)
 	}
+	return out
+}
 
-	// 2. PINGREQ throughput.
+// pingTargets is target 2, PINGREQ throughput against bare mochi (steady),
+// per presenced system.
+func pingTargets(f result.File) []Target {
+	var out []Target
 	for _, sys := range []string{result.SystemMemory, result.SystemRedis} {
 		t := Target{Target: "PINGREQ throughput with presence on ≥ 90 % of bare mochi (steady)", System: sys, Result: NotMeasured}
 		p, okP := find(f, result.ScenarioSteady, sys)
@@ -554,27 +571,33 @@ func Targets(f result.File) []Target {
 		}
 		out = append(out, t)
 	}
+	return out
+}
 
-	// 3. Redis commands per PINGREQ.
-	{
-		t := Target{Target: "≤ 0.05 Redis commands per PINGREQ at keep-alive 30 s (steady)", System: result.SystemRedis, Result: NotMeasured}
-		if r, ok := find(f, result.ScenarioSteady, result.SystemRedis); ok && r.Metrics.RedisCmdsPerPing > 0 {
-			v := r.Metrics.RedisCmdsPerPing
-			ka, hasKA := param(r.Params, "keepalive_s")
-			t.Figure = fmt.Sprintf("%s cmds/PINGREQ", fmtAgainst(v, TargetRedisCmdsPerPing, 3))
-			if hasKA {
-				t.Figure += fmt.Sprintf(" at keep-alive %s s", strconv.FormatFloat(ka, 'f', -1, 64))
-			}
-			if hasKA && ka != TargetKeepAliveS {
-				t.Figure += " (not the target's keep-alive)"
-			} else {
-				t.Result = verdict(v <= TargetRedisCmdsPerPing)
-			}
+// redisPingTarget is target 3, Redis commands per PINGREQ (steady, Redis
+// store).
+func redisPingTarget(f result.File) Target {
+	t := Target{Target: "≤ 0.05 Redis commands per PINGREQ at keep-alive 30 s (steady)", System: result.SystemRedis, Result: NotMeasured}
+	if r, ok := find(f, result.ScenarioSteady, result.SystemRedis); ok && r.Metrics.RedisCmdsPerPing > 0 {
+		v := r.Metrics.RedisCmdsPerPing
+		ka, hasKA := param(r.Params, "keepalive_s")
+		t.Figure = fmt.Sprintf("%s cmds/PINGREQ", fmtAgainst(v, TargetRedisCmdsPerPing, 3))
+		if hasKA {
+			t.Figure += fmt.Sprintf(" at keep-alive %s s", strconv.FormatFloat(ka, 'f', -1, 64))
 		}
-		out = append(out, t)
+		if hasKA && ka != TargetKeepAliveS {
+			t.Figure += " (not the target's keep-alive)"
+		} else {
+			t.Result = verdict(v <= TargetRedisCmdsPerPing)
+		}
 	}
+	return t
+}
 
-	// 4. Propagation latency.
+// latencyTargets is target 4, propagation latency p99 (churn), per
+// presenced system with its own limit.
+func latencyTargets(f result.File) []Target {
+	var out []Target
 	for _, c := range []struct {
 		sys   string
 		limit float64
@@ -598,24 +621,29 @@ func Targets(f result.File) []Target {
 		}
 		out = append(out, t)
 	}
+	return out
+}
 
-	// 5. Connect storm.
-	{
-		t := Target{Target: "connect storm ≥ 8,000 connects/s with the Redis store, every observer right at the end (storm)", System: result.SystemRedis, Result: NotMeasured}
-		if r, ok := find(f, result.ScenarioStorm, result.SystemRedis); ok && r.Metrics.ConnectsPerSec > 0 {
-			m, c := r.Metrics, r.Correct
-			conv := "observers never converged"
-			if m.ConvergeMs > 0 {
-				conv = fmt.Sprintf("converged in %s ms", fmtNum(m.ConvergeMs))
-			}
-			t.Figure = fmt.Sprintf("%s connects/s, %s, %d ghosts, %d wrong offline",
-				fmtAgainst(m.ConnectsPerSec, TargetConnectsPerSec, 0), conv, c.Ghosts, c.WrongOffline)
-			t.Result = verdict(m.ConnectsPerSec >= TargetConnectsPerSec && m.ConvergeMs > 0 && c.Ghosts == 0 && c.WrongOffline == 0)
+// stormTarget is target 5, the connect storm with the Redis store (storm).
+func stormTarget(f result.File) Target {
+	t := Target{Target: "connect storm ≥ 8,000 connects/s with the Redis store, every observer right at the end (storm)", System: result.SystemRedis, Result: NotMeasured}
+	if r, ok := find(f, result.ScenarioStorm, result.SystemRedis); ok && r.Metrics.ConnectsPerSec > 0 {
+		m, c := r.Metrics, r.Correct
+		conv := "observers never converged"
+		if m.ConvergeMs > 0 {
+			conv = fmt.Sprintf("converged in %s ms", fmtNum(m.ConvergeMs))
 		}
-		out = append(out, t)
+		t.Figure = fmt.Sprintf("%s connects/s, %s, %d ghosts, %d wrong offline",
+			fmtAgainst(m.ConnectsPerSec, TargetConnectsPerSec, 0), conv, c.Ghosts, c.WrongOffline)
+		t.Result = verdict(m.ConnectsPerSec >= TargetConnectsPerSec && m.ConvergeMs > 0 && c.Ghosts == 0 && c.WrongOffline == 0)
 	}
+	return t
+}
 
-	// 6. Silent death.
+// silentTargets is target 6, silent-death detection p99 within its limit
+// (silent), per presenced system.
+func silentTargets(f result.File) []Target {
+	var out []Target
 	for _, sys := range []string{result.SystemMemory, result.SystemRedis} {
 		t := Target{Target: "silent death detected within 1.5 × keep-alive + 1 s at p99 (silent)", System: sys, Result: NotMeasured}
 		if r, ok := find(f, result.ScenarioSilent, sys); ok && r.Metrics.Detection != nil && r.Metrics.Detection.N > 0 && r.Metrics.DetectionLimitS > 0 {
@@ -625,8 +653,13 @@ func Targets(f result.File) []Target {
 		}
 		out = append(out, t)
 	}
+	return out
+}
 
-	// 7. Correctness.
+// correctnessTargets is target 7, the correctness counts summed over every
+// standard scenario, per system (mosquitto as a reference).
+func correctnessTargets(f result.File) []Target {
+	var out []Target
 	for _, sys := range []string{result.SystemMemory, result.SystemRedis, result.SystemMosquitto} {
 		t := Target{Target: "zero ghosts, wrong offline, stale overwrites, backward versions in every scenario", System: sys, Result: NotMeasured}
 		var sum result.Correctness
@@ -870,6 +903,24 @@ type series struct {
 // LatencySVG renders the empirical CDF of the churn latency samples of each
 // system on a log-scaled x axis.
 func LatencySVG(f result.File) []byte {
+	ss := latencySeries(f)
+	var b bytes.Buffer
+	svgOpen(&b, "Propagation latency (churn), CDF")
+	if len(ss) == 0 {
+		return svgNoData(&b, "no latency samples")
+	}
+	p := newCDFPlot(ss)
+	p.grid(&b)
+	p.ticks(&b)
+	p.steps(&b)
+	p.legend(&b)
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// latencySeries is a series per system with churn latency samples (every
+// round's), its finite samples sorted, with its colour.
+func latencySeries(f result.File) []series {
 	f, _ = Collapse(f) // every round's samples
 	var ss []series
 	extra := 0
@@ -901,21 +952,30 @@ func LatencySVG(f result.File) []byte {
 		}
 		ss = append(ss, s)
 	}
+	return ss
+}
 
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<?xml version="1.0" encoding="UTF-8"?>`+"\n")
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgW, svgH, svgW, svgH)
-	title := "Propagation latency (churn), CDF"
-	fmt.Fprintf(&b, "<title>%s</title>\n", esc(title))
-	fmt.Fprintf(&b, `<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", svgW, svgH)
-	fmt.Fprintf(&b, `<text x="%d" y="25" text-anchor="middle" font-size="16" font-weight="bold">%s</text>`+"\n", svgW/2, esc(title))
+// The legend of a plot sits between its title and its frame: legendTop is
+// its top, legendRowH the height of one of its rows.
+const legendTop, legendRowH = 38.0, 18.0
 
-	if len(ss) == 0 {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#555555">%s</text>`+"\n", svgW/2, svgH/2, esc("no latency samples"))
-		b.WriteString("</svg>\n")
-		return b.Bytes()
-	}
+// cdfPlot is the layout of the latency CDF: its series with their legend
+// labels, the frame (x0–x1 left to right, y0 at 0 %, y1 at 100 %), the
+// decades of the log x axis and the legend's columns.
+type cdfPlot struct {
+	ss             []series
+	labels         []string
+	x0, x1, y0, y1 float64
+	dLo, dHi       int
+	legCols        int
+	legColW        float64
+}
 
+// newCDFPlot lays the CDF of ss out: the x range in whole decades around
+// every positive sample, and the legend in two columns when the labels
+// fit, else one.
+func newCDFPlot(ss []series) *cdfPlot {
+	p := &cdfPlot{ss: ss}
 	// x range in decades.
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
@@ -929,100 +989,114 @@ func LatencySVG(f result.File) []byte {
 	if math.IsInf(lo, 1) { // every sample ≤ 0
 		lo, hi = 1, 1
 	}
-	dLo, dHi := int(math.Floor(math.Log10(lo))), int(math.Ceil(math.Log10(hi)))
-	if dHi <= dLo {
-		dHi = dLo + 1
+	p.dLo, p.dHi = int(math.Floor(math.Log10(lo))), int(math.Ceil(math.Log10(hi)))
+	if p.dHi <= p.dLo {
+		p.dHi = p.dLo + 1
 	}
 	// Legend layout: two columns when the labels fit, else one.
-	labels := make([]string, len(ss))
+	p.labels = make([]string, len(ss))
 	longest := 0
 	for i, s := range ss {
-		labels[i] = fmt.Sprintf("%s: p50 %s ms, p99 %s ms (n=%d)", s.system, fmtNum(s.p50), fmtNum(s.p99), len(s.samples))
-		longest = max(longest, utf8.RuneCountInString(labels[i]))
+		p.labels[i] = fmt.Sprintf("%s: p50 %s ms, p99 %s ms (n=%d)", s.system, fmtNum(s.p50), fmtNum(s.p99), len(s.samples))
+		longest = max(longest, utf8.RuneCountInString(p.labels[i]))
 	}
-	x0, x1 := padL, float64(svgW)-padR
-	legCols, legColW := 1, x1-x0
-	if need := 28 + 6.8*float64(longest) + 10; len(ss) > 1 && need <= (x1-x0)/2 { // about 6.8 px per character at 12 px
-		legCols, legColW = 2, (x1-x0)/2
+	p.x0, p.x1 = padL, float64(svgW)-padR
+	p.legCols, p.legColW = 1, p.x1-p.x0
+	if need := 28 + 6.8*float64(longest) + 10; len(ss) > 1 && need <= (p.x1-p.x0)/2 { // about 6.8 px per character at 12 px
+		p.legCols, p.legColW = 2, (p.x1-p.x0)/2
 	}
-	const legTop, legRowH = 38.0, 18.0
-	legRows := (len(ss) + legCols - 1) / legCols
-	y0, y1 := float64(svgH)-padB, legTop+legRowH*float64(legRows)+10 // y0: 0 %, y1: 100 %
-	xOf := func(v float64) float64 {
-		if v <= 0 {
-			return x0
-		}
-		t := (math.Log10(v) - float64(dLo)) / float64(dHi-dLo)
-		return x0 + t*(x1-x0)
-	}
-	yOf := func(p float64) float64 { return y0 + p*(y1-y0) }
+	legRows := (len(ss) + p.legCols - 1) / p.legCols
+	p.y0, p.y1 = float64(svgH)-padB, legendTop+legendRowH*float64(legRows)+10 // y0: 0 %, y1: 100 %
+	return p
+}
 
-	// Grid and axes.
+// xOf is the x of a latency on the log axis (the left edge for v ≤ 0).
+func (p *cdfPlot) xOf(v float64) float64 {
+	if v <= 0 {
+		return p.x0
+	}
+	t := (math.Log10(v) - float64(p.dLo)) / float64(p.dHi-p.dLo)
+	return p.x0 + t*(p.x1-p.x0)
+}
+
+// yOf is the y of a fraction of the changes received (0 to 1).
+func (p *cdfPlot) yOf(q float64) float64 { return p.y0 + q*(p.y1-p.y0) }
+
+// grid draws the grid (1–9 × each decade, every 10 %), the dashed 99 %
+// guide and the frame.
+func (p *cdfPlot) grid(b *bytes.Buffer) {
+	x0, x1, y0, y1 := p.x0, p.x1, p.y0, p.y1
 	b.WriteString(`<g stroke="#e0e0e0" stroke-width="1">` + "\n")
-	for d := dLo; d <= dHi; d++ {
+	for d := p.dLo; d <= p.dHi; d++ {
 		for m := 1; m <= 9; m++ {
-			if d == dHi && m > 1 {
+			if d == p.dHi && m > 1 {
 				break
 			}
-			x := xOf(float64(m) * math.Pow10(d))
+			x := p.xOf(float64(m) * math.Pow10(d))
 			col := ""
 			if m == 1 {
 				col = ` stroke="#c8c8c8"`
 			}
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"%s/>`+"\n", x, y0, x, y1, col)
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"%s/>`+"\n", x, y0, x, y1, col)
 		}
 	}
-	for p := 0; p <= 100; p += 10 {
-		y := yOf(float64(p) / 100)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", x0, y, x1, y)
+	for q := 0; q <= 100; q += 10 {
+		y := p.yOf(float64(q) / 100)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", x0, y, x1, y)
 	}
 	b.WriteString("</g>\n")
 	// 99 % guide.
-	y99 := yOf(0.99)
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999" stroke-dasharray="4 3"/>`+"\n", x0, y99, x1, y99)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="10" fill="#777777">p99</text>`+"\n", x1-3, y99+11)
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+	y99 := p.yOf(0.99)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999" stroke-dasharray="4 3"/>`+"\n", x0, y99, x1, y99)
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="10" fill="#777777">p99</text>`+"\n", x1-3, y99+11)
+	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+}
 
-	// Tick labels.
-	for d := dLo; d <= dHi; d++ {
+// ticks draws the tick labels of both axes and the axis titles.
+func (p *cdfPlot) ticks(b *bytes.Buffer) {
+	x0, x1, y0, y1 := p.x0, p.x1, p.y0, p.y1
+	for d := p.dLo; d <= p.dHi; d++ {
 		v := math.Pow10(d)
 		anchor := "middle"
-		if d == dHi {
+		if d == p.dHi {
 			anchor = "end" // keep the last label inside the picture
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="%s">%s</text>`+"\n", xOf(v), y0+18, anchor, esc(tickLabel(v)))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="%s">%s</text>`+"\n", p.xOf(v), y0+18, anchor, esc(tickLabel(v)))
 	}
-	for p := 0; p <= 100; p += 20 {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%d %%</text>`+"\n", x0-6, yOf(float64(p)/100), p)
+	for q := 0; q <= 100; q += 20 {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%d %%</text>`+"\n", x0-6, p.yOf(float64(q)/100), q)
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, float64(svgH)-15, esc("latency (ms, log scale)"))
-	fmt.Fprintf(&b, `<text x="18" y="%.1f" text-anchor="middle" transform="rotate(-90 18 %.1f)">%s</text>`+"\n", (y0+y1)/2, (y0+y1)/2, esc("changes received (%)"))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, float64(svgH)-15, esc("latency (ms, log scale)"))
+	fmt.Fprintf(b, `<text x="18" y="%.1f" text-anchor="middle" transform="rotate(-90 18 %.1f)">%s</text>`+"\n", (y0+y1)/2, (y0+y1)/2, esc("changes received (%)"))
+}
 
-	// One step line per system.
-	for _, s := range ss {
+// steps draws one step line per system.
+func (p *cdfPlot) steps(b *bytes.Buffer) {
+	for _, s := range p.ss {
 		n := float64(len(s.samples))
 		var d strings.Builder
-		fmt.Fprintf(&d, "M%.2f %.2f", xOf(s.samples[0]), y0)
+		fmt.Fprintf(&d, "M%.2f %.2f", p.xOf(s.samples[0]), p.y0)
 		for i, v := range s.samples {
 			if i+1 < len(s.samples) && s.samples[i+1] == v {
 				continue // one vertical step per distinct value
 			}
-			fmt.Fprintf(&d, "H%.2fV%.2f", xOf(v), yOf(float64(i+1)/n))
+			fmt.Fprintf(&d, "H%.2fV%.2f", p.xOf(v), p.yOf(float64(i+1)/n))
 		}
-		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"><title>%s</title></path>`+"\n",
+		fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2" stroke-linejoin="round"><title>%s</title></path>`+"\n",
 			d.String(), s.color, esc(s.system))
 	}
+}
 
-	// Legend, between the title and the plot: it never covers a line.
-	for i, s := range ss {
-		col, row := i%legCols, i/legCols
-		x := x0 + float64(col)*legColW
-		y := legTop + legRowH*float64(row) + legRowH/2
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x, y, x+22, y, s.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", x+28, y, esc(labels[i]))
+// legend draws the legend between the title and the plot: it never covers
+// a line.
+func (p *cdfPlot) legend(b *bytes.Buffer) {
+	for i, s := range p.ss {
+		col, row := i%p.legCols, i/p.legCols
+		x := p.x0 + float64(col)*p.legColW
+		y := legendTop + legendRowH*float64(row) + legendRowH/2
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x, y, x+22, y, s.color)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", x+28, y, esc(p.labels[i]))
 	}
-	b.WriteString("</svg>\n")
-	return b.Bytes()
 }
 
 // quantile is the nearest-rank quantile of sorted xs.

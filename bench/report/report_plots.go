@@ -58,9 +58,7 @@ func barsSVG(title, unit string, bars []bar, refs []ref) []byte {
 	var b bytes.Buffer
 	svgOpen(&b, title)
 	if len(bars) == 0 {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#555555">%s</text>`+"\n", svgW/2, svgH/2, esc("not measured"))
-		b.WriteString("</svg>\n")
-		return b.Bytes()
+		return svgNoData(&b, "not measured")
 	}
 	top := 0.0
 	for _, x := range bars {
@@ -120,6 +118,43 @@ type line struct {
 func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 	var b bytes.Buffer
 	svgOpen(&b, title)
+	p, ok := newLinesPlot(lines, refs)
+	if !ok {
+		return svgNoData(&b, "not measured")
+	}
+	p.axes(&b, xUnit, yUnit)
+	for _, r := range refs {
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999" stroke-dasharray="5 3"/>`+"\n", p.x0, p.yOf(r.value), p.x1, p.yOf(r.value))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="11" fill="#555555">%s</text>`+"\n", p.x1-4, p.yOf(r.value)-4, esc(r.label))
+	}
+	row := 0
+	for _, l := range lines {
+		p.curve(&b, l, yUnit)
+		if l.noLegend {
+			continue
+		}
+		y := legendTop + legendRowH*float64(row) + legendRowH/2
+		row++
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", p.x0, y, p.x0+22, y, l.color)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", p.x0+28, y, esc(l.label))
+	}
+	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", p.x0, p.y1, p.x1-p.x0, p.y0-p.y1)
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// linesPlot is the layout of a linesSVG plot: the frame (x0–x1 left to
+// right, y0 at the bottom, y1 at the top, below the legend), the linear x
+// axis up to xHi in steps of step, and the decades of the log y axis.
+type linesPlot struct {
+	x0, x1, y0, y1 float64
+	xHi, step      float64
+	dLo, dHi       int
+}
+
+// newLinesPlot lays a linesSVG plot out from every positive point of lines
+// and every reference line; false when no point is positive.
+func newLinesPlot(lines []line, refs []ref) (*linesPlot, bool) {
 	var xs, ys []float64
 	for _, l := range lines {
 		for _, p := range l.points {
@@ -129,9 +164,7 @@ func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 		}
 	}
 	if len(xs) == 0 {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#555555">%s</text>`+"\n", svgW/2, svgH/2, esc("not measured"))
-		b.WriteString("</svg>\n")
-		return b.Bytes()
+		return nil, false
 	}
 	for _, r := range refs {
 		ys = append(ys, r.value)
@@ -143,78 +176,82 @@ func linesSVG(title, xUnit, yUnit string, lines []line, refs []ref) []byte {
 	for _, y := range ys {
 		yLo, yHi = min(yLo, y), max(yHi, y)
 	}
-	step := niceStep(xHi / 5)
-	xHi = math.Ceil(xHi*1.05/step) * step
-	dLo, dHi := int(math.Floor(math.Log10(yLo))), int(math.Ceil(math.Log10(yHi)))
-	if dHi <= dLo {
-		dHi = dLo + 1
+	p := &linesPlot{step: niceStep(xHi / 5)}
+	p.xHi = math.Ceil(xHi*1.05/p.step) * p.step
+	p.dLo, p.dHi = int(math.Floor(math.Log10(yLo))), int(math.Ceil(math.Log10(yHi)))
+	if p.dHi <= p.dLo {
+		p.dHi = p.dLo + 1
 	}
-	const legRowH = 18.0
 	legend := 0
 	for _, l := range lines {
 		if !l.noLegend {
 			legend++
 		}
 	}
-	x0, x1 := padL, float64(svgW)-padR
-	y0, y1 := float64(svgH)-padB, 38+legRowH*float64(legend)+10
-	xOf := func(v float64) float64 { return x0 + v/xHi*(x1-x0) }
-	yOf := func(v float64) float64 {
-		return y0 - (math.Log10(v)-float64(dLo))/float64(dHi-dLo)*(y0-y1)
-	}
+	p.x0, p.x1 = padL, float64(svgW)-padR
+	p.y0, p.y1 = float64(svgH)-padB, legendTop+legendRowH*float64(legend)+10
+	return p, true
+}
+
+// xOf is the x of a value on the linear axis.
+func (p *linesPlot) xOf(v float64) float64 { return p.x0 + v/p.xHi*(p.x1-p.x0) }
+
+// yOf is the y of a positive value on the log axis.
+func (p *linesPlot) yOf(v float64) float64 {
+	return p.y0 - (math.Log10(v)-float64(p.dLo))/float64(p.dHi-p.dLo)*(p.y0-p.y1)
+}
+
+// axes draws the grid, the tick labels and the axis titles.
+func (p *linesPlot) axes(b *bytes.Buffer, xUnit, yUnit string) {
+	x0, x1, y0, y1, xHi, step := p.x0, p.x1, p.y0, p.y1, p.xHi, p.step
 	b.WriteString(`<g stroke="#e0e0e0" stroke-width="1">` + "\n")
 	for v := 0.0; v <= xHi+step/2; v += step {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", xOf(v), y0, xOf(v), y1)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", p.xOf(v), y0, p.xOf(v), y1)
 	}
-	for d := dLo; d <= dHi; d++ {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", x0, yOf(math.Pow10(d)), x1, yOf(math.Pow10(d)))
+	for d := p.dLo; d <= p.dHi; d++ {
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", x0, p.yOf(math.Pow10(d)), x1, p.yOf(math.Pow10(d)))
 	}
 	b.WriteString("</g>\n")
 	for v := 0.0; v <= xHi+step/2; v += step {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", xOf(v), y0+18, esc(fmtInt(v)))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", p.xOf(v), y0+18, esc(fmtInt(v)))
 	}
-	for d := dLo; d <= dHi; d++ {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", x0-6, yOf(math.Pow10(d)), esc(tickLabel(math.Pow10(d))))
+	for d := p.dLo; d <= p.dHi; d++ {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", x0-6, p.yOf(math.Pow10(d)), esc(tickLabel(math.Pow10(d))))
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, float64(svgH)-15, esc(xUnit))
-	fmt.Fprintf(&b, `<text x="18" y="%.1f" text-anchor="middle" transform="rotate(-90 18 %.1f)">%s</text>`+"\n", (y0+y1)/2, (y0+y1)/2, esc(yUnit+" (log scale)"))
-	for _, r := range refs {
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#999999" stroke-dasharray="5 3"/>`+"\n", x0, yOf(r.value), x1, yOf(r.value))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="11" fill="#555555">%s</text>`+"\n", x1-4, yOf(r.value)-4, esc(r.label))
-	}
-	row := 0
-	for _, l := range lines {
-		var d strings.Builder
-		for j, p := range l.points {
-			if p[1] <= 0 {
-				continue
-			}
-			cmd := "L"
-			if j == 0 || d.Len() == 0 {
-				cmd = "M"
-			}
-			fmt.Fprintf(&d, "%s%.1f %.1f", cmd, xOf(p[0]), yOf(p[1]))
-		}
-		dash := ""
-		if l.dashed {
-			dash = ` stroke-dasharray="6 4" stroke-opacity="0.6"`
-		}
-		fmt.Fprintf(&b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`+"\n", d.String(), l.color, dash, esc(l.label))
-		for _, p := range l.points {
-			if p[1] > 0 {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>`+"\n", xOf(p[0]), yOf(p[1]), l.color,
-					esc(fmt.Sprintf("%s: %s %s at %s", l.label, fmtNum(p[1]), yUnit, fmtInt(p[0]))))
-			}
-		}
-		if l.noLegend {
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", (x0+x1)/2, float64(svgH)-15, esc(xUnit))
+	fmt.Fprintf(b, `<text x="18" y="%.1f" text-anchor="middle" transform="rotate(-90 18 %.1f)">%s</text>`+"\n", (y0+y1)/2, (y0+y1)/2, esc(yUnit+" (log scale)"))
+}
+
+// curve draws one line through its positive points, and a dot with a
+// tooltip at each.
+func (p *linesPlot) curve(b *bytes.Buffer, l line, yUnit string) {
+	var d strings.Builder
+	for j, pt := range l.points {
+		if pt[1] <= 0 {
 			continue
 		}
-		y := 38 + legRowH*float64(row) + legRowH/2
-		row++
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="3"/>`+"\n", x0, y, x0+22, y, l.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" dominant-baseline="middle">%s</text>`+"\n", x0+28, y, esc(l.label))
+		cmd := "L"
+		if j == 0 || d.Len() == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(&d, "%s%.1f %.1f", cmd, p.xOf(pt[0]), p.yOf(pt[1]))
 	}
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#333333"/>`+"\n", x0, y1, x1-x0, y0-y1)
+	dash := ""
+	if l.dashed {
+		dash = ` stroke-dasharray="6 4" stroke-opacity="0.6"`
+	}
+	fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`+"\n", d.String(), l.color, dash, esc(l.label))
+	for _, pt := range l.points {
+		if pt[1] > 0 {
+			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s</title></circle>`+"\n", p.xOf(pt[0]), p.yOf(pt[1]), l.color,
+				esc(fmt.Sprintf("%s: %s %s at %s", l.label, fmtNum(pt[1]), yUnit, fmtInt(pt[0]))))
+		}
+	}
+}
+
+// svgNoData ends a plot that has nothing to draw with text in its middle.
+func svgNoData(b *bytes.Buffer, text string) []byte {
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle" font-size="14" fill="#555555">%s</text>`+"\n", svgW/2, svgH/2, esc(text))
 	b.WriteString("</svg>\n")
 	return b.Bytes()
 }

@@ -190,6 +190,17 @@ func (e *runEnv) waitProgressEvery(poll, deadline, stall time.Duration, want int
 	}
 }
 
+// runPhases runs the phases of a scenario in order, and stops at the first
+// that fails.
+func runPhases(phases ...func() error) error {
+	for _, p := range phases {
+		if err := p(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sleepUntil sleeps until t or until the run is stopped.
 func (e *runEnv) sleepUntil(t time.Duration) {
 	if d := t - mono(); d > 0 {
@@ -226,22 +237,11 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 			r.Extra = nil
 		}
 	}()
-	if sysName == result.SystemMochi && !bareScenarios[scenario] {
-		r.Error = naError
-		return r
-	}
-	if sysName == result.SystemRedis && scenario == scenarioTeam {
-		r.Error = naTeamRedis
-		return r
-	}
-	if why := resilienceNA(sysName, scenario); why != "" {
+	if why := notApplicable(sysName, scenario); why != "" {
 		r.Error = why
 		return r
 	}
-	if why := scaleNA(sysName, scenario); why != "" {
-		r.Error = why
-		return r
-	} else if scenario == scenarioScale {
+	if scenario == scenarioScale {
 		return runScale(cfg, r, fdLimit)
 	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
@@ -258,31 +258,38 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		r.Error = err.Error()
 		return r
 	}
+	return runOn(cfg, sys, scenario, fdLimit, r)
+}
+
+// notApplicable is why the scenario does not apply to the system ("" when
+// it does).
+func notApplicable(sysName, scenario string) string {
+	if sysName == result.SystemMochi && !bareScenarios[scenario] {
+		return naError
+	}
+	if sysName == result.SystemRedis && scenario == scenarioTeam {
+		return naTeamRedis
+	}
+	if why := resilienceNA(sysName, scenario); why != "" {
+		return why
+	}
+	return scaleNA(sysName, scenario)
+}
+
+// runOn runs the scenario on sys, just started, within the scenario's
+// time: on a timeout it stops the system and every socket, so that
+// whatever waits fails fast. It stops everything the run started, and
+// adds presenced's stats to a run that failed.
+func runOn(cfg config, sys *system, scenario string, fdLimit uint64, in result.Run) (r result.Run) {
+	r = in
 	// The scenario fills its own copy of the run, taken back only once the
 	// scenario has returned.
 	sr := r
 	sr.Params, sr.Extra = map[string]any{}, map[string]float64{}
 	e := &runEnv{cfg: cfg, sys: sys, run: &sr, fdLimit: fdLimit, cancel: make(chan struct{})}
 	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("panic: %v", p)
-			}
-		}()
-		e.watchDrops()
-		err := scenarioFuncs[scenario](e)
-		if n := e.dropped(); n > 0 {
-			e.run.Extra["broker_messages_dropped"] = float64(n)
-			e.note("the broker dropped %d messages to clients whose outbound queue was full ($SYS/broker/messages/dropped)", n)
-		}
-		done <- err
-	}()
-	timeout := cfg.RunTimeout
-	if scenario == scenarioTeam {
-		timeout += cfg.Team.Burst
-	}
-	timeout += resilienceExtraTime(cfg, scenario) + ceilingExtraTime(cfg, scenario) + memoryExtraTime(cfg, scenario)
+	go e.runScenario(scenario, done)
+	timeout := scenarioTimeout(cfg, scenario)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var stats []byte
@@ -300,6 +307,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 			}
 		}
 	}
+	var err error
 	select {
 	case err = <-done:
 		if err != nil {
@@ -331,6 +339,33 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// runScenario runs the scenario (a panic is its error) and records the
+// messages the broker dropped; done gets its error.
+func (e *runEnv) runScenario(scenario string, done chan<- error) {
+	defer func() {
+		if p := recover(); p != nil {
+			done <- fmt.Errorf("panic: %v", p)
+		}
+	}()
+	e.watchDrops()
+	err := scenarioFuncs[scenario](e)
+	if n := e.dropped(); n > 0 {
+		e.run.Extra["broker_messages_dropped"] = float64(n)
+		e.note("the broker dropped %d messages to clients whose outbound queue was full ($SYS/broker/messages/dropped)", n)
+	}
+	done <- err
+}
+
+// scenarioTimeout is how long a scenario may run: --run-timeout, plus what
+// the scenario's own configured durations add.
+func scenarioTimeout(cfg config, scenario string) time.Duration {
+	timeout := cfg.RunTimeout
+	if scenario == scenarioTeam {
+		timeout += cfg.Team.Burst
+	}
+	return timeout + resilienceExtraTime(cfg, scenario) + ceilingExtraTime(cfg, scenario) + memoryExtraTime(cfg, scenario)
 }
 
 func (e *runEnv) track(c *client) {

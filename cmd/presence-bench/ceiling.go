@@ -63,6 +63,18 @@ func ceilingExtraTime(cfg config, scenario string) time.Duration {
 	return cfg.Ceiling.Budget + 2*(cfg.Ceiling.Step+2*cfg.Ceiling.Converge)
 }
 
+// ceilingSearch is what the ceiling search carries from step to step.
+type ceilingSearch struct {
+	e         *runEnv
+	obs       *observer
+	t0        time.Duration // the search's start
+	good, bad float64       // the highest rate sustained, the lowest not
+	goodPoint *result.Point
+	goodLat   *result.Summary
+	step      int // steps offered
+	retried   int // steps tried once more
+}
+
 // ceiling: the churn mix (connect, status with a unique tag, clean
 // disconnect) offered at a rate doubled from --ceiling-start while it is
 // sustained (propagation p99 within --ceiling-p99 and at least 95 % of the
@@ -88,85 +100,114 @@ func (e *runEnv) ceiling() error {
 	if err != nil {
 		return err
 	}
-	t0 := mono()
-	var good, bad float64
-	var goodPoint *result.Point
-	var goodLat *result.Summary
-	step, retried := 0, 0
-	inBudget := func() bool { return mono()-t0 < cfg.Budget && !e.cancelled() }
-	try := func(rate float64) (bool, error) {
-		step++
-		p, lat, err := e.ceilingStep(obs, step, rate)
+	c := &ceilingSearch{e: e, obs: obs, t0: mono()}
+	if err := runPhases(c.double, c.bisect); err != nil {
+		return err
+	}
+	c.report()
+	return nil
+}
+
+// inBudget tells whether a new step may start.
+func (c *ceilingSearch) inBudget() bool {
+	return mono()-c.t0 < c.e.cfg.Ceiling.Budget && !c.e.cancelled()
+}
+
+// try offers rate for one step (a step that fails is tried once more, and
+// the better of the two counts), adds its point to the curve, and tells
+// whether the rate was sustained.
+func (c *ceilingSearch) try(rate float64) (bool, error) {
+	e, r := c.e, c.e.run
+	c.step++
+	p, lat, err := e.ceilingStep(c.obs, c.step, rate)
+	if err != nil {
+		return false, err
+	}
+	if !p.Sustained && p.Wrong == 0 && c.inBudget() {
+		// The machine is shared: a step that fails is tried once
+		// more, and the better of the two counts.
+		c.step++
+		c.retried++
+		q, qlat, err := e.ceilingStep(c.obs, c.step, rate)
 		if err != nil {
 			return false, err
 		}
-		if !p.Sustained && p.Wrong == 0 && inBudget() {
-			// The machine is shared: a step that fails is tried once
-			// more, and the better of the two counts.
-			step++
-			retried++
-			q, qlat, err := e.ceilingStep(obs, step, rate)
-			if err != nil {
-				return false, err
-			}
-			if q.Wrong > 0 || q.Sustained || (!p.Sustained && q.P99Ms < p.P99Ms) {
-				p, lat = q, qlat
-			}
+		if q.Wrong > 0 || q.Sustained || (!p.Sustained && q.P99Ms < p.P99Ms) {
+			p, lat = q, qlat
 		}
-		r.Curve = append(r.Curve, p)
-		logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change%s",
-			e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
-		if p.Sustained && rate > good {
-			good, goodPoint, goodLat = rate, &r.Curve[len(r.Curve)-1], lat
-		}
-		return p.Sustained, nil
 	}
-	// Doubling (halving while even the start is not sustained).
-	for rate := cfg.Start; inBudget(); {
-		ok, err := try(rate)
+	r.Curve = append(r.Curve, p)
+	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change%s",
+		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
+	if p.Sustained && rate > c.good {
+		c.good, c.goodPoint, c.goodLat = rate, &r.Curve[len(r.Curve)-1], lat
+	}
+	return p.Sustained, nil
+}
+
+// double doubles the rate from --ceiling-start while it is sustained, up to
+// --ceiling-max (halving while even the start is not sustained).
+func (c *ceilingSearch) double() error {
+	cfg := c.e.cfg.Ceiling
+	for rate := cfg.Start; c.inBudget(); {
+		ok, err := c.try(rate)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			bad = rate
-			if good == 0 && rate/2 >= 250 {
+			c.bad = rate
+			if c.good == 0 && rate/2 >= 250 {
 				rate /= 2
 				continue
 			}
 			break
 		}
-		if rate >= cfg.Max || (bad > 0 && rate*2 >= bad) {
+		if rate >= cfg.Max || (c.bad > 0 && rate*2 >= c.bad) {
 			break
 		}
 		rate = math.Min(rate*2, cfg.Max)
 	}
-	for i := 0; i < cfg.Bisect && good > 0 && bad > good && inBudget(); i++ {
-		mid := math.Round((good+bad)/2/250) * 250
-		if mid <= good || mid >= bad {
+	return nil
+}
+
+// bisect bisects, --ceiling-bisect times, between the highest rate
+// sustained and the lowest not, in steps of 250/s.
+func (c *ceilingSearch) bisect() error {
+	for i := 0; i < c.e.cfg.Ceiling.Bisect && c.good > 0 && c.bad > c.good && c.inBudget(); i++ {
+		mid := math.Round((c.good+c.bad)/2/250) * 250
+		if mid <= c.good || mid >= c.bad {
 			break
 		}
-		ok, err := try(mid)
+		ok, err := c.try(mid)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			bad = mid
+			c.bad = mid
 		}
 	}
+	return nil
+}
+
+// report records the ceiling (the rate achieved at the highest rate
+// sustained, with its latency and CPU), the slowest convergence beyond it
+// and the users shown wrongly after converging.
+func (c *ceilingSearch) report() {
+	e, r, cfg := c.e, c.e.run, c.e.cfg.Ceiling
 	var worst float64
 	wrong := 0
 	for _, p := range r.Curve {
 		wrong += p.Wrong
-		if p.OfferedPerSec > good {
+		if p.OfferedPerSec > c.good {
 			worst = math.Max(worst, p.ConvergeMs)
 		}
 	}
-	r.Metrics.ChangesPerSec = good
-	if goodPoint != nil {
-		r.Metrics.ChangesPerSec = goodPoint.AchievedPerSec
-		r.Metrics.Latency = goodLat
-		r.Extra["ceiling_offered_per_s"] = good
-		r.Extra["cpu_us_per_change_at_ceiling"] = goodPoint.CPUUsPerChange
+	r.Metrics.ChangesPerSec = c.good
+	if c.goodPoint != nil {
+		r.Metrics.ChangesPerSec = c.goodPoint.AchievedPerSec
+		r.Metrics.Latency = c.goodLat
+		r.Extra["ceiling_offered_per_s"] = c.good
+		r.Extra["cpu_us_per_change_at_ceiling"] = c.goodPoint.CPUUsPerChange
 	} else {
 		e.note("no rate offered was sustained (p99 within %v and the rate achieved)", cfg.P99)
 	}
@@ -174,18 +215,33 @@ func (e *runEnv) ceiling() error {
 	r.Extra["max_converge_ms_beyond_ceiling"] = worst
 	r.Extra["wrong_after_converge"] = float64(wrong)
 	r.Extra["steps"] = float64(len(r.Curve))
-	r.Extra["steps_retried"] = float64(retried)
-	r.Metrics.ObserverMsgs = obs.msgs.Load()
+	r.Extra["steps_retried"] = float64(c.retried)
+	r.Metrics.ObserverMsgs = c.obs.msgs.Load()
 	if wrong > 0 {
 		e.note("%d users were still shown wrongly once the load had stopped and the observer had %v to converge", wrong, cfg.Converge)
 	}
-	return nil
 }
 
 // ceilingWant is what a user's truth is at the end of a step.
 type ceilingWant struct {
 	online bool
 	tag    string // "": any text
+}
+
+// ceilingStepRun is one step of the ceiling search: its users and what
+// they did.
+type ceilingStepRun struct {
+	e           *runEnv
+	obs         *observer
+	step        int
+	rate        float64
+	users       int
+	period, gap time.Duration // a user's cycle, and the time between its changes
+	names       []string
+	acts        [][]action
+	want        []ceilingWant // per user: the truth at the end
+	devs        []*device     // per user: the device left connected in its last cycle
+	start, end  time.Duration // the load's
 }
 
 // ceilingStep offers rate for the step duration with users of its own, and
@@ -197,86 +253,17 @@ func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Poin
 	// every step/4 at low rates, so that every user makes a few cycles.
 	users := max(1, min(int(rate*0.05), int(rate*cfg.Step.Seconds()/12)))
 	period := time.Duration(float64(users*3) / rate * float64(time.Second))
-	gap := period / 3
-	names := make([]string, users)
-	acts := make([][]action, users)
-	want := make([]ceilingWant, users)
-	devs := make([]*device, users)
+	s := &ceilingStepRun{e: e, obs: obs, step: step, rate: rate, users: users, period: period, gap: period / 3,
+		names: make([]string, users), acts: make([][]action, users), want: make([]ceilingWant, users), devs: make([]*device, users)}
 	cpu0, _ := e.sys.cpu()
 	rcpu0 := e.redisCPU()
 	lcpu0, _ := procCPU(os.Getpid())
-	start := mono() + 100*time.Millisecond
-	end := start + cfg.Step
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for i := range users {
-		names[i] = "k" + strconv.Itoa(step) + "-" + strconv.Itoa(i)
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			user := names[i]
-			id := user + "-d"
-			for t0 := start + time.Duration(i)*period/time.Duration(users); t0 < end && !e.cancelled(); t0 += period {
-				last := t0+period >= end
-				e.sleepUntil(t0)
-				d, err := e.connectDevice(user, id, 60, 10*time.Second)
-				if err != nil {
-					failed.Add(1)
-					want[i] = ceilingWant{}
-					continue
-				}
-				acts[i] = append(acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
-				want[i] = ceilingWant{online: true}
-				e.sleepUntil(t0 + gap)
-				tag := nextTag()
-				if at, err := d.setStatus("away", tag); err == nil {
-					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
-					want[i].tag = tag
-				}
-				if last {
-					devs[i] = d
-					break
-				}
-				e.sleepUntil(t0 + 2*gap)
-				if at, err := d.disconnect(); err == nil {
-					acts[i] = append(acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
-					want[i] = ceilingWant{}
-				}
-			}
-		}(i)
+	stopped := s.load()
+	n, err := s.achieved(&p)
+	if err != nil {
+		return p, nil, err
 	}
-	wg.Wait()
-	stopped := mono()
-	if f := failed.Load(); f > 0 {
-		e.note("step %d (%.0f/s): %d connects failed", step, rate, f)
-	}
-	n, inWindow := 0, 0
-	from := start + period // every user cycling
-	for _, l := range acts {
-		for _, a := range l {
-			n++
-			if a.at >= from && a.at < end {
-				inWindow++
-			}
-		}
-	}
-	if n == 0 {
-		return p, nil, fmt.Errorf("step %d: no presence change made", step)
-	}
-	if end-from > 0 {
-		p.AchievedPerSec = round1(float64(inWindow) / (end - from).Seconds())
-	}
-	truth := func(u string, ob Obs) bool {
-		i, _ := strconv.Atoi(u[len("k"+strconv.Itoa(step)+"-"):])
-		w := want[i]
-		return ob.Online == w.online && (w.tag == "" || ob.Text == w.tag)
-	}
-	converged := e.waitUntil(stopped+cfg.Converge, func() bool { return obs.count(names, truth) == users })
-	p.ConvergeMs = round1(ms(mono() - stopped))
-	if !converged {
-		p.Wrong = users - obs.count(names, truth)
-		e.note("step %d (%.0f/s): %d users not shown their final state %v after the load stopped", step, rate, p.Wrong, cfg.Converge)
-	}
+	s.converge(&p, stopped)
 	cpu1, _ := e.sys.cpu()
 	rcpu1 := e.redisCPU()
 	lcpu1, _ := procCPU(os.Getpid())
@@ -285,33 +272,149 @@ func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Poin
 		p.RedisCPUUs = round3(float64((rcpu1 - rcpu0).Microseconds()) / float64(n))
 	}
 	p.LoadCPUUs = round3(float64((lcpu1 - lcpu0).Microseconds()) / float64(n))
-	// Latency of every change the observer was shown (presenced coalesces
-	// changes of a backlog: those are not shown, and not counted).
-	tl := obs.timeline()
+	sum := s.latency(&p)
+	s.leave(&p)
+	return p, sum, nil
+}
+
+// load has every user of the step cycle, spread evenly over the period,
+// until the step duration is over; in its last cycle a user stays
+// connected. It returns when the load stopped.
+func (s *ceilingStepRun) load() time.Duration {
+	e := s.e
+	s.start = mono() + 100*time.Millisecond
+	s.end = s.start + e.cfg.Ceiling.Step
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range s.users {
+		s.names[i] = "k" + strconv.Itoa(s.step) + "-" + strconv.Itoa(i)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s.cycle(i, &failed)
+		}(i)
+	}
+	wg.Wait()
+	stopped := mono()
+	if f := failed.Load(); f > 0 {
+		e.note("step %d (%.0f/s): %d connects failed", s.step, s.rate, f)
+	}
+	return stopped
+}
+
+// cycle is user i's cycles: connect, a status with a unique tag, a clean
+// disconnect, keeping its truth up to date; a failed connect is counted in
+// failed and skips its cycle.
+func (s *ceilingStepRun) cycle(i int, failed *atomic.Int64) {
+	e := s.e
+	user := s.names[i]
+	id := user + "-d"
+	for t0 := s.start + time.Duration(i)*s.period/time.Duration(s.users); t0 < s.end && !e.cancelled(); t0 += s.period {
+		last := t0+s.period >= s.end
+		e.sleepUntil(t0)
+		d, err := e.connectDevice(user, id, 60, 10*time.Second)
+		if err != nil {
+			failed.Add(1)
+			s.want[i] = ceilingWant{}
+			continue
+		}
+		s.acts[i] = append(s.acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
+		s.want[i] = ceilingWant{online: true}
+		e.sleepUntil(t0 + s.gap)
+		tag := nextTag()
+		if at, err := d.setStatus("away", tag); err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
+			s.want[i].tag = tag
+		}
+		if last {
+			s.devs[i] = d
+			break
+		}
+		e.sleepUntil(t0 + 2*s.gap)
+		if at, err := d.disconnect(); err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
+			s.want[i] = ceilingWant{}
+		}
+	}
+}
+
+// achieved counts the changes made and sets the rate achieved once every
+// user was cycling; it returns the count.
+func (s *ceilingStepRun) achieved(p *result.Point) (int, error) {
+	n, inWindow := 0, 0
+	from := s.start + s.period // every user cycling
+	for _, l := range s.acts {
+		for _, a := range l {
+			n++
+			if a.at >= from && a.at < s.end {
+				inWindow++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("step %d: no presence change made", s.step)
+	}
+	if s.end-from > 0 {
+		p.AchievedPerSec = round1(float64(inWindow) / (s.end - from).Seconds())
+	}
+	return n, nil
+}
+
+// truth tells whether ob shows user u's truth at the end of the step.
+func (s *ceilingStepRun) truth(u string, ob Obs) bool {
+	i, _ := strconv.Atoi(u[len("k"+strconv.Itoa(s.step)+"-"):])
+	w := s.want[i]
+	return ob.Online == w.online && (w.tag == "" || ob.Text == w.tag)
+}
+
+// converge waits (up to --ceiling-converge) until the observer shows every
+// user's truth, and sets the time from when the load stopped, and the
+// users still shown wrongly.
+func (s *ceilingStepRun) converge(p *result.Point, stopped time.Duration) {
+	e, cfg := s.e, s.e.cfg.Ceiling
+	converged := e.waitUntil(stopped+cfg.Converge, func() bool { return s.obs.count(s.names, s.truth) == s.users })
+	p.ConvergeMs = round1(ms(mono() - stopped))
+	if !converged {
+		p.Wrong = s.users - s.obs.count(s.names, s.truth)
+		e.note("step %d (%.0f/s): %d users not shown their final state %v after the load stopped", s.step, s.rate, p.Wrong, cfg.Converge)
+	}
+}
+
+// latency sets the p50 and p99 of every change the observer was shown
+// (presenced coalesces changes of a backlog: those are not shown, and not
+// counted), and whether the step was sustained; it returns their summary.
+func (s *ceilingStepRun) latency(p *result.Point) *result.Summary {
+	tl := s.obs.timeline()
 	var lat []float64
-	for i, u := range names {
-		l, _ := e.latencies(acts[i], obs.shownFor(tl[u]))
+	for i, u := range s.names {
+		l, _ := s.e.latencies(s.acts[i], s.obs.shownFor(tl[u]))
 		lat = append(lat, l...)
 	}
 	sum := summarize(lat)
 	if sum != nil {
 		p.P50Ms, p.P99Ms = sum.P50, sum.P99
 	}
-	p.Sustained = sum != nil && p.P99Ms <= ms(cfg.P99) && p.AchievedPerSec >= 0.95*rate && p.Wrong == 0
-	// Every user leaves; the observer must show each offline.
+	p.Sustained = sum != nil && p.P99Ms <= ms(s.e.cfg.Ceiling.P99) && p.AchievedPerSec >= 0.95*s.rate && p.Wrong == 0
+	return sum
+}
+
+// leave has every user leave, and waits until the observer shows each
+// offline; those it does not show offline are wrong, and the step not
+// sustained.
+func (s *ceilingStepRun) leave(p *result.Point) {
+	e, cfg := s.e, s.e.cfg.Ceiling
 	left := mono()
-	for _, d := range devs {
+	for _, d := range s.devs {
 		if d != nil {
 			_, _ = d.disconnect()
 		}
 	}
-	if !e.waitUntil(left+cfg.Converge, func() bool { return obs.count(names, offline) == users }) {
-		off := users - obs.count(names, offline)
+	if !e.waitUntil(left+cfg.Converge, func() bool { return s.obs.count(s.names, offline) == s.users }) {
+		off := s.users - s.obs.count(s.names, offline)
 		p.Wrong += off
 		p.Sustained = false
-		e.note("step %d (%.0f/s): %d users not shown offline %v after they left", step, rate, off, cfg.Converge)
+		e.note("step %d (%.0f/s): %d users not shown offline %v after they left", s.step, s.rate, off, cfg.Converge)
 	}
-	return p, sum, nil
 }
 
 // redisCPU is the CPU time of presenced-redis's redis-server; -1 without one.

@@ -437,169 +437,236 @@ func highestGens(tl Timeline) map[string]uint64 {
 // ---------------------------------------------------------------------------
 // crash
 
+// crashRun is what one run of the crash scenario carries from phase to
+// phase.
+type crashRun struct {
+	e            *runEnv
+	cfg          crashConfig
+	n            int  // sessions
+	mosq         bool // mosquitto: the sockets are closed instead of a node killed
+	addrB, nodeB string
+	b            *system // node B; nil on mosquitto
+	obs          *observer
+	devs         []*device
+	before       map[string]uint64 // the highest generation per client id shown before the crash
+
+	stop      chan struct{} // closed when the run ends
+	rs        []*roamer
+	c0, cConv map[string]int64 // Redis commands at the kill, and once converged
+	kill      time.Duration
+	backs     int
+	back      []string // the users whose client came back
+	backAt    map[string]time.Duration
+	lastBack  time.Duration          // the last client's return
+	fresh     func(string, Obs) bool // a user shown back online, on node B
+	end       time.Duration
+}
+
 // crash: node A holds the sessions and is SIGKILLed; every client comes back
 // on node B after a random delay. On mosquitto (one broker, no cluster) the
 // clients' sockets are closed at once without DISCONNECT instead, and every
 // client comes back to the same broker.
 func (e *runEnv) crash() error {
-	cfg := e.cfg.Crash
-	r := e.run
-	n := e.capDevices(cfg.Sessions, 20, "crash sessions")
-	r.Params["sessions"] = n
+	c := &crashRun{e: e, cfg: e.cfg.Crash}
+	if err := c.setup(); err != nil {
+		return err
+	}
+	c.stop = make(chan struct{})
+	defer close(c.stop)
+	if err := runPhases(c.crash, c.converge); err != nil {
+		return err
+	}
+	c.report()
+	return nil
+}
+
+// setup records the parameters, starts node B (on mosquitto, notes why
+// there is none), connects the observer there and the sessions to node A,
+// and waits until the observer shows every user online and the nodes are
+// quiet.
+func (c *crashRun) setup() error {
+	e, r, cfg := c.e, c.e.run, c.cfg
+	c.n = e.capDevices(cfg.Sessions, 20, "crash sessions")
+	r.Params["sessions"] = c.n
 	r.Params["max_delay_s"] = cfg.MaxDelay.Seconds()
 	r.Params["grace_s"] = cfg.Grace.Seconds()
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	mosq := e.sys.lastWill()
-	addrB, nodeB := e.sys.addr(), ""
-	var b *system
-	if mosq {
+	c.mosq = e.sys.lastWill()
+	c.addrB = e.sys.addr()
+	var err error
+	if c.mosq {
 		e.note("mosquitto has no cluster, and a killed mosquitto loses every client and (without persistence) every retained state: no fair comparison with a node crash. This run is the nearest: the clients' sockets are closed at once without DISCONNECT (a dead middlebox) and each comes back to the same broker after the same random delay; each will fires")
 	} else {
-		var err error
-		if b, err = e.startNode("bench-b"); err != nil {
+		if c.b, err = e.startNode("bench-b"); err != nil {
 			return err
 		}
-		addrB, nodeB = b.addr(), b.node()
+		c.addrB, c.nodeB = c.b.addr(), c.b.node()
 		r.Params["nodes"] = 2
 		r.Params["observer_on"] = "node B"
 	}
-	obs, err := e.newObserverAt(addrB, "obs-crash", []string{topicPrefix + "+"}, observerBuf, nil)
-	if err != nil {
+	if c.obs, err = e.newObserverAt(c.addrB, "obs-crash", []string{topicPrefix + "+"}, observerBuf, nil); err != nil {
 		return err
 	}
-	devs, _, _, err := e.loadDevices("x", n, cfg.Keepalive)
-	if err != nil {
+	if c.devs, _, _, err = e.loadDevices("x", c.n, cfg.Keepalive); err != nil {
 		return err
 	}
-	up := usersOf(devs)
-	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d users online before the crash (%s)", got, len(up), obs.state())
+	up := usersOf(c.devs)
+	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(up), func() int { return c.obs.count(up, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d users online before the crash (%s)", got, len(up), c.obs.state())
 	}
-	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(e.sys, b) })
-	before := highestGens(obs.timeline())
+	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(e.sys, c.b) })
+	c.before = highestGens(c.obs.timeline())
+	return nil
+}
 
-	var rs []*roamer
-	for _, d := range devs {
+// crash makes every device a roamer that comes back once, to node B, after
+// a random delay; kills node A (on mosquitto, closes every socket); and
+// waits until every client is back or has given up.
+func (c *crashRun) crash() error {
+	e, cfg := c.e, c.cfg
+	for _, d := range c.devs {
 		if d != nil {
 			id := d.id
 			if cfg.NewID {
 				id += "-b"
 			}
-			rs = append(rs, &roamer{user: d.user, id: id, ka: cfg.Keepalive, d: d})
+			c.rs = append(c.rs, &roamer{user: d.user, id: id, ka: cfg.Keepalive, d: d})
 		}
 	}
-	var c0 map[string]int64
 	if e.sys.redis != nil {
-		if c0, err = e.sys.redis.commandStats(); err != nil {
+		var err error
+		if c.c0, err = e.sys.redis.commandStats(); err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	stop := make(chan struct{})
-	defer close(stop)
 	var wg sync.WaitGroup
-	pick := func(int) (int, string, bool) { return 1, addrB, true }
-	for i, ro := range rs {
+	pick := func(int) (int, string, bool) { return 1, c.addrB, true }
+	for i, ro := range c.rs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, true, stop)
+			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, true, c.stop)
 		}()
 	}
-	kill := mono()
-	if mosq {
-		for _, ro := range rs {
+	c.kill = mono()
+	if c.mosq {
+		for _, ro := range c.rs {
 			ro.d.c.Close()
 		}
 	} else {
 		e.sys.kill()
 	}
 	wg.Wait()
-	backs, failed, lastErr := roamerStats(rs)
-	if backs < len(rs) {
-		e.note("%d of %d clients did not come back (%d failed attempts; last error: %s)", len(rs)-backs, len(rs), failed, lastErr)
+	backs, failed, lastErr := roamerStats(c.rs)
+	c.backs = backs
+	if backs < len(c.rs) {
+		e.note("%d of %d clients did not come back (%d failed attempts; last error: %s)", len(c.rs)-backs, len(c.rs), failed, lastErr)
 	}
-	var back []string
-	backAt := make(map[string]time.Duration, len(rs))
-	var lastBack time.Duration
-	for _, ro := range rs {
+	c.backAt = make(map[string]time.Duration, len(c.rs))
+	for _, ro := range c.rs {
 		if _, node := ro.state(); node >= 0 {
-			back = append(back, ro.user)
-			backAt[ro.user] = ro.backAt
-			lastBack = max(lastBack, ro.backAt)
+			c.back = append(c.back, ro.user)
+			c.backAt[ro.user] = ro.backAt
+			c.lastBack = max(c.lastBack, ro.backAt)
 		}
 	}
-	if len(back) == 0 {
+	if len(c.back) == 0 {
 		return fmt.Errorf("no client came back (%d failed attempts; last error: %s)", failed, lastErr)
 	}
-	onB := func(string) string { return nodeB }
-	if mosq {
+	return nil
+}
+
+// converge waits until the observer shows every client that came back
+// online with a session newer than the crash, on node B, and node B is
+// quiet: the time from the kill is the convergence. Then it waits for node
+// B to sweep node A (part of the storm), and records the Redis commands
+// until converged and until swept.
+func (c *crashRun) converge() error {
+	e, r, obs, back, kill := c.e, c.e.run, c.obs, c.back, c.kill
+	onB := func(string) string { return c.nodeB }
+	if c.mosq {
 		onB = nil
 	}
-	fresh := newerThan(before, onB)
+	c.fresh = newerThan(c.before, onB)
 	converged := true
-	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, len(back), func() int { return obs.count(back, fresh) }); !ok {
+	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, len(back), func() int { return obs.count(back, c.fresh) }); !ok {
 		converged = false
 		r.Extra["not_converged"] = float64(len(back) - got)
 		e.note("the observer never showed every user back online on node B: %d of %d after the count stopped growing (%s)", got, len(back), obs.state())
 	}
-	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(b) }) {
+	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(c.b) }) {
 		converged = false
 		e.note("node B still had presence work pending 30 s after the users were shown back")
 	}
 	quietAt := mono()
 	if converged {
-		if at, ok := convergeAt(obs.timeline(), back, kill, fresh); ok {
+		if at, ok := convergeAt(obs.timeline(), back, kill, c.fresh); ok {
 			r.Metrics.ConvergeMs = round1(ms(max(at, quietAt) - kill))
 			r.Extra["shown_back_ms"] = round1(ms(at - kill))
 		}
 	}
-	r.Extra["last_client_back_ms"] = round1(ms(lastBack - kill))
-	var cConv map[string]int64
+	r.Extra["last_client_back_ms"] = round1(ms(c.lastBack - kill))
 	if e.sys.redis != nil {
-		if cConv, err = e.sys.redis.commandStats(); err != nil {
+		var err error
+		if c.cConv, err = e.sys.redis.commandStats(); err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
 	}
-	// Node A's record expires and B sweeps what A still held: part of the
-	// storm.
-	if b != nil && cfg.SweepWait > 0 {
-		if e.waitUntil(mono()+cfg.SweepWait, func() bool { return statNumber(b, "redis_nodes_lost") >= 1 }) {
-			r.Extra["node_a_swept_ms"] = round1(ms(mono() - kill))
-			e.waitUntil(mono()+10*time.Second, func() bool { return quiet(b) })
-		} else {
-			e.note("node B did not report node A lost (redis_nodes_lost) within %v of converging", cfg.SweepWait)
-		}
-		r.Extra["swept_sessions"] = max(0, statNumber(b, "redis_swept"))
-	}
+	c.sweep()
 	time.Sleep(time.Second) // late publishes count
-	end := mono()
+	c.end = mono()
 	if e.sys.redis != nil {
 		c1, err := e.sys.redis.commandStats()
 		if err != nil {
 			return fmt.Errorf("redis INFO: %w", err)
 		}
-		e.redisDelta("to_converge_", "from the kill until converged", c0, cConv, len(rs))
-		e.redisDelta("storm_", "from the kill until node A was swept + 1 s", c0, c1, len(rs))
+		e.redisDelta("to_converge_", "from the kill until converged", c.c0, c.cConv, len(c.rs))
+		e.redisDelta("storm_", "from the kill until node A was swept + 1 s", c.c0, c1, len(c.rs))
 	}
+	return nil
+}
 
-	tl := obs.timeline()
-	msgs := make([]int, 0, len(rs))
+// sweep waits (up to --crash-sweep-wait) until node A's record expires and
+// node B sweeps what A still held, and records when and how many sessions
+// it swept (not on mosquitto).
+func (c *crashRun) sweep() {
+	e, r, b := c.e, c.e.run, c.b
+	if b == nil || c.cfg.SweepWait <= 0 {
+		return
+	}
+	if e.waitUntil(mono()+c.cfg.SweepWait, func() bool { return statNumber(b, "redis_nodes_lost") >= 1 }) {
+		r.Extra["node_a_swept_ms"] = round1(ms(mono() - c.kill))
+		e.waitUntil(mono()+10*time.Second, func() bool { return quiet(b) })
+	} else {
+		e.note("node B did not report node A lost (redis_nodes_lost) within %v of converging", c.cfg.SweepWait)
+	}
+	r.Extra["swept_sessions"] = max(0, statNumber(b, "redis_swept"))
+}
+
+// report counts, from the kill to the end, the users shown offline (and
+// those of them back within the grace), the strobes and the retained
+// publishes per user, with the verdicts on the two targets, and judges the
+// observer.
+func (c *crashRun) report() {
+	e, r, cfg, kill := c.e, c.e.run, c.cfg, c.kill
+	tl := c.obs.timeline()
+	msgs := make([]int, 0, len(c.rs))
 	offUsers, offBackInGrace, strobes := 0, 0, 0
-	for _, ro := range rs {
-		sc := showIn(tl[ro.user], kill, end)
+	for _, ro := range c.rs {
+		sc := showIn(tl[ro.user], kill, c.end)
 		msgs = append(msgs, sc.Msgs)
 		strobes += sc.Strobes
 		if sc.Offline > 0 {
 			offUsers++
-			if at, ok := backAt[ro.user]; ok && at-kill <= cfg.Grace {
+			if at, ok := c.backAt[ro.user]; ok && at-kill <= cfg.Grace {
 				offBackInGrace++
 			}
 		}
 	}
 	mean, worst, over := spread(msgs, 2)
-	r.Metrics.Sessions = len(rs)
-	r.Extra["clients_back"] = float64(backs)
+	r.Metrics.Sessions = len(c.rs)
+	r.Extra["clients_back"] = float64(c.backs)
 	r.Extra["users_shown_offline"] = float64(offUsers)
 	r.Extra["users_shown_offline_back_within_grace"] = float64(offBackInGrace)
 	r.Extra["strobes"] = float64(strobes)
@@ -608,8 +675,7 @@ func (e *runEnv) crash() error {
 	r.Extra["users_over_2_publishes"] = float64(over)
 	e.note("target 0 users shown offline who came back within the grace (%v): %d: %s", cfg.Grace, offBackInGrace, verdictText(offBackInGrace == 0))
 	e.note("target ≤ 2 retained publishes per user during the storm: max %d, mean %s, %d users over 2: %s", worst, fmtFloat(round3(mean)), over, verdictText(worst <= 2))
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(c.end, c.obs)
 }
 
 func verdictText(ok bool) string {
@@ -622,167 +688,240 @@ func verdictText(ok bool) string {
 // ---------------------------------------------------------------------------
 // rolling
 
+// rollingRun is what one run of the rolling scenario carries from phase to
+// phase.
+type rollingRun struct {
+	e       *runEnv
+	cfg     rollingConfig
+	n       int       // devices
+	nodes   []*system // restarted one after the other
+	obsNode *system   // the observer's, not restarted
+	all     []*system // every node
+	obs     *observer
+	rs      []*roamer
+	users   []string
+	byUser  map[string]*roamer
+
+	lmu     sync.Mutex
+	live    []bool // per node: devices may reconnect to it
+	pickRng *rand.Rand
+
+	t0, lastConv, end time.Duration // the first SIGTERM, the last convergence, the end
+}
+
 // rolling: nodes on one Redis, devices spread over them; each node in turn
 // gets SIGTERM, exits and is started again; a disconnected device comes
 // back on another live node. The observer is on a further node that is
 // not restarted.
 func (e *runEnv) rolling() error {
-	cfg := e.cfg.Rolling
-	r := e.run
-	n := e.capDevices(cfg.Devices, 20, "rolling devices")
-	r.Params["devices"] = n
+	s := &rollingRun{e: e, cfg: e.cfg.Rolling}
+	if err := runPhases(s.startNodes, s.connect); err != nil {
+		return err
+	}
+	stopRoaming := s.roamAll()
+	defer stopRoaming()
+	if err := s.restarts(); err != nil {
+		return err
+	}
+	s.report()
+	return nil
+}
+
+// startNodes records the parameters, starts the further nodes and the
+// observer's node, and connects the observer there.
+func (s *rollingRun) startNodes() error {
+	e, r, cfg := s.e, s.e.run, s.cfg
+	s.n = e.capDevices(cfg.Devices, 20, "rolling devices")
+	r.Params["devices"] = s.n
 	r.Params["nodes"] = cfg.Nodes
 	r.Params["max_delay_s"] = cfg.MaxDelay.Seconds()
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
 	r.Params["observer_on"] = "a further node, not restarted"
-	nodes := []*system{e.sys}
+	s.nodes = []*system{e.sys}
 	for i := 2; i <= cfg.Nodes; i++ {
-		s, err := e.startNode("bench-" + strconv.Itoa(i))
+		nd, err := e.startNode("bench-" + strconv.Itoa(i))
 		if err != nil {
 			return err
 		}
-		nodes = append(nodes, s)
+		s.nodes = append(s.nodes, nd)
 	}
-	obsNode, err := e.startNode("bench-obs")
-	if err != nil {
+	var err error
+	if s.obsNode, err = e.startNode("bench-obs"); err != nil {
 		return err
 	}
-	obs, err := e.newObserverAt(obsNode.addr(), "obs-rolling", []string{topicPrefix + "+"}, observerBuf, nil)
-	if err != nil {
-		return err
-	}
-	rs := make([]*roamer, n)
+	s.obs, err = e.newObserverAt(s.obsNode.addr(), "obs-rolling", []string{topicPrefix + "+"}, observerBuf, nil)
+	return err
+}
+
+// connect connects the devices, spread over the nodes in turn, and waits
+// until the observer shows them all online and every node is quiet.
+func (s *rollingRun) connect() error {
+	e, cfg, n := s.e, s.cfg, s.n
+	s.rs = make([]*roamer, n)
 	failed, err := connectMany(n, e.cfg.ConnectWorkers, func(i int) error {
 		u := "r" + strconv.Itoa(i)
-		d, err := e.connectDeviceAt(nodes[i%len(nodes)].addr(), u, u+"-d", cfg.Keepalive, connectTimeout)
+		d, err := e.connectDeviceAt(s.nodes[i%len(s.nodes)].addr(), u, u+"-d", cfg.Keepalive, connectTimeout)
 		if err != nil {
 			return err
 		}
-		rs[i] = &roamer{user: u, id: u + "-d", ka: cfg.Keepalive, d: d, node: i % len(nodes)}
+		s.rs[i] = &roamer{user: u, id: u + "-d", ka: cfg.Keepalive, d: d, node: i % len(s.nodes)}
 		return nil
 	})
 	if failed > 0 {
 		return fmt.Errorf("%d of %d devices failed to connect: %w", failed, n, err)
 	}
-	users := make([]string, n)
-	byUser := make(map[string]*roamer, n)
-	for i, ro := range rs {
-		users[i] = ro.user
-		byUser[ro.user] = ro
+	s.users = make([]string, n)
+	s.byUser = make(map[string]*roamer, n)
+	for i, ro := range s.rs {
+		s.users[i] = ro.user
+		s.byUser[ro.user] = ro
 	}
-	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, n, func() int { return obs.count(users, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d devices online before the restarts (%s)", got, n, obs.state())
+	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, n, func() int { return s.obs.count(s.users, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d devices online before the restarts (%s)", got, n, s.obs.state())
 	}
-	all := append(append([]*system(nil), nodes...), obsNode)
-	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(all...) })
+	s.all = append(append([]*system(nil), s.nodes...), s.obsNode)
+	e.waitUntil(mono()+10*time.Second, func() bool { return quiet(s.all...) })
+	return nil
+}
 
-	var lmu sync.Mutex
-	live := make([]bool, len(nodes))
-	for i := range live {
-		live[i] = true
+// roamAll has every device come back, whenever its connection ends, on
+// another live node after a random delay; the func it returns stops them
+// and waits.
+func (s *rollingRun) roamAll() func() {
+	s.live = make([]bool, len(s.nodes))
+	for i := range s.live {
+		s.live[i] = true
 	}
-	pickRng := rand.New(rand.NewSource(7))
-	pick := func(from int) (int, string, bool) {
-		lmu.Lock()
-		defer lmu.Unlock()
-		var cand []int
-		for i, ok := range live {
-			if ok && i != from {
-				cand = append(cand, i)
-			}
-		}
-		if len(cand) == 0 {
-			return 0, "", false
-		}
-		i := cand[pickRng.Intn(len(cand))]
-		return i, nodes[i].addr(), true
-	}
+	s.pickRng = rand.New(rand.NewSource(7))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, ro := range rs {
+	for i, ro := range s.rs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.roam(ro, rand.New(rand.NewSource(int64(i+1))), cfg.MaxDelay, pick, false, stop)
+			s.e.roam(ro, rand.New(rand.NewSource(int64(i+1))), s.cfg.MaxDelay, s.pick, false, stop)
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
+	return func() { close(stop); wg.Wait() }
+}
 
-	// Converged: every device connected, and shown online with only
-	// sessions on the node it is on now.
-	nodeOf := func(user string) string {
-		_, node := byUser[user].state()
-		if node < 0 {
-			return "away"
+// pick is a random live node other than from, with its address; false when
+// there is none.
+func (s *rollingRun) pick(from int) (int, string, bool) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	var cand []int
+	for i, ok := range s.live {
+		if ok && i != from {
+			cand = append(cand, i)
 		}
-		return nodes[node].node()
 	}
-	settled := func(user string, ob Obs) bool {
-		want := nodeOf(user)
-		if !ob.Online || len(ob.Gens) == 0 || want == "away" {
+	if len(cand) == 0 {
+		return 0, "", false
+	}
+	i := cand[s.pickRng.Intn(len(cand))]
+	return i, s.nodes[i].addr(), true
+}
+
+// setLive marks node i as one devices may reconnect to, or not.
+func (s *rollingRun) setLive(i int, ok bool) {
+	s.lmu.Lock()
+	s.live[i] = ok
+	s.lmu.Unlock()
+}
+
+// settled tells whether ob shows user online with only sessions on the
+// node it is on now (converged).
+func (s *rollingRun) settled(user string, ob Obs) bool {
+	want := "away"
+	if _, node := s.byUser[user].state(); node >= 0 {
+		want = s.nodes[node].node()
+	}
+	if !ob.Online || len(ob.Gens) == 0 || want == "away" {
+		return false
+	}
+	for i := range ob.Gens {
+		if i >= len(ob.Nodes) || ob.Nodes[i] != want {
 			return false
 		}
-		for i := range ob.Gens {
-			if i >= len(ob.Nodes) || ob.Nodes[i] != want {
-				return false
-			}
-		}
-		return true
 	}
-	var c0 map[string]int64
-	if c0, err = e.sys.redis.commandStats(); err != nil {
+	return true
+}
+
+// restarts restarts every node in turn and records the Redis commands from
+// the first SIGTERM until the end.
+func (s *rollingRun) restarts() error {
+	e := s.e
+	c0, err := e.sys.redis.commandStats()
+	if err != nil {
 		return fmt.Errorf("redis INFO: %w", err)
 	}
-	t0 := mono()
-	var lastConv time.Duration
-	for i, nd := range nodes {
-		lmu.Lock()
-		live[i] = false
-		lmu.Unlock()
-		tTerm := mono()
-		took, clean := nd.term(cfg.DrainTimeout)
-		r.Extra[fmt.Sprintf("node%d_exit_ms", i+1)] = round1(ms(took))
-		if !clean {
-			e.note("node %d had not exited %v after SIGTERM: SIGKILLed", i+1, cfg.DrainTimeout)
-		}
-		if err := nd.start(); err != nil {
-			return fmt.Errorf("restart node %d: %w", i+1, err)
-		}
-		if i == 0 {
-			e.watchDrops()
-		}
-		lmu.Lock()
-		live[i] = true
-		lmu.Unlock()
-		if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, n, func() int { return obs.count(users, settled) }); !ok {
-			e.note("after restarting node %d the observer showed %d of %d devices online on their node (the count stopped growing)", i+1, got, n)
-		}
-		if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(all...) }) {
-			e.note("after restarting node %d presence work was still pending 30 s after the devices were shown back", i+1)
-		}
-		lastConv = mono()
-		r.Extra[fmt.Sprintf("node%d_converge_ms", i+1)] = round1(ms(lastConv - tTerm))
-		if i < len(nodes)-1 {
-			e.sleepUntil(mono() + cfg.Pause)
+	s.t0 = mono()
+	for i, nd := range s.nodes {
+		if err := s.restart(i, nd); err != nil {
+			return err
 		}
 	}
 	time.Sleep(time.Second) // late publishes count
-	end := mono()
+	s.end = mono()
 	c1, err := e.sys.redis.commandStats()
 	if err != nil {
 		return fmt.Errorf("redis INFO: %w", err)
 	}
-	e.redisDelta("", "from the first SIGTERM until the end", c0, c1, n)
-	backs, failedBacks, lastErr := roamerStats(rs)
+	e.redisDelta("", "from the first SIGTERM until the end", c0, c1, s.n)
+	return nil
+}
+
+// restart gives node i SIGTERM (SIGKILL after the drain timeout) while
+// devices may not reconnect to it, starts it again, and waits until every
+// device is shown online on its node and every node is quiet: the time
+// from the SIGTERM is the node's convergence. It pauses before the next
+// node.
+func (s *rollingRun) restart(i int, nd *system) error {
+	e, r, cfg, n := s.e, s.e.run, s.cfg, s.n
+	s.setLive(i, false)
+	tTerm := mono()
+	took, clean := nd.term(cfg.DrainTimeout)
+	r.Extra[fmt.Sprintf("node%d_exit_ms", i+1)] = round1(ms(took))
+	if !clean {
+		e.note("node %d had not exited %v after SIGTERM: SIGKILLed", i+1, cfg.DrainTimeout)
+	}
+	if err := nd.start(); err != nil {
+		return fmt.Errorf("restart node %d: %w", i+1, err)
+	}
+	if i == 0 {
+		e.watchDrops()
+	}
+	s.setLive(i, true)
+	if got, ok := e.waitProgress(mono()+60*time.Second, 15*time.Second, n, func() int { return s.obs.count(s.users, s.settled) }); !ok {
+		e.note("after restarting node %d the observer showed %d of %d devices online on their node (the count stopped growing)", i+1, got, n)
+	}
+	if !e.waitUntil(mono()+30*time.Second, func() bool { return quiet(s.all...) }) {
+		e.note("after restarting node %d presence work was still pending 30 s after the devices were shown back", i+1)
+	}
+	s.lastConv = mono()
+	r.Extra[fmt.Sprintf("node%d_converge_ms", i+1)] = round1(ms(s.lastConv - tTerm))
+	if i < len(s.nodes)-1 {
+		e.sleepUntil(mono() + cfg.Pause)
+	}
+	return nil
+}
+
+// report counts, from the first SIGTERM to the end, the users shown
+// offline, the strobes and the retained publishes per user, with the
+// verdict on the target, and judges the observer.
+func (s *rollingRun) report() {
+	e, r, n := s.e, s.e.run, s.n
+	backs, failedBacks, lastErr := roamerStats(s.rs)
 	if failedBacks > 0 {
 		e.note("%d reconnect attempts failed (retried; last error: %s)", failedBacks, lastErr)
 	}
-	tl := obs.timeline()
+	tl := s.obs.timeline()
 	msgs := make([]int, 0, n)
 	offUsers, strobes := 0, 0
-	for _, u := range users {
-		sc := showIn(tl[u], t0, end)
+	for _, u := range s.users {
+		sc := showIn(tl[u], s.t0, s.end)
 		msgs = append(msgs, sc.Msgs)
 		strobes += sc.Strobes
 		if sc.Offline > 0 {
@@ -791,8 +930,8 @@ func (e *runEnv) rolling() error {
 	}
 	mean, worst, over := spread(msgs, 2)
 	r.Metrics.Sessions = n
-	r.Metrics.ConvergeMs = round1(ms(lastConv - t0))
-	r.Extra["total_s"] = round3((lastConv - t0).Seconds())
+	r.Metrics.ConvergeMs = round1(ms(s.lastConv - s.t0))
+	r.Extra["total_s"] = round3((s.lastConv - s.t0).Seconds())
 	r.Extra["reconnects"] = float64(backs)
 	r.Extra["users_shown_offline"] = float64(offUsers)
 	r.Extra["strobes"] = float64(strobes)
@@ -800,20 +939,43 @@ func (e *runEnv) rolling() error {
 	r.Extra["publishes_per_user_max"] = float64(worst)
 	r.Extra["users_over_2_publishes"] = float64(over)
 	e.note("target 0 users shown offline during the rolling restart: %d: %s", offUsers, verdictText(offUsers == 0))
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(s.end, s.obs)
 }
 
 // ---------------------------------------------------------------------------
 // flap-drop
+
+// flapDropRun is what one run of the flap-drop scenario carries from phase
+// to phase.
+type flapDropRun struct {
+	e                    *runEnv
+	cfg                  flapDropConfig
+	obs                  *observer
+	same, fresh          []*device // the devices that come back with the same client id, with a new one
+	up                   []string
+	start, stopAt        time.Duration
+	drops, backs, failed atomic.Int64
+	firstErr             atomic.Value
+}
 
 // flapDrop: devices stay connected for a while, then close their socket
 // without DISCONNECT and come back after a short gap, over and over: half
 // with the same client id, half with a new client id each time (a network
 // change). The users never leave.
 func (e *runEnv) flapDrop() error {
-	cfg := e.cfg.FlapDrop
-	r := e.run
+	s := &flapDropRun{e: e, cfg: e.cfg.FlapDrop}
+	if err := s.setup(); err != nil {
+		return err
+	}
+	s.flapAll()
+	s.report()
+	return nil
+}
+
+// setup records the parameters, connects the observer and both halves of
+// the devices, and waits until the observer shows them all online.
+func (s *flapDropRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.cfg
 	n := e.capDevices(2*cfg.Devices, 20, "flap-drop devices") / 2
 	r.Params["devices_per_variant"] = n
 	r.Params["duration_s"] = cfg.Duration.Seconds()
@@ -821,93 +983,107 @@ func (e *runEnv) flapDrop() error {
 	r.Params["gap_s"] = fmt.Sprintf("0.05–%g", cfg.GapMax.Seconds())
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	obs, err := e.newObserver("obs-flap-drop", topicPrefix+"+", observerBuf)
-	if err != nil {
+	var err error
+	if s.obs, err = e.newObserver("obs-flap-drop", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	same, _, _, err := e.loadDevices("fs", n, cfg.Keepalive)
-	if err != nil {
+	if s.same, _, _, err = e.loadDevices("fs", n, cfg.Keepalive); err != nil {
 		return err
 	}
-	fresh, _, _, err := e.loadDevices("fn", n, cfg.Keepalive)
-	if err != nil {
+	if s.fresh, _, _, err = e.loadDevices("fn", n, cfg.Keepalive); err != nil {
 		return err
 	}
-	up := append(usersOf(same), usersOf(fresh)...)
-	if got, ok := e.waitProgress(mono()+30*time.Second, 10*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
-		return fmt.Errorf("the observer showed %d of %d devices online (%s)", got, len(up), obs.state())
+	s.up = append(usersOf(s.same), usersOf(s.fresh)...)
+	if got, ok := e.waitProgress(mono()+30*time.Second, 10*time.Second, len(s.up), func() int { return s.obs.count(s.up, online) }); !ok {
+		return fmt.Errorf("the observer showed %d of %d devices online (%s)", got, len(s.up), s.obs.state())
 	}
-	start := mono() + 100*time.Millisecond
-	stopAt := start + cfg.Duration
-	var drops, backs, failed atomic.Int64
-	var firstErr atomic.Value
+	return nil
+}
+
+// flapAll has every device drop and come back until the duration is over,
+// and waits for them.
+func (s *flapDropRun) flapAll() {
+	s.start = mono() + 100*time.Millisecond
+	s.stopAt = s.start + s.cfg.Duration
 	var wg sync.WaitGroup
-	run := func(d *device, seed int64, newID bool) {
-		defer wg.Done()
-		rng := rand.New(rand.NewSource(seed))
-		between := func(lo, hi time.Duration) time.Duration {
-			if hi <= lo {
-				return lo
-			}
-			return lo + time.Duration(rng.Int63n(int64(hi-lo)))
-		}
-		k := 0
-		for {
-			e.sleepUntil(min(mono()+between(cfg.UpMin, cfg.UpMax), stopAt))
-			if mono() >= stopAt || e.cancelled() {
-				return
-			}
-			d.drop(mono())
-			drops.Add(1)
-			for {
-				e.sleepUntil(mono() + between(50*time.Millisecond, cfg.GapMax))
-				if e.cancelled() {
-					return
-				}
-				id := d.id
-				if newID {
-					k++
-					id = d.user + "-d" + strconv.Itoa(k)
-				}
-				nd, err := e.connectDevice(d.user, id, cfg.Keepalive, 10*time.Second)
-				if err == nil {
-					d = nd
-					backs.Add(1)
-					break
-				}
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-			}
-		}
-	}
-	for i, d := range same {
+	for i, d := range s.same {
 		if d != nil {
 			wg.Add(1)
-			go run(d, int64(i+1), false)
+			go func() { defer wg.Done(); s.flap(d, int64(i+1), false) }()
 		}
 	}
-	for i, d := range fresh {
+	for i, d := range s.fresh {
 		if d != nil {
 			wg.Add(1)
-			go run(d, int64(100000+i), true)
+			go func() { defer wg.Done(); s.flap(d, int64(100000+i), true) }()
 		}
 	}
 	wg.Wait()
-	if f := failed.Load(); f > 0 {
-		e.note("%d reconnects failed (retried): %v", f, firstErr.Load())
+	if f := s.failed.Load(); f > 0 {
+		s.e.note("%d reconnects failed (retried): %v", f, s.firstErr.Load())
 	}
+}
+
+// flap is one device's life: connected for a random time in [UpMin, UpMax),
+// then dropped (its socket closed without DISCONNECT) and back after a
+// random gap in [50ms, GapMax), retried until it is, with a new client id
+// each time when newID; until the duration is over.
+func (s *flapDropRun) flap(d *device, seed int64, newID bool) {
+	e, cfg := s.e, s.cfg
+	rng := rand.New(rand.NewSource(seed))
+	between := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(rng.Int63n(int64(hi-lo)))
+	}
+	k := 0
+	for {
+		e.sleepUntil(min(mono()+between(cfg.UpMin, cfg.UpMax), s.stopAt))
+		if mono() >= s.stopAt || e.cancelled() {
+			return
+		}
+		d.drop(mono())
+		s.drops.Add(1)
+		for {
+			e.sleepUntil(mono() + between(50*time.Millisecond, cfg.GapMax))
+			if e.cancelled() {
+				return
+			}
+			id := d.id
+			if newID {
+				k++
+				id = d.user + "-d" + strconv.Itoa(k)
+			}
+			nd, err := e.connectDevice(d.user, id, cfg.Keepalive, 10*time.Second)
+			if err == nil {
+				d = nd
+				s.backs.Add(1)
+				break
+			}
+			s.failed.Add(1)
+			s.firstErr.CompareAndSwap(nil, err.Error())
+		}
+	}
+}
+
+// report waits for the last drops' states, then counts per variant the
+// strobes, the offline states shown and the retained publishes per user
+// per minute, with the verdict on the target, and judges the observer.
+func (s *flapDropRun) report() {
+	e, r, cfg := s.e, s.e.run, s.cfg
 	time.Sleep(2 * time.Second) // the last drops' states arrive
 	end := mono()
-	tl := obs.timeline()
+	tl := s.obs.timeline()
 	minutes := cfg.Duration.Minutes()
 	for _, v := range []struct {
 		name string
 		devs []*device
-	}{{"same_id", same}, {"new_id", fresh}} {
+	}{{"same_id", s.same}, {"new_id", s.fresh}} {
 		users := usersOf(v.devs)
 		strobes, offline, msgs, strobed := 0, 0, 0, 0
 		for _, u := range users {
-			sc := showIn(tl[u], start, end)
+			sc := showIn(tl[u], s.start, end)
 			strobes += sc.Strobes
 			offline += sc.Offline
 			msgs += sc.Msgs
@@ -923,15 +1099,39 @@ func (e *runEnv) flapDrop() error {
 		r.Extra[v.name+"_publishes_per_user_min"] = round3(float64(msgs) / k / minutes)
 		e.note("%s: target 0 strobes (offline shown, then online again): %d strobes of %d users: %s", strings.ReplaceAll(v.name, "_", " "), strobes, strobed, verdictText(strobes == 0))
 	}
-	r.Metrics.Sessions = len(up)
-	r.Extra["drops"] = float64(drops.Load())
-	r.Extra["reconnects"] = float64(backs.Load())
-	e.evaluateObservers(end, obs)
-	return nil
+	r.Metrics.Sessions = len(s.up)
+	r.Extra["drops"] = float64(s.drops.Load())
+	r.Extra["reconnects"] = float64(s.backs.Load())
+	e.evaluateObservers(end, s.obs)
 }
 
 // ---------------------------------------------------------------------------
 // battle
+
+// battleKA is the keep-alive of the battle's clients, in seconds.
+const battleKA = 30
+
+// battleRun is what one run of the battle scenario carries from phase to
+// phase.
+type battleRun struct {
+	e     *runEnv
+	cfg   battleConfig
+	obs   *observer
+	pairs []*battlePair
+	users []string
+
+	start, stopAt, end         time.Duration
+	takeovers, refused, failed atomic.Int64
+	cmu                        sync.Mutex
+	codes                      map[byte]int // CONNACK refusals by code
+	firstErr                   atomic.Value
+}
+
+// battlePair is the live client of one user's two.
+type battlePair struct {
+	mu   sync.Mutex
+	live *device
+}
 
 // battle: pairs of clients share one client id; each reconnects (after a
 // short random delay) whenever it is kicked or refused. The publish rate of
@@ -940,7 +1140,6 @@ func (e *runEnv) flapDrop() error {
 func (e *runEnv) battle() error {
 	cfg := e.cfg.Battle
 	r := e.run
-	const ka = 30
 	r.Params["pairs"] = cfg.Pairs
 	r.Params["duration_s"] = cfg.Duration.Seconds()
 	r.Params["window_s"] = cfg.Window.Seconds()
@@ -950,79 +1149,92 @@ func (e *runEnv) battle() error {
 	if err != nil {
 		return err
 	}
-	type pair struct {
-		mu   sync.Mutex
-		live *device
+	s := &battleRun{e: e, cfg: cfg, obs: obs, codes: map[byte]int{}}
+	s.fightAll()
+	s.report()
+	return nil
+}
+
+// fightAll has both clients of every pair fight until the duration is
+// over, and waits for the last takeovers' states.
+func (s *battleRun) fightAll() {
+	s.pairs = make([]*battlePair, s.cfg.Pairs)
+	s.users = make([]string, s.cfg.Pairs)
+	for i := range s.pairs {
+		s.pairs[i] = &battlePair{}
+		s.users[i] = "bt" + strconv.Itoa(i)
 	}
-	pairs := make([]*pair, cfg.Pairs)
-	users := make([]string, cfg.Pairs)
-	for i := range pairs {
-		pairs[i] = &pair{}
-		users[i] = "bt" + strconv.Itoa(i)
-	}
-	var takeovers, refused, failed atomic.Int64
-	var cmu sync.Mutex
-	codes := map[byte]int{}
-	var firstErr atomic.Value
-	start := mono() + 100*time.Millisecond
-	stopAt := start + cfg.Duration
+	s.start = mono() + 100*time.Millisecond
+	s.stopAt = s.start + s.cfg.Duration
 	var wg sync.WaitGroup
-	for i, p := range pairs {
+	for i := range s.pairs {
 		for side := range 2 {
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				rng := rand.New(rand.NewSource(int64(2*i + side + 1)))
-				e.sleepUntil(start + time.Duration(side)*time.Duration(rng.Int63n(int64(cfg.Delay))))
-				for mono() < stopAt && !e.cancelled() {
-					d, err := e.connectDevice(users[i], users[i]+"-d", ka, 10*time.Second)
-					if err != nil {
-						var ce *connackError
-						if errors.As(err, &ce) {
-							refused.Add(1)
-							cmu.Lock()
-							codes[ce.code]++
-							cmu.Unlock()
-						} else {
-							failed.Add(1)
-							firstErr.CompareAndSwap(nil, err.Error())
-						}
-					} else {
-						p.mu.Lock()
-						if p.live != nil {
-							e.tr.down(p.live.iv, d.c.ConnackAt, detectWindow(ka*time.Second))
-						}
-						p.live = d
-						p.mu.Unlock()
-						takeovers.Add(1)
-						t := time.NewTimer(max(0, stopAt-mono()))
-						select {
-						case <-d.c.Done():
-						case <-t.C:
-						case <-e.cancel:
-						}
-						t.Stop()
-						if mono() >= stopAt {
-							return
-						}
-					}
-					e.sleepUntil(mono() + time.Duration(rng.Int63n(int64(cfg.Delay))))
-				}
-			}()
+			go func() { defer wg.Done(); s.fight(i, side) }()
 		}
 	}
 	wg.Wait()
 	time.Sleep(time.Second) // the last takeovers' states arrive
-	end := mono()
-	if f := failed.Load(); f > 0 {
-		e.note("%d connects failed without a CONNACK refusal: %v", f, firstErr.Load())
+	s.end = mono()
+	if f := s.failed.Load(); f > 0 {
+		s.e.note("%d connects failed without a CONNACK refusal: %v", f, s.firstErr.Load())
 	}
-	tl := obs.timeline()
+}
+
+// fight is one client of pair i: it connects (the second side after a
+// random delay), stays until it is kicked, and reconnects after a random
+// delay, until the duration is over; a refusal is counted by its code.
+func (s *battleRun) fight(i, side int) {
+	e, cfg, p := s.e, s.cfg, s.pairs[i]
+	rng := rand.New(rand.NewSource(int64(2*i + side + 1)))
+	e.sleepUntil(s.start + time.Duration(side)*time.Duration(rng.Int63n(int64(cfg.Delay))))
+	for mono() < s.stopAt && !e.cancelled() {
+		d, err := e.connectDevice(s.users[i], s.users[i]+"-d", battleKA, 10*time.Second)
+		if err != nil {
+			var ce *connackError
+			if errors.As(err, &ce) {
+				s.refused.Add(1)
+				s.cmu.Lock()
+				s.codes[ce.code]++
+				s.cmu.Unlock()
+			} else {
+				s.failed.Add(1)
+				s.firstErr.CompareAndSwap(nil, err.Error())
+			}
+		} else {
+			p.mu.Lock()
+			if p.live != nil {
+				e.tr.down(p.live.iv, d.c.ConnackAt, detectWindow(battleKA*time.Second))
+			}
+			p.live = d
+			p.mu.Unlock()
+			s.takeovers.Add(1)
+			t := time.NewTimer(max(0, s.stopAt-mono()))
+			select {
+			case <-d.c.Done():
+			case <-t.C:
+			case <-e.cancel:
+			}
+			t.Stop()
+			if mono() >= s.stopAt {
+				return
+			}
+		}
+		e.sleepUntil(mono() + time.Duration(rng.Int63n(int64(cfg.Delay))))
+	}
+}
+
+// report sets the publish rate of the first window against the last's,
+// and records the takeovers, the refusals by code, the strobes and the
+// offline states shown, and judges the observer.
+func (s *battleRun) report() {
+	e, r, cfg, start, stopAt := s.e, s.e.run, s.cfg, s.start, s.stopAt
+	tl := s.obs.timeline()
 	firstMsgs, lastMsgs, strobes, offline := 0, 0, 0, 0
-	for _, u := range users {
+	for _, u := range s.users {
 		firstMsgs += showIn(tl[u], start, start+cfg.Window).Msgs
 		lastMsgs += showIn(tl[u], stopAt-cfg.Window, stopAt).Msgs
-		sc := showIn(tl[u], start, end)
+		sc := showIn(tl[u], start, s.end)
 		strobes += sc.Strobes
 		offline += sc.Offline
 	}
@@ -1030,14 +1242,14 @@ func (e *runEnv) battle() error {
 		return round1(float64(msgs) / float64(cfg.Pairs) / cfg.Window.Minutes())
 	}
 	r.Metrics.Sessions = cfg.Pairs
-	r.Extra["takeovers"] = float64(takeovers.Load())
-	r.Extra["takeovers_per_user_min"] = round1(float64(takeovers.Load()) / float64(cfg.Pairs) / cfg.Duration.Minutes())
-	r.Extra["refused"] = float64(refused.Load())
-	cmu.Lock()
-	for c, k := range codes {
+	r.Extra["takeovers"] = float64(s.takeovers.Load())
+	r.Extra["takeovers_per_user_min"] = round1(float64(s.takeovers.Load()) / float64(cfg.Pairs) / cfg.Duration.Minutes())
+	r.Extra["refused"] = float64(s.refused.Load())
+	s.cmu.Lock()
+	for c, k := range s.codes {
 		r.Extra[fmt.Sprintf("refused_code_%#x", c)] = float64(k)
 	}
-	cmu.Unlock()
+	s.cmu.Unlock()
 	r.Extra["first_window_publishes_per_user_min"] = perMin(firstMsgs)
 	r.Extra["last_window_publishes_per_user_min"] = perMin(lastMsgs)
 	if firstMsgs > 0 {
@@ -1047,8 +1259,7 @@ func (e *runEnv) battle() error {
 	r.Extra["offline_shown"] = float64(offline)
 	e.note("retained publishes per user per minute: %s in the first %v, %s in the last %v (a broker that damps the battle publishes less in the last)",
 		fmtFloat(perMin(firstMsgs)), cfg.Window, fmtFloat(perMin(lastMsgs)), cfg.Window)
-	e.evaluateObservers(end, obs)
-	return nil
+	e.evaluateObservers(s.end, s.obs)
 }
 
 // ---------------------------------------------------------------------------

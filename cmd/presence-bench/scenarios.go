@@ -265,85 +265,141 @@ func (e *runEnv) latencies(acts []action, obs []Obs) (lat []float64, missed int)
 // churnConverge bounds the wait, after a churn run, for a backlog to drain.
 const churnConverge = 30 * time.Second
 
+// churnRun is what one run of the churn scenario carries from phase to
+// phase.
+type churnRun struct {
+	e            *runEnv
+	users        int
+	period, step time.Duration // a user's cycle, and the time between its changes
+	obs          *observer
+	names        []string
+	acts         [][]action // per user
+	cpu0         cpuSplit
+	start        time.Duration // the first cycle's
+	n            int           // changes made
+	first, last  time.Duration // the first and the last change
+	tl           Timeline      // the observer's, once the backlog has drained
+}
+
 // churn: users cycle connect → status with a unique tag → clean disconnect
 // at a fixed total rate of presence changes.
 func (e *runEnv) churn() error {
-	cfg := e.cfg.Churn
-	r := e.run
-	users := cfg.Users
-	period := time.Duration(float64(users*3) / cfg.Rate * float64(time.Second))
-	step := period / 3
-	r.Params["users"] = users
-	r.Params["rate_per_s"] = cfg.Rate
-	r.Params["duration_s"] = cfg.Duration.Seconds()
-	r.Params["cycle_s"] = period.Seconds()
-	r.Params["observers"] = 1
-	obs, err := e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
-	if err != nil {
+	s := &churnRun{e: e}
+	if err := s.setup(); err != nil {
 		return err
 	}
-	acts := make([][]action, users)
-	names := make([]string, users)
-	cpu0, _ := e.sys.cpuSplit()
+	s.cycleAll()
+	if err := s.count(); err != nil {
+		return err
+	}
+	end := s.drain()
+	s.report(end)
+	return nil
+}
+
+// setup records the parameters and connects the observer.
+func (s *churnRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Churn
+	s.users = cfg.Users
+	s.period = time.Duration(float64(s.users*3) / cfg.Rate * float64(time.Second))
+	s.step = s.period / 3
+	r.Params["users"] = s.users
+	r.Params["rate_per_s"] = cfg.Rate
+	r.Params["duration_s"] = cfg.Duration.Seconds()
+	r.Params["cycle_s"] = s.period.Seconds()
+	r.Params["observers"] = 1
+	var err error
+	s.obs, err = e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
+	return err
+}
+
+// cycleAll reads the broker's CPU time, then has every user cycle, their
+// cycles spread evenly over the period, until the duration is over.
+func (s *churnRun) cycleAll() {
+	e := s.e
+	s.acts = make([][]action, s.users)
+	s.names = make([]string, s.users)
+	s.cpu0, _ = e.sys.cpuSplit()
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	start := mono() + 100*time.Millisecond
+	s.start = mono() + 100*time.Millisecond
 	var wg sync.WaitGroup
-	for i := range users {
-		names[i] = "c" + strconv.Itoa(i)
+	for i := range s.users {
+		s.names[i] = "c" + strconv.Itoa(i)
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			user := names[i]
-			id := user + "-d"
-			for t0 := start + time.Duration(i)*period/time.Duration(users); t0 < start+cfg.Duration; t0 += period {
-				e.sleepUntil(t0)
-				d, err := e.connectDevice(user, id, cfg.Keepalive, 10*time.Second)
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				acts[i] = append(acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
-				e.sleepUntil(t0 + step)
-				tag := nextTag()
-				at, err := d.setStatus("away", tag)
-				if err == nil {
-					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
-				}
-				e.sleepUntil(t0 + 2*step)
-				at, err = d.disconnect()
-				if err == nil {
-					acts[i] = append(acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
-				}
-			}
+			s.cycle(i, &failed, &firstErr)
 		}(i)
 	}
 	wg.Wait()
 	if f := failed.Load(); f > 0 {
 		e.note("%d connects failed: %v", f, firstErr.Load())
 	}
-	var first, last time.Duration = -1, 0
-	n := 0
-	for _, l := range acts {
-		for _, a := range l {
-			n++
-			if first < 0 || a.at < first {
-				first = a.at
-			}
-			last = max(last, a.at)
+}
+
+// cycle is user i's cycles: connect, a status with a unique tag a step
+// later, a clean disconnect a step after that, once per period; a failed
+// connect is counted in failed (the first error in firstErr) and skips its
+// cycle.
+func (s *churnRun) cycle(i int, failed *atomic.Int64, firstErr *atomic.Value) {
+	e, cfg := s.e, s.e.cfg.Churn
+	user := s.names[i]
+	id := user + "-d"
+	for t0 := s.start + time.Duration(i)*s.period/time.Duration(s.users); t0 < s.start+cfg.Duration; t0 += s.period {
+		e.sleepUntil(t0)
+		d, err := e.connectDevice(user, id, cfg.Keepalive, 10*time.Second)
+		if err != nil {
+			failed.Add(1)
+			firstErr.CompareAndSwap(nil, err.Error())
+			continue
+		}
+		s.acts[i] = append(s.acts[i], action{kind: 'c', at: d.c.ConnectAt, id: id, serial: d.serial})
+		e.sleepUntil(t0 + s.step)
+		tag := nextTag()
+		at, err := d.setStatus("away", tag)
+		if err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 's', at: at, tag: tag, id: id, serial: d.serial})
+		}
+		e.sleepUntil(t0 + 2*s.step)
+		at, err = d.disconnect()
+		if err == nil {
+			s.acts[i] = append(s.acts[i], action{kind: 'd', at: at, id: id, serial: d.serial})
 		}
 	}
-	if n == 0 {
+}
+
+// count counts the changes made and finds the first and the last.
+func (s *churnRun) count() error {
+	s.first, s.last = -1, 0
+	for _, l := range s.acts {
+		for _, a := range l {
+			s.n++
+			if s.first < 0 || a.at < s.first {
+				s.first = a.at
+			}
+			s.last = max(s.last, a.at)
+		}
+	}
+	if s.n == 0 {
 		return fmt.Errorf("no presence change made")
 	}
+	return nil
+}
+
+// drain waits until the observer shows every user offline and returns
+// that moment, the end of the judged time; it records the CPU per change
+// and, waiting further for a backlog to drain, how long after the last
+// change the observer showed every user offline.
+func (s *churnRun) drain() time.Duration {
+	e, r, obs, names, users, last := s.e, s.e.run, s.obs, s.names, s.users, s.last
 	// Every user ends offline: wait for the observer to show it, past the
 	// clean-disconnect window so that ghosts can be judged.
 	e.waitUntil(last+cleanWindow+2*time.Second, func() bool { return obs.count(names, offline) == users })
 	e.sleepUntil(last + cleanWindow + 100*time.Millisecond)
 	end := mono()
 	if cpu1, err := e.sys.cpuSplit(); err == nil {
-		perOp(r, "change", cpu0, cpu1, n) // every change made, until the observer shows the last
+		perOp(r, "change", s.cpu0, cpu1, s.n) // every change made, until the observer shows the last
 	}
 	// Overload may cost latency, never the truth once the load stops: a
 	// backlog still draining now is waited for, and how long after the last
@@ -355,26 +411,34 @@ func (e *runEnv) churn() error {
 		r.Extra["not_converged"] = float64(left)
 		e.note("%d users were still not shown offline %v after the load stopped", left, churnConverge+cleanWindow)
 	}
-	tl := obs.timeline()
-	if at, ok := convergeAt(tl, names, first, offline); ok {
+	s.tl = obs.timeline()
+	if at, ok := convergeAt(s.tl, names, s.first, offline); ok {
 		r.Metrics.ConvergeMs = round1(ms(max(at-last, 0)))
 	}
+	return end
+}
+
+// report records the latency of every change the observer was shown, the
+// rate achieved and the changes never shown, and judges the observer up
+// to end.
+func (s *churnRun) report(end time.Duration) {
+	e, r, cfg, obs := s.e, s.e.run, s.e.cfg.Churn, s.obs
 	var lat []float64
 	missed := 0
-	for i, u := range names {
-		shown := obs.shownFor(tl[u])
-		l, m := e.latencies(acts[i], shown)
+	for i, u := range s.names {
+		shown := obs.shownFor(s.tl[u])
+		l, m := e.latencies(s.acts[i], shown)
 		lat = append(lat, l...)
 		missed += m
 	}
 	// The achieved rate, once every user is cycling (after the first
 	// cycle) and before cycles stop being started.
-	from, to := start+period, start+cfg.Duration
+	from, to := s.start+s.period, s.start+cfg.Duration
 	if to-from < time.Second {
-		from, to = first, last+period/time.Duration(3*users)
+		from, to = s.first, s.last+s.period/time.Duration(3*s.users)
 	}
 	inWindow := 0
-	for _, l := range acts {
+	for _, l := range s.acts {
 		for _, a := range l {
 			if a.at >= from && a.at < to {
 				inWindow++
@@ -384,31 +448,57 @@ func (e *runEnv) churn() error {
 	r.Metrics.ChangesPerSec = round1(float64(inWindow) / (to - from).Seconds())
 	r.Metrics.Latency = summarize(lat)
 	r.Samples = thin(lat, 2000)
-	r.Extra["changes"] = float64(n)
+	r.Extra["changes"] = float64(s.n)
 	if missed > 0 {
 		r.Extra["changes_not_seen"] = float64(missed)
-		e.note("%d of %d changes never reached the observer", missed, n)
+		e.note("%d of %d changes never reached the observer", missed, s.n)
 	}
 	e.evaluateObservers(end, obs)
-	return nil
 }
 
 // shownFor is what a contract-following observer keeps of obs.
 func (o *observer) shownFor(obs []Obs) []Obs { return accepted(obs) }
 
+// stormRun is what one run of the storm scenario carries from phase to
+// phase.
+type stormRun struct {
+	e         *runEnv
+	obs       *observer // nil without presence
+	devs      []*device
+	up        []string // the users whose device connected
+	stopPings func()
+	before    map[string]uint64 // the highest generation per client id shown before the kill
+}
+
 // storm: M devices connect at once; then the broker is killed, restarted on
 // the same port, and every device reconnects at once.
 func (e *runEnv) storm() error {
-	cfg := e.cfg.Storm
-	r := e.run
+	s := &stormRun{e: e, stopPings: func() {}}
+	defer func() { s.stopPings() }()
+	cpu0, release, connected, err := s.connect()
+	if err != nil || s.obs == nil {
+		return err
+	}
+	s.converge(cpu0, release, connected)
+	if err := s.restart(); err != nil {
+		return err
+	}
+	return s.reconnect()
+}
+
+// connect records the parameters, connects the observer (with presence)
+// and then every device at once, and records the connect rate and the
+// CONNACK times and the CPU per connect until the last CONNACK; it returns
+// the CPU times before, the release and how many connected.
+func (s *stormRun) connect() (cpuSplit, time.Duration, int, error) {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Storm
 	m := e.capDevices(cfg.Devices, 2, "storm devices")
 	r.Params["devices"] = m
 	r.Params["keepalive_s"] = cfg.Keepalive
-	var obs *observer
 	var err error
 	if e.sys.hasPresence() {
-		if obs, err = e.newObserver("obs-storm", topicPrefix+"+", observerBuf); err != nil {
-			return err
+		if s.obs, err = e.newObserver("obs-storm", topicPrefix+"+", observerBuf); err != nil {
+			return cpuSplit{}, 0, 0, err
 		}
 		r.Params["observers"] = 1
 	}
@@ -419,8 +509,9 @@ func (e *runEnv) storm() error {
 	cpu0, _ := e.sys.cpuSplit()
 	devs, release, connected, err := e.stormConnect(users)
 	if err != nil {
-		return err
+		return cpuSplit{}, 0, 0, err
 	}
+	s.devs = devs
 	cpuAcked, _ := e.sys.cpuSplit()
 	perOp(r, "connect_acked", cpu0, cpuAcked, connected) // until the last CONNACK
 	var lat []float64
@@ -437,13 +528,17 @@ func (e *runEnv) storm() error {
 	r.Metrics.ConnackP99Ms = round3(quantile(lat, 0.99))
 	r.Extra["connack_p50_ms"] = round3(quantile(lat, 0.5))
 	r.Extra["connack_max_ms"] = round3(lat[len(lat)-1])
-	if obs == nil {
-		return nil
-	}
-	// Devices ping at their keep-alive rate from now on.
-	stopPings := e.keepAlive(devs, time.Duration(cfg.Keepalive)*time.Second/2)
-	defer func() { stopPings() }()
-	up := usersOf(devs)
+	return cpu0, release, connected, nil
+}
+
+// converge has the devices ping at their keep-alive rate from now on, and
+// waits until the observer shows every device online: the time from the
+// release, and the CPU per connect until then, wherever the work fell.
+func (s *stormRun) converge(cpu0 cpuSplit, release time.Duration, connected int) {
+	e, r, obs := s.e, s.e.run, s.obs
+	s.stopPings = e.keepAlive(s.devs, time.Duration(e.cfg.Storm.Keepalive)*time.Second/2)
+	s.up = usersOf(s.devs)
+	up := s.up
 	if n, ok := e.waitProgress(mono()+60*time.Second, 5*time.Second, len(up), func() int { return obs.count(up, online) }); !ok {
 		r.Extra["not_converged"] = float64(len(up) - n)
 		e.note("the observer never showed all devices online: %d of %d after the count stopped growing (observer: %s)", n, len(up), obs.state())
@@ -455,23 +550,20 @@ func (e *runEnv) storm() error {
 			perOp(r, "connect_shown", cpu0, c, connected)
 		}
 	}
+}
 
+// restart records the generation each device showed, then kills the
+// broker (every device's connection drops with it), starts it again on the
+// same port and reconnects the observer.
+func (s *stormRun) restart() error {
+	e, r, obs := s.e, s.e.run, s.obs
 	// The generation each device showed before the kill: after the restart a
 	// device counts only when a newer connection of it is shown.
-	before := make(map[string]uint64)
-	for _, l := range obs.timeline() {
-		for _, ob := range l {
-			for _, g := range ob.Gens {
-				if g.Gen > before[g.ID] {
-					before[g.ID] = g.Gen
-				}
-			}
-		}
-	}
-	stopPings()
+	s.before = highestGens(obs.timeline())
+	s.stopPings()
 	kill := mono()
 	e.sys.kill()
-	for _, d := range devs {
+	for _, d := range s.devs {
 		if d != nil {
 			d.drop(kill)
 		}
@@ -485,12 +577,20 @@ func (e *runEnv) storm() error {
 	if err := obs.connect(e.sys.addr(), "obs-storm", topicPrefix+"+", 10*time.Second, observerBuf); err != nil {
 		return fmt.Errorf("observer after restart: %w", err)
 	}
+	return nil
+}
+
+// reconnect has every device reconnect at once and waits until the
+// observer shows each online again with a newer connection than before
+// the kill, then judges the observer.
+func (s *stormRun) reconnect() error {
+	e, r, obs, up := s.e, s.e.run, s.obs, s.up
 	fresh := func(user string, ob Obs) bool {
 		if !ob.Online {
 			return false
 		}
 		for _, g := range ob.Gens {
-			if g.ID == user+"-d" && g.Gen > before[g.ID] {
+			if g.ID == user+"-d" && g.Gen > s.before[g.ID] {
 				return true
 			}
 		}
@@ -500,7 +600,7 @@ func (e *runEnv) storm() error {
 	if err != nil {
 		return fmt.Errorf("reconnect: %w", err)
 	}
-	stopPings = e.keepAlive(devs2, time.Duration(cfg.Keepalive)*time.Second/2)
+	s.stopPings = e.keepAlive(devs2, time.Duration(e.cfg.Storm.Keepalive)*time.Second/2)
 	up2 := usersOf(devs2)
 	if connected2 < len(up) {
 		e.note("%d of %d devices reconnected", connected2, len(up))
@@ -555,41 +655,68 @@ func (e *runEnv) stormConnect(users []string) ([]*device, time.Duration, int, er
 	return devs, release, len(users) - f, nil
 }
 
+// silentRun is what one run of the silent scenario carries from phase to
+// phase.
+type silentRun struct {
+	e         *runEnv
+	ka, limit time.Duration // the keep-alive, and the detection limit
+	obs       *observer
+	devs      []*device
+	users     []string
+	lastSent  []time.Duration // per device: its last packet
+}
+
 // silent: S devices at a short keep-alive send one last PINGREQ at once and
 // then nothing, their sockets left open; the observer must show each
 // offline within 1.5 × keep-alive + 1 s of its last packet.
 func (e *runEnv) silent() error {
-	cfg := e.cfg.Silent
-	r := e.run
-	ka := time.Duration(cfg.Keepalive) * time.Second
-	limit := detectWindow(ka)
+	s := &silentRun{e: e}
+	if err := runPhases(s.setup, s.live); err != nil {
+		return err
+	}
+	s.goSilent()
+	s.detect()
+	return nil
+}
+
+// setup records the parameters, connects the observer and the devices.
+func (s *silentRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Silent
+	s.ka = time.Duration(cfg.Keepalive) * time.Second
+	s.limit = detectWindow(s.ka)
 	r.Params["devices"] = cfg.Devices
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["observers"] = 1
-	r.Metrics.DetectionLimitS = limit.Seconds()
-	obs, err := e.newObserver("obs-silent", topicPrefix+"+", observerBuf)
-	if err != nil {
+	r.Metrics.DetectionLimitS = s.limit.Seconds()
+	var err error
+	if s.obs, err = e.newObserver("obs-silent", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	devs, _, _, err := e.loadDevices("q", cfg.Devices, cfg.Keepalive)
-	if err != nil {
+	if s.devs, _, _, err = e.loadDevices("q", cfg.Devices, cfg.Keepalive); err != nil {
 		return err
 	}
-	users := usersOf(devs)
-	// Keep the devices alive (a PINGREQ every half keep-alive) until they
-	// all go silent together.
+	s.users = usersOf(s.devs)
+	return nil
+}
+
+// live keeps the devices alive (a PINGREQ every half keep-alive) for at
+// least one keep-alive, so that the brokers' keep-alive tracking is in its
+// steady state when the devices go silent, and until the observer shows
+// them all online (or 30 s).
+func (s *silentRun) live() error {
+	e, obs, users := s.e, s.obs, s.users
 	stopPings := make(chan struct{})
 	pinged := make(chan struct{})
 	go func() {
 		defer close(pinged)
-		t := time.NewTicker(ka / 2)
+		t := time.NewTicker(s.ka / 2)
 		defer t.Stop()
 		for {
 			select {
 			case <-stopPings:
 				return
 			case <-t.C:
-				for _, d := range devs {
+				for _, d := range s.devs {
 					if d != nil {
 						_ = d.c.Ping()
 					}
@@ -597,20 +724,24 @@ func (e *runEnv) silent() error {
 			}
 		}
 	}()
-	// Live for at least one keep-alive, so that the brokers' keep-alive
-	// tracking is in its steady state when the devices go silent.
 	liveFrom := mono()
 	ok := e.waitUntil(mono()+30*time.Second, func() bool { return obs.count(users, online) == len(users) })
-	e.sleepUntil(liveFrom + ka)
+	e.sleepUntil(liveFrom + s.ka)
 	close(stopPings)
 	<-pinged
 	if !ok {
 		return fmt.Errorf("the observer showed %d of %d devices online after 30 s", obs.count(users, online), len(users))
 	}
+	return nil
+}
+
+// goSilent has every device send its last PINGREQ at once, and records
+// when each was sent: from then on the device is down in the truth.
+func (s *silentRun) goSilent() {
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
-	lastSent := make([]time.Duration, len(devs))
-	for i, d := range devs {
+	s.lastSent = make([]time.Duration, len(s.devs))
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
@@ -619,32 +750,38 @@ func (e *runEnv) silent() error {
 			defer wg.Done()
 			<-gate
 			_ = d.c.Ping()
-			lastSent[i] = d.c.LastSent()
-			e.tr.down(d.iv, lastSent[i], limit)
+			s.lastSent[i] = d.c.LastSent()
+			s.e.tr.down(d.iv, s.lastSent[i], s.limit)
 		}()
 	}
 	close(gate)
 	wg.Wait()
+}
+
+// detect waits past the limit for late detections too (they are ghosts,
+// but their delay still goes into the distribution), then records the
+// time from each device's last packet until the observer showed it
+// offline, and the devices never shown offline, and judges the observer.
+func (s *silentRun) detect() {
+	e, r, obs, users, limit := s.e, s.e.run, s.obs, s.users, s.limit
 	var lastAll time.Duration
-	for _, t := range lastSent {
+	for _, t := range s.lastSent {
 		lastAll = max(lastAll, t)
 	}
-	// Wait past the limit for late detections too (they are ghosts, but
-	// their delay still goes into the distribution).
 	e.waitUntil(lastAll+2*limit+time.Second, func() bool { return obs.count(users, offline) == len(users) })
 	e.sleepUntil(lastAll + limit + 50*time.Millisecond) // so that every ghost can be judged
 	end := mono()
 	tl := obs.timeline()
 	var det []float64
 	undetected := 0
-	for i, d := range devs {
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
 		found := false
 		for _, ob := range accepted(tl[d.user]) {
-			if !ob.Online && ob.At >= lastSent[i] {
-				det = append(det, (ob.At - lastSent[i]).Seconds())
+			if !ob.Online && ob.At >= s.lastSent[i] {
+				det = append(det, (ob.At - s.lastSent[i]).Seconds())
 				found = true
 				break
 			}
@@ -660,76 +797,109 @@ func (e *runEnv) silent() error {
 		e.note("%d of %d silent devices never shown offline", undetected, len(users))
 	}
 	e.evaluateObservers(end, obs)
-	return nil
+}
+
+// fanoutRun is what one run of the fanout scenario carries from phase to
+// phase.
+type fanoutRun struct {
+	e     *runEnv
+	nObs  int // observers per user
+	devs  []*device
+	users []string
+	wild  *observer     // on presence/users/+
+	per   [][]*observer // per user, on presence/users/{user}
+	all   []*observer
+
+	before      int64      // messages every observer had received before the changes
+	acts        [][]action // per user
+	changes     int
+	first, last time.Duration // the first and the last change
 }
 
 // fanout: U users with F observers each (on presence/users/{user}) and one
 // on presence/users/+; each user changes status C times at one change per
 // interval.
 func (e *runEnv) fanout() error {
-	cfg := e.cfg.Fanout
-	r := e.run
-	nObs := e.capDevices(cfg.Users*cfg.Observers, cfg.Users+1, "fanout observers") / cfg.Users
+	s := &fanoutRun{e: e}
+	if err := runPhases(s.setup, s.change); err != nil {
+		return err
+	}
+	s.report()
+	return nil
+}
+
+// setup records the parameters, connects the users' devices and every
+// observer, and waits until every observer shows its user online (the
+// retained snapshot).
+func (s *fanoutRun) setup() error {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Fanout
+	s.nObs = e.capDevices(cfg.Users*cfg.Observers, cfg.Users+1, "fanout observers") / cfg.Users
+	nObs := s.nObs
 	r.Params["users"] = cfg.Users
 	r.Params["observers_per_user"] = nObs
 	r.Params["observers"] = cfg.Users*nObs + 1
 	r.Params["changes_per_user"] = cfg.Changes
 	r.Params["interval_s"] = cfg.Interval.Seconds()
-	devs, users, _, err := e.loadDevices("f", cfg.Users, 30)
-	if err != nil {
+	var err error
+	if s.devs, s.users, _, err = e.loadDevices("f", cfg.Users, 30); err != nil {
 		return err
 	}
-	wild, err := e.newObserver("obs-fanout-all", topicPrefix+"+", observerBuf)
-	if err != nil {
+	if s.wild, err = e.newObserver("obs-fanout-all", topicPrefix+"+", observerBuf); err != nil {
 		return err
 	}
-	per := make([][]*observer, cfg.Users)
-	for i := range per {
-		per[i] = make([]*observer, nObs)
+	s.per = make([][]*observer, cfg.Users)
+	for i := range s.per {
+		s.per[i] = make([]*observer, nObs)
 	}
 	failed, err := connectMany(cfg.Users*nObs, e.cfg.ConnectWorkers, func(k int) error {
 		u, j := k/nObs, k%nObs
-		o, err := e.newObserver("obs-"+users[u]+"-"+strconv.Itoa(j), topicPrefix+users[u], 1024)
+		o, err := e.newObserver("obs-"+s.users[u]+"-"+strconv.Itoa(j), topicPrefix+s.users[u], 1024)
 		if err != nil {
 			return err
 		}
-		per[u][j] = o
+		s.per[u][j] = o
 		return nil
 	})
 	if failed > 0 {
 		return fmt.Errorf("%d observers failed to connect: %w", failed, err)
 	}
-	all := []*observer{wild}
-	for _, l := range per {
-		all = append(all, l...)
+	s.all = []*observer{s.wild}
+	for _, l := range s.per {
+		s.all = append(s.all, l...)
 	}
-	// Every observer shows its user online (the retained snapshot) before
-	// the changes begin.
-	ready := func() bool {
-		for u, l := range per {
-			if devs[u] == nil {
-				continue
-			}
-			for _, o := range l {
-				if o.count(users[u:u+1], online) != 1 {
-					return false
-				}
-			}
-		}
-		return wild.count(usersOf(devs), online) == len(usersOf(devs))
-	}
-	if !e.waitUntil(mono()+30*time.Second, ready) {
+	if !e.waitUntil(mono()+30*time.Second, s.ready) {
 		return fmt.Errorf("observers did not all show their user online within 30 s")
 	}
-	var before int64
-	for _, o := range all {
-		before += o.msgs.Load()
+	return nil
+}
+
+// ready tells whether every observer shows its user online.
+func (s *fanoutRun) ready() bool {
+	for u, l := range s.per {
+		if s.devs[u] == nil {
+			continue
+		}
+		for _, o := range l {
+			if o.count(s.users[u:u+1], online) != 1 {
+				return false
+			}
+		}
+	}
+	return s.wild.count(usersOf(s.devs), online) == len(usersOf(s.devs))
+}
+
+// change has each user change status C times, one change per interval,
+// the users spread evenly over it, and records every change made.
+func (s *fanoutRun) change() error {
+	e, cfg := s.e, s.e.cfg.Fanout
+	for _, o := range s.all {
+		s.before += o.msgs.Load()
 	}
 	statuses := []string{"away", "busy", "dnd", "online"}
-	acts := make([][]action, cfg.Users)
+	s.acts = make([][]action, cfg.Users)
 	start := mono() + 100*time.Millisecond
 	var wg sync.WaitGroup
-	for i, d := range devs {
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
@@ -741,83 +911,89 @@ func (e *runEnv) fanout() error {
 				tag := nextTag()
 				at, err := d.setStatus(statuses[j%len(statuses)], tag)
 				if err == nil {
-					acts[i] = append(acts[i], action{kind: 's', at: at, tag: tag})
+					s.acts[i] = append(s.acts[i], action{kind: 's', at: at, tag: tag})
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	changes := 0
-	var first, last time.Duration = -1, 0
-	for _, l := range acts {
-		changes += len(l)
+	s.first, s.last = -1, 0
+	for _, l := range s.acts {
+		s.changes += len(l)
 		for _, a := range l {
-			if first < 0 || a.at < first {
-				first = a.at
+			if s.first < 0 || a.at < s.first {
+				s.first = a.at
 			}
-			last = max(last, a.at)
+			s.last = max(s.last, a.at)
 		}
 	}
-	if changes == 0 {
+	if s.changes == 0 {
 		return fmt.Errorf("no status change made")
 	}
-	lastTag := func(u int) string {
-		if len(acts[u]) == 0 {
-			return ""
+	return nil
+}
+
+// delivered tells whether every observer has received its user's last
+// change.
+func (s *fanoutRun) delivered() bool {
+	for u, l := range s.per {
+		if len(s.acts[u]) == 0 {
+			continue
 		}
-		return acts[u][len(acts[u])-1].tag
-	}
-	delivered := func() bool {
-		for u, l := range per {
-			tag := lastTag(u)
-			if tag == "" {
-				continue
-			}
-			has := func(_ string, ob Obs) bool { return ob.Text == tag }
-			for _, o := range l {
-				if o.count(users[u:u+1], has) != 1 {
-					return false
-				}
-			}
-			if wild.count(users[u:u+1], has) != 1 {
+		tag := s.acts[u][len(s.acts[u])-1].tag
+		if tag == "" {
+			continue
+		}
+		has := func(_ string, ob Obs) bool { return ob.Text == tag }
+		for _, o := range l {
+			if o.count(s.users[u:u+1], has) != 1 {
 				return false
 			}
 		}
-		return true
+		if s.wild.count(s.users[u:u+1], has) != 1 {
+			return false
+		}
 	}
-	if !e.waitUntil(last+5*time.Second, delivered) {
+	return true
+}
+
+// report waits (up to 5 s after the last change) until every observer has
+// the last change, then records the latency of every delivery, the
+// messages per change and the rate of changes, and judges the observers.
+func (s *fanoutRun) report() {
+	e, r, cfg := s.e, s.e.run, s.e.cfg.Fanout
+	if !e.waitUntil(s.last+5*time.Second, s.delivered) {
 		e.note("not every observer received the last change within 5 s")
 	}
 	time.Sleep(100 * time.Millisecond) // late duplicates would count
 	var after int64
-	for _, o := range all {
+	for _, o := range s.all {
 		after += o.msgs.Load()
 	}
 	var lat []float64
 	missed := 0
-	for _, o := range all {
+	for _, o := range s.all {
 		tl := o.timeline()
-		for u := range users {
-			if len(tl[users[u]]) == 0 {
+		for u := range s.users {
+			if len(tl[s.users[u]]) == 0 {
 				continue
 			}
-			l, m := e.latencies(acts[u], o.shownFor(tl[users[u]]))
+			l, m := e.latencies(s.acts[u], o.shownFor(tl[s.users[u]]))
 			lat = append(lat, l...)
 			missed += m
 		}
 	}
-	r.Metrics.Sessions = len(usersOf(devs))
+	r.Metrics.Sessions = len(usersOf(s.devs))
 	r.Metrics.Latency = summarize(lat)
 	r.Samples = thin(lat, 2000)
-	r.Metrics.MessagesPerChange = round3(float64(after-before) / float64(changes))
-	r.Metrics.ChangesPerSec = round1(float64(changes) / (last - first + cfg.Interval/time.Duration(cfg.Users)).Seconds())
-	r.Extra["changes"] = float64(changes)
+	r.Metrics.MessagesPerChange = round3(float64(after-s.before) / float64(s.changes))
+	r.Metrics.ChangesPerSec = round1(float64(s.changes) / (s.last - s.first + cfg.Interval/time.Duration(cfg.Users)).Seconds())
+	r.Extra["changes"] = float64(s.changes)
 	if missed > 0 {
 		r.Extra["deliveries_missed"] = float64(missed)
 		e.note("%d deliveries (observer × change) never arrived", missed)
 	}
-	e.evaluateObservers(mono(), all...)
-	return nil
+	e.evaluateObservers(mono(), s.all...)
 }
 
 // flap: devices reconnect with the same client id every interval; the new

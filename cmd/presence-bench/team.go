@@ -75,28 +75,66 @@ func presencedConfigForScenario(cfg config, sys, scenario string, fdLimit uint64
 	return presencedConfig{}
 }
 
+// teamRun is what one run of the team scenario carries from phase to
+// phase.
+type teamRun struct {
+	e        *runEnv
+	n        int // members, each with a device and a watcher
+	members  []string
+	isMember map[string]bool
+	group    bool // presenced-group: the watchers subscribe to the group topic
+	ka       int  // the devices' keep-alive, in seconds
+
+	watchers      []*observer
+	msgs0, bytes0 []int64 // each watcher's, before the burst
+
+	devs        []*device // nil where a member failed to connect
+	up          []string  // the members that connected
+	cpu0, cpu1  time.Duration
+	start       time.Duration // the burst's
+	lastConnect time.Duration
+	need        [][]string    // per watcher: the members it must show online
+	end         time.Duration // the end of the judged time
+}
+
 // team: N members, each with a watcher subscribed before the burst; every
 // member connects once at a random time within the burst.
 func (e *runEnv) team() error {
-	cfg := e.cfg.Team
-	r := e.run
-	n := teamSize(e.cfg, e.fdLimit)
+	t := &teamRun{e: e}
+	t.params()
+	if err := runPhases(t.watch, t.burst, t.converge); err != nil {
+		return err
+	}
+	t.report()
+	if t.group {
+		return e.teamBig()
+	}
+	return nil
+}
+
+// params sizes the team to what this process can hold, names its members
+// and records the run's parameters; the devices' keep-alive is long enough
+// that none needs a PINGREQ during the run.
+func (t *teamRun) params() {
+	e, r, cfg := t.e, t.e.run, t.e.cfg.Team
+	t.n = teamSize(e.cfg, e.fdLimit)
+	n := t.n
 	if n < cfg.Members {
 		e.note("team members: %d wanted, but this process can hold only %d client sockets (RLIMIT_NOFILE %d): ran %d", cfg.Members, e.socketCap(), e.fdLimit, n)
 	}
-	members := memberNames(n)
-	isMember := make(map[string]bool, n)
-	for _, u := range members {
-		isMember[u] = true
+	t.members = memberNames(n)
+	t.isMember = make(map[string]bool, n)
+	for _, u := range t.members {
+		t.isMember[u] = true
 	}
-	group := e.sys.name == systemGroup
+	t.group = e.sys.name == systemGroup
 	// Long enough that no device needs a PINGREQ during the run.
-	ka := int(min(65535, 2*cfg.Burst.Seconds()+60))
+	t.ka = int(min(65535, 2*cfg.Burst.Seconds()+60))
 	r.Params["members"] = n
 	r.Params["watchers"] = n
 	r.Params["burst_s"] = cfg.Burst.Seconds()
-	r.Params["keepalive_s"] = ka
-	if group {
+	r.Params["keepalive_s"] = t.ka
+	if t.group {
 		r.Params["watch"] = groupTopicPrefix + teamGroup
 		r.Params["batch_ms"] = ms(cfg.Batch)
 	} else {
@@ -105,132 +143,150 @@ func (e *runEnv) team() error {
 			r.Params["max_subscriptions"] = e.sys.maxSubs
 		}
 	}
+}
 
-	// The watchers, subscribed before the burst, side by side (the first
-	// subscriptions to a group race to have it watched on the node).
-	watchers := make([]*observer, n)
-	watch := func(i int) error {
-		filters := []string{groupTopicPrefix + teamGroup}
-		cover := func(u string) bool { return isMember[u] }
-		if !group {
-			filters = make([]string, 0, n-1)
-			for j, u := range members {
-				if j != i {
-					filters = append(filters, topicPrefix+u)
-				}
-			}
-			self := members[i]
-			cover = func(u string) bool { return isMember[u] && u != self }
-		}
-		o, err := e.newObserverFilters("w-"+members[i], filters, watcherBuf, cover)
-		if err != nil {
-			return err
-		}
-		if group {
-			o.mu.Lock()
-			o.batch = cfg.Batch
-			o.mu.Unlock()
-		}
-		watchers[i] = o
-		return nil
-	}
-	failed, err := connectMany(n, e.cfg.ConnectWorkers, watch)
+// watch connects the watchers before the burst, side by side (the first
+// subscriptions to a group race to have it watched on the node): each on
+// the group topic, or on the other members' user topics. Every group
+// watcher has the snapshot before the burst begins; one that never gets it
+// is noted, and shows as gaps. It then records what each watcher has
+// received so far.
+func (t *teamRun) watch() error {
+	e, r, n := t.e, t.e.run, t.n
+	t.watchers = make([]*observer, n)
+	failed, err := connectMany(n, e.cfg.ConnectWorkers, t.watcher)
 	if failed > 0 {
 		return fmt.Errorf("%d of %d watchers failed to connect: %w", failed, n, err)
 	}
-	// Every group watcher has the snapshot before the burst begins; one
-	// that never gets it is noted, and shows as gaps.
 	withSnapshot := func() int {
 		k := 0
-		for _, o := range watchers {
+		for _, o := range t.watchers {
 			if o.msgs.Load() > 0 {
 				k++
 			}
 		}
 		return k
 	}
-	if group {
+	if t.group {
 		if k, ok := e.waitProgress(mono()+10*time.Second, 5*time.Second, n, withSnapshot); !ok {
 			r.Extra["watchers_without_snapshot"] = float64(n - k)
 			e.note("%d of %d watchers received no snapshot on subscribing (within 5 s of the last that did)", n-k, n)
 		}
 	}
-	msgs0 := make([]int64, n)
-	bytes0 := make([]int64, n)
-	for i, o := range watchers {
-		msgs0[i], bytes0[i] = o.msgs.Load(), o.bytes.Load()
+	t.msgs0 = make([]int64, n)
+	t.bytes0 = make([]int64, n)
+	for i, o := range t.watchers {
+		t.msgs0[i], t.bytes0[i] = o.msgs.Load(), o.bytes.Load()
 	}
+	return nil
+}
 
-	// The burst: each member connects at a random time within it.
+// watcher connects member i's watcher: on the group topic, or on every
+// other member's user topic (one SUBSCRIBE), covering those members.
+func (t *teamRun) watcher(i int) error {
+	cfg := t.e.cfg.Team
+	filters := []string{groupTopicPrefix + teamGroup}
+	cover := func(u string) bool { return t.isMember[u] }
+	if !t.group {
+		filters = make([]string, 0, t.n-1)
+		for j, u := range t.members {
+			if j != i {
+				filters = append(filters, topicPrefix+u)
+			}
+		}
+		self := t.members[i]
+		cover = func(u string) bool { return t.isMember[u] && u != self }
+	}
+	o, err := t.e.newObserverFilters("w-"+t.members[i], filters, watcherBuf, cover)
+	if err != nil {
+		return err
+	}
+	if t.group {
+		o.mu.Lock()
+		o.batch = cfg.Batch
+		o.mu.Unlock()
+	}
+	t.watchers[i] = o
+	return nil
+}
+
+// burst connects each member's device once, at a random time within the
+// burst, reading the broker's CPU time first.
+func (t *teamRun) burst() error {
+	e, n, cfg := t.e, t.n, t.e.cfg.Team
 	rng := rand.New(rand.NewSource(1))
 	offsets := make([]time.Duration, n)
 	for i := range offsets {
 		offsets[i] = time.Duration(rng.Int63n(int64(cfg.Burst)))
 	}
-	devs := make([]*device, n)
+	t.devs = make([]*device, n)
 	var wg sync.WaitGroup
 	var connFailed atomic.Int64
 	var firstErr atomic.Value
-	cpu0, err := e.sys.cpu()
-	if err != nil {
+	var err error
+	if t.cpu0, err = e.sys.cpu(); err != nil {
 		return err
 	}
-	start := mono() + 100*time.Millisecond
-	for i, u := range members {
+	t.start = mono() + 100*time.Millisecond
+	for i, u := range t.members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.sleepUntil(start + offsets[i])
+			e.sleepUntil(t.start + offsets[i])
 			if e.cancelled() {
 				return
 			}
-			d, err := e.connectDevice(u, u+"-d", ka, connectTimeout)
+			d, err := e.connectDevice(u, u+"-d", t.ka, connectTimeout)
 			if err != nil {
 				connFailed.Add(1)
 				firstErr.CompareAndSwap(nil, err.Error())
 				return
 			}
-			devs[i] = d
+			t.devs[i] = d
 		}()
 	}
 	wg.Wait()
 	if f := connFailed.Load(); f > 0 {
 		e.note("%d of %d members failed to connect: %v", f, n, firstErr.Load())
 	}
-	up := usersOf(devs)
-	if len(up) == 0 {
+	t.up = usersOf(t.devs)
+	if len(t.up) == 0 {
 		return fmt.Errorf("no member connected: %v", firstErr.Load())
 	}
-	var lastConnect time.Duration
-	for _, d := range devs {
+	for _, d := range t.devs {
 		if d != nil {
-			lastConnect = max(lastConnect, d.c.ConnectAt)
+			t.lastConnect = max(t.lastConnect, d.c.ConnectAt)
 		}
 	}
+	return nil
+}
 
-	// Until every watcher shows every member that connected online. The
-	// watchers are checked in order, each once it has received at least
-	// as many messages as it must, so that the bench parses little while
-	// deliveries are still arriving.
-	need := make([][]string, n)
-	for i, o := range watchers {
-		for _, u := range up {
+// converge waits until every watcher shows every member that connected
+// online, reads the broker's CPU time then, and holds a little for late
+// messages. The watchers are checked in order, each once it has received
+// at least as many messages as it must, so that the bench parses little
+// while deliveries are still arriving.
+func (t *teamRun) converge() error {
+	e, r, n, cfg := t.e, t.e.run, t.n, t.e.cfg.Team
+	t.need = make([][]string, n)
+	for i, o := range t.watchers {
+		for _, u := range t.up {
 			if o.covers(u) {
-				need[i] = append(need[i], u)
+				t.need[i] = append(t.need[i], u)
 			}
 		}
 	}
 	minMsgs := func(i int) int64 {
-		if group {
+		if t.group {
 			return 1
 		}
-		return int64(len(need[i]))
+		return int64(len(t.need[i]))
 	}
 	done := 0
 	converged := func() int {
 		for done < n {
-			o := watchers[done]
-			if o.msgs.Load()-msgs0[done] < minMsgs(done) || o.count(need[done], online) != len(need[done]) {
+			o := t.watchers[done]
+			if o.msgs.Load()-t.msgs0[done] < minMsgs(done) || o.count(t.need[done], online) != len(t.need[done]) {
 				break
 			}
 			done++
@@ -239,44 +295,36 @@ func (e *runEnv) team() error {
 	}
 	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, n, converged); !ok {
 		r.Extra["watchers_not_converged"] = float64(n - got)
-		e.note("%d of %d watchers never showed every member online (the count stopped growing for 10 s; first such watcher: %s)", n-got, n, watchers[got].state())
+		e.note("%d of %d watchers never showed every member online (the count stopped growing for 10 s; first such watcher: %s)", n-got, n, t.watchers[got].state())
 	}
-	cpu1, err := e.sys.cpu()
-	if err != nil {
+	var err error
+	if t.cpu1, err = e.sys.cpu(); err != nil {
 		return err
 	}
 	// Late messages (a duplicate, a batch cut after the last change) still
 	// count: hold for two batch windows.
 	time.Sleep(max(2*cfg.Batch, 300*time.Millisecond))
-	end := mono()
+	t.end = mono()
+	return nil
+}
 
-	var total, totalBytes, subscribed int64
-	for i, o := range watchers {
-		total += o.msgs.Load() - msgs0[i]
-		totalBytes += o.bytes.Load() - bytes0[i]
-		subscribed += msgs0[i]
-	}
-	tls := make([]Timeline, n)
-	for i, o := range watchers {
-		tls[i] = o.timeline()
-	}
-	// Per member: from its CONNECT to the moment the last watcher received
-	// a state showing it online (for mosquitto, of that connection).
-	var delays []float64
-	var lastSeen time.Duration
-	missed := 0
-	for _, d := range devs {
+// delays is, per member shown online to every watcher that covers it, the
+// time from its CONNECT to the moment the last watcher received a state
+// showing it online (for mosquitto, of that connection), in ms; the last
+// such moment; and how many members were not shown to every watcher.
+func (t *teamRun) delays(tls []Timeline) (delays []float64, lastSeen time.Duration, missed int) {
+	for _, d := range t.devs {
 		if d == nil {
 			continue
 		}
 		a := action{kind: 'c', at: d.c.ConnectAt, id: d.id, serial: d.serial}
 		var worst time.Duration
 		all := true
-		for w, o := range watchers {
+		for w, o := range t.watchers {
 			if !o.covers(d.user) {
 				continue
 			}
-			at, ok := e.firstMatch(a, accepted(tls[w][d.user]))
+			at, ok := t.e.firstMatch(a, accepted(tls[w][d.user]))
 			if !ok {
 				all = false
 				break
@@ -290,18 +338,42 @@ func (e *runEnv) team() error {
 		delays = append(delays, ms(worst-a.at))
 		lastSeen = max(lastSeen, worst)
 	}
-	// Every watcher's final view: each member that connected is online.
-	wrongFinal, judged := 0, 0
-	for w := range watchers {
-		for _, u := range need[w] {
+	return delays, lastSeen, missed
+}
+
+// finalViews counts the (watcher, member) pairs judged at the end, every
+// member that connected, and those the watcher does not show online.
+func (t *teamRun) finalViews(tls []Timeline) (wrong, judged int) {
+	for w := range t.watchers {
+		for _, u := range t.need[w] {
 			judged++
 			if ob, ok := latestAccepted(tls[w][u]); !ok || !ob.Online {
-				wrongFinal++
+				wrong++
 			}
 		}
 	}
+	return wrong, judged
+}
 
-	connected := len(up)
+// report records what the watchers received and the delays, the broker's
+// CPU per member, the final views and, for the group topic, its faults,
+// and judges the watchers.
+func (t *teamRun) report() {
+	e, r, n := t.e, t.e.run, t.n
+	var total, totalBytes, subscribed int64
+	for i, o := range t.watchers {
+		total += o.msgs.Load() - t.msgs0[i]
+		totalBytes += o.bytes.Load() - t.bytes0[i]
+		subscribed += t.msgs0[i]
+	}
+	tls := make([]Timeline, n)
+	for i, o := range t.watchers {
+		tls[i] = o.timeline()
+	}
+	delays, lastSeen, missed := t.delays(tls)
+	wrongFinal, judged := t.finalViews(tls)
+
+	connected := len(t.up)
 	r.Metrics.Sessions = connected
 	r.Metrics.Latency = summarize(delays)
 	r.Samples = thin(delays, 2000)
@@ -312,11 +384,11 @@ func (e *runEnv) team() error {
 	if subscribed > 0 {
 		r.Extra["msgs_on_subscribe_per_watcher"] = round3(float64(subscribed) / float64(n))
 	}
-	r.Extra["broker_cpu_ms"] = round1(ms(cpu1 - cpu0))
-	r.Extra["broker_cpu_us_per_member"] = round1(float64(cpu1-cpu0) / float64(time.Microsecond) / float64(connected))
-	r.Extra["connect_spread_s"] = round3((lastConnect - start).Seconds())
+	r.Extra["broker_cpu_ms"] = round1(ms(t.cpu1 - t.cpu0))
+	r.Extra["broker_cpu_us_per_member"] = round1(float64(t.cpu1-t.cpu0) / float64(time.Microsecond) / float64(connected))
+	r.Extra["connect_spread_s"] = round3((t.lastConnect - t.start).Seconds())
 	if lastSeen > 0 {
-		r.Extra["all_seen_after_last_connect_ms"] = round1(ms(lastSeen - lastConnect))
+		r.Extra["all_seen_after_last_connect_ms"] = round1(ms(lastSeen - t.lastConnect))
 	}
 	r.Extra["wrong_final"] = float64(wrongFinal)
 	r.Extra["final_views_judged"] = float64(judged)
@@ -327,9 +399,9 @@ func (e *runEnv) team() error {
 		r.Extra["members_not_seen_by_all"] = float64(missed)
 		e.note("%d of %d members were never shown online to every watcher (left out of the delay)", missed, connected)
 	}
-	if group {
+	if t.group {
 		gaps, backward, deltas := 0, 0, 0
-		for _, o := range watchers {
+		for _, o := range t.watchers {
 			g, b, d := o.groupFaults()
 			gaps, backward, deltas = gaps+g, backward+b, deltas+d
 		}
@@ -340,12 +412,8 @@ func (e *runEnv) team() error {
 			e.note("group topic: %d deltas did not follow the version the watcher held, %d snapshots went back", gaps, backward)
 		}
 	}
-	e.evaluateObservers(end, watchers...)
+	e.evaluateObservers(t.end, t.watchers...)
 	r.Metrics.ObserverMsgs = total
-	if group {
-		return e.teamBig()
-	}
-	return nil
 }
 
 // firstMatch is the receive time of the first state at or after a that
@@ -359,13 +427,32 @@ func (e *runEnv) firstMatch(a action, shown []Obs) (time.Duration, bool) {
 	return 0, false
 }
 
+// teamBigRun is what the large-group measurement carries from phase to
+// phase.
+type teamBigRun struct {
+	e     *runEnv
+	m     int // members of the large group
+	topic string
+	w     *observer // the watcher subscribed before the members connect
+	devs  []*device
+	up    []string // the members that connected
+}
+
 // teamBig restarts presenced-group with one large group, brings every
 // member online, and measures the snapshot a new watcher gets and the CPU
 // per member change.
 func (e *runEnv) teamBig() error {
-	cfg := e.cfg.Team
-	r := e.run
-	m := e.capDevices(cfg.BigMembers, cfg.BigWatch+10, "team large-group members")
+	b := &teamBigRun{e: e}
+	return runPhases(b.bringOnline, b.newWatchers, b.changes)
+}
+
+// bringOnline records the parameters, restarts the broker with the large
+// group, subscribes a watcher to it and connects every member, timing
+// until the watcher shows them all online.
+func (b *teamBigRun) bringOnline() error {
+	e, r, cfg := b.e, b.e.run, b.e.cfg.Team
+	b.m = e.capDevices(cfg.BigMembers, cfg.BigWatch+10, "team large-group members")
+	m := b.m
 	users := make([]string, m)
 	for i := range users {
 		users[i] = "b" + strconv.Itoa(i) // as loadDevices names them
@@ -381,34 +468,39 @@ func (e *runEnv) teamBig() error {
 		return fmt.Errorf("restart with the %d-member group: %w", m, err)
 	}
 	e.watchDrops()
-	topic := groupTopicPrefix + bigGroup
+	b.topic = groupTopicPrefix + bigGroup
 	isMember := make(map[string]bool, m)
 	for _, u := range users {
 		isMember[u] = true
 	}
-	w, err := e.newObserverFilters("w-big", []string{topic}, 64<<10, func(u string) bool { return isMember[u] })
-	if err != nil {
+	var err error
+	if b.w, err = e.newObserverFilters("w-big", []string{b.topic}, 64<<10, func(u string) bool { return isMember[u] }); err != nil {
 		return err
 	}
 	t0 := mono()
-	devs, _, _, err := e.loadDevices("b", m, 600)
-	if err != nil {
+	if b.devs, _, _, err = e.loadDevices("b", m, 600); err != nil {
 		return fmt.Errorf("large group: %w", err)
 	}
-	up := usersOf(devs)
-	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(up), func() int { return w.count(up, online) }); !ok {
-		return fmt.Errorf("large group: the watcher showed %d of %d members online (%s)", got, len(up), w.state())
+	b.up = usersOf(b.devs)
+	if got, ok := e.waitProgress(mono()+60*time.Second, 10*time.Second, len(b.up), func() int { return b.w.count(b.up, online) }); !ok {
+		return fmt.Errorf("large group: the watcher showed %d of %d members online (%s)", got, len(b.up), b.w.state())
 	}
 	r.Extra["big_all_online_s"] = round3((mono() - t0).Seconds())
+	return nil
+}
 
-	// New watchers, one after the other: from dialing to the snapshot.
+// newWatchers subscribes new watchers, one after the other, and times each
+// from dialing to the snapshot, which must hold every member with those
+// online.
+func (b *teamBigRun) newWatchers() error {
+	e, r, cfg := b.e, b.e.run, b.e.cfg.Team
 	var firsts []float64
 	for j := range cfg.BigWatch {
 		o := newObserver(e.sys.parser())
 		e.mu.Lock()
 		e.obs = append(e.obs, o)
 		e.mu.Unlock()
-		c, err := o.connectFilters(e.sys.addr(), "w-big-new-"+strconv.Itoa(j), []string{topic}, 10*time.Second, 64<<10)
+		c, err := o.connectFilters(e.sys.addr(), "w-big-new-"+strconv.Itoa(j), []string{b.topic}, 10*time.Second, 64<<10)
 		if err != nil {
 			return fmt.Errorf("large group: new watcher: %w", err)
 		}
@@ -420,8 +512,8 @@ func (e *runEnv) teamBig() error {
 		}) {
 			return fmt.Errorf("large group: a new watcher got no group message within 10 s (%s; first message: %q)", o.state(), o.firstRaw())
 		}
-		if !g.snapshot || g.entries != m || g.online != len(up) {
-			return fmt.Errorf("large group: a new watcher's first message is not the snapshot of %d members, %d online: %+v", m, len(up), g)
+		if !g.snapshot || g.entries != b.m || g.online != len(b.up) {
+			return fmt.Errorf("large group: a new watcher's first message is not the snapshot of %d members, %d online: %+v", b.m, len(b.up), g)
 		}
 		firsts = append(firsts, ms(g.at-c.DialStart))
 		r.Extra["big_snapshot_bytes"] = float64(g.bytes)
@@ -432,11 +524,16 @@ func (e *runEnv) teamBig() error {
 		r.Extra["big_first_snapshot_p50_ms"] = s.P50
 		r.Extra["big_first_snapshot_max_ms"] = s.Max
 	}
+	return nil
+}
 
-	// CPU per member change: members change status at the given rate until
-	// the watcher shows every change.
+// changes has members change status at the given rate until the watcher
+// shows every change, and records the broker's CPU per member change, the
+// rate achieved, the deltas sent and the group topic's faults.
+func (b *teamBigRun) changes() error {
+	e, r, cfg, w := b.e, b.e.run, b.e.cfg.Team, b.w
 	var movers []*device
-	for _, d := range devs {
+	for _, d := range b.devs {
 		if d != nil && len(movers) < cfg.BigChanges {
 			movers = append(movers, d)
 		}
