@@ -1,0 +1,119 @@
+package groups
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/internal/testkit"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/store"
+)
+
+// gatedStore is the memory store whose group log reads wait until the gate
+// opens: a store that does not answer.
+type gatedStore struct {
+	*store.Memory
+	gate chan struct{}
+}
+
+func (s gatedStore) GroupSnapshot(ctx context.Context, g string) (roster.Snapshot, bool, error) {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return roster.Snapshot{}, false, ctx.Err()
+	}
+	return s.Memory.GroupSnapshot(ctx, g)
+}
+
+// outlet records what the stage sends to the broker.
+type outlet struct {
+	mu       sync.Mutex
+	retained map[string]roster.Snapshot
+	live     []string // topic: payload
+	to       [][]*mqtt.Client
+}
+
+func (o *outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var s roster.Snapshot
+	if err := json.Unmarshal(snapshot, &s); err != nil {
+		return err
+	}
+	o.retained[topic] = s
+	o.live = append(o.live, topic+": "+string(live))
+	o.to = append(o.to, to)
+	return nil
+}
+
+func (o *outlet) Retain(topic string, payload []byte) {}
+
+func (o *outlet) Clear(topic string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.retained, topic)
+}
+
+func (o *outlet) snapshot(topic string) (roster.Snapshot, bool, [][]*mqtt.Client) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.retained[topic]
+	return s, ok, append([][]*mqtt.Client(nil), o.to...)
+}
+
+// published is presence as published: nobody yet.
+type published struct{}
+
+func (published) Current(string) (presence.Shown, bool) { return presence.Shown{}, false }
+
+// Watch never waits on the store: with the group log not answering, a
+// subscription to a group not kept here returns at once (and twice from
+// the same connection waits once); once the log answers, the snapshot is
+// retained and sent live to that subscription only.
+func TestWatchNeverWaitsOnTheStore(t *testing.T) {
+	gs := gatedStore{Memory: store.NewMemory(presence.NewRules(nil), time.Now, func(store.Event) {}), gate: make(chan struct{})}
+	out := &outlet{retained: map[string]roster.Snapshot{}}
+	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: zerolog.Nop(), Store: gs, Presence: published{}, Outlet: out,
+		Viewer: func(*mqtt.Client) (string, bool) { return "", true }})
+	ctx := context.Background()
+	if err := gs.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Stop()
+	cl := &mqtt.Client{ID: "watcher"}
+	start := time.Now()
+	s.Watch(cl, "presence/groups/team")
+	s.Watch(cl, "presence/groups/team")
+	s.Watch(cl, "presence/groups/nope") // no such group: not kept
+	s.Watch(cl, "presence/groups/+")    // a wildcard keeps nothing
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Fatalf("Watch took %v with the store not answering", d)
+	}
+	if !s.Watched("team") || s.Watched("nope") {
+		t.Fatalf("watched: team %v, nope %v", s.Watched("team"), s.Watched("nope"))
+	}
+	if _, ok, _ := out.snapshot("presence/groups/team"); ok {
+		t.Fatal("a snapshot was retained before the store answered")
+	}
+	close(gs.gate)
+	var to [][]*mqtt.Client
+	testkit.Wait(t, 5*time.Second, "the team's snapshot retained", func() error {
+		snap, ok, sent := out.snapshot("presence/groups/team")
+		to = sent
+		return testkit.Why(ok && snap.Version == 1 && len(snap.Members) == 2, "not yet")
+	})
+	if len(to) != 1 || len(to[0]) != 1 || to[0][0] != cl {
+		t.Fatalf("live snapshot for %v, want the one subscription that asked, once", to)
+	}
+}
