@@ -130,3 +130,33 @@ func TestChangesNotesVersionsThatDoNotIncrease(t *testing.T) {
 		t.Fatalf("last %+v len %d", p, c.Len())
 	}
 }
+
+// The clock reads what it was set to and moves only when advanced, from
+// any goroutine (run with -race).
+func TestClockMovesOnlyWhenAdvanced(t *testing.T) {
+	start := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	c := NewClock(start)
+	if !c.Now().Equal(start) {
+		t.Fatalf("Now = %v, want %v", c.Now(), start)
+	}
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 100 {
+				c.Advance(time.Millisecond)
+				_ = c.Now()
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+	if got, want := c.Now(), start.Add(400*time.Millisecond); !got.Equal(want) {
+		t.Fatalf("Now = %v after 400 advances of 1ms, want %v", got, want)
+	}
+	c.Advance(-time.Hour)
+	if got, want := c.Now(), start.Add(400*time.Millisecond-time.Hour); !got.Equal(want) {
+		t.Fatalf("Now = %v after going back an hour, want %v", got, want)
+	}
+}
