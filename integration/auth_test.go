@@ -173,7 +173,7 @@ func wsDial(url string, tlsCfg *tls.Config, origin string) (net.Conn, *http.Resp
 	if err != nil {
 		return nil, resp, err
 	}
-	return &wsNetConn{c: ws}, resp, nil
+	return testkit.NewWSConn(ws), resp, nil
 }
 
 func statusOfResp(resp *http.Response) string {

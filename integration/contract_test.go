@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
-	"github.com/gorilla/websocket"
 
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/internal/testkit"
@@ -516,65 +513,14 @@ func TestAdminPort(t *testing.T) {
 	late.check()
 }
 
-// wsNetConn carries MQTT bytes in binary WebSocket messages, as a net.Conn.
-type wsNetConn struct {
-	c   *websocket.Conn
-	wmu sync.Mutex
-	r   io.Reader
-}
-
-func (w *wsNetConn) Read(p []byte) (int, error) {
-	for {
-		if w.r == nil {
-			op, r, err := w.c.NextReader()
-			if err != nil {
-				return 0, err
-			}
-			if op != websocket.BinaryMessage {
-				return 0, errors.New("websocket message is not binary")
-			}
-			w.r = r
-		}
-		n, err := w.r.Read(p)
-		if errors.Is(err, io.EOF) {
-			w.r = nil
-			if n == 0 {
-				continue
-			}
-			err = nil
-		}
-		return n, err
-	}
-}
-
-func (w *wsNetConn) Write(p []byte) (int, error) {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	if err := w.c.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (w *wsNetConn) Close() error                       { return w.c.Close() }
-func (w *wsNetConn) LocalAddr() net.Addr                { return w.c.LocalAddr() }
-func (w *wsNetConn) RemoteAddr() net.Addr               { return w.c.RemoteAddr() }
-func (w *wsNetConn) SetReadDeadline(t time.Time) error  { return w.c.SetReadDeadline(t) }
-func (w *wsNetConn) SetWriteDeadline(t time.Time) error { return w.c.SetWriteDeadline(t) }
-func (w *wsNetConn) SetDeadline(t time.Time) error {
-	return errors.Join(w.c.SetReadDeadline(t), w.c.SetWriteDeadline(t))
-}
-
 // dialWS connects an MQTT 5 client over WebSocket (subprotocol mqtt).
 func dialWS(t *testing.T, addr, clientID, user string, opts ...connectOpt) *client5 {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: waitTimeout}
-	ws, resp, err := d.Dial("ws://"+addr+"/mqtt", nil)
+	conn, _, err := wsDial("ws://"+addr+"/mqtt", nil, "")
 	if err != nil {
 		t.Fatalf("websocket dial %s: %v", addr, err)
 	}
-	_ = resp.Body.Close()
-	c, ack, err := connect5(t, &wsNetConn{c: ws}, clientID, user, opts...)
+	c, ack, err := connect5(t, conn, clientID, user, opts...)
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("connect over websocket: %v (%+v)", err, ack)
 	}
@@ -585,16 +531,14 @@ func dialWS(t *testing.T, addr, clientID, user string, opts ...connectOpt) *clie
 func TestWebSocketClient(t *testing.T) {
 	n := startNode(t, nil)
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
-	d := websocket.Dialer{Subprotocols: []string{"mqtt"}, HandshakeTimeout: waitTimeout}
-	ws, resp, err := d.Dial("ws://"+n.WSAddr()+"/mqtt", nil)
+	conn, _, err := wsDial("ws://"+n.WSAddr()+"/mqtt", nil, "")
 	if err != nil {
 		t.Fatalf("websocket dial %s: %v", n.WSAddr(), err)
 	}
-	_ = resp.Body.Close()
-	if ws.Subprotocol() != "mqtt" {
-		t.Errorf("subprotocol %q, want mqtt", ws.Subprotocol())
+	if p := conn.(*testkit.WSConn).WS.Subprotocol(); p != "mqtt" {
+		t.Errorf("subprotocol %q, want mqtt", p)
 	}
-	c, ack, err := connect5(t, &wsNetConn{c: ws}, "kim-browser", "kim", withDevice("browser"))
+	c, ack, err := connect5(t, conn, "kim-browser", "kim", withDevice("browser"))
 	if err != nil || ack.ReasonCode != 0 {
 		t.Fatalf("connect over websocket: %v (%+v)", err, ack)
 	}

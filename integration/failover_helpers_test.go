@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -392,17 +394,12 @@ func (r *foRun) wrong() foWrong {
 // waitRight waits until both observers show every user rightly.
 func (r *foRun) waitRight(within time.Duration, what string) time.Duration {
 	r.t.Helper()
-	start := time.Now()
-	for {
-		w := r.wrong()
-		if w.users == 0 {
-			return time.Since(start)
+	return testkit.Wait(r.t, within, what, func() error {
+		if w := r.wrong(); w.users > 0 {
+			return fmt.Errorf("%v:\n%s", w, strings.Join(w.whys, "\n"))
 		}
-		if time.Since(start) > within {
-			r.t.Fatalf("%s: not within %v: %v:\n%s", what, within, w, strings.Join(w.whys, "\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // sample counts the users shown wrongly every 20 ms from now until stop is
@@ -440,21 +437,18 @@ func (r *foRun) sample(stop <-chan struct{}) <-chan struct{} {
 // measured for foMeasure more.
 func (r *foRun) converge(p time.Time) {
 	r.t.Helper()
-	for {
-		w := r.wrong()
-		if w.users == 0 {
-			r.converged = time.Since(p)
-			if r.converged > foBound {
-				r.t.Errorf("the observers showed the truth %v after the promotion, want within %v", r.converged.Round(time.Millisecond), foBound)
-			}
-			return
-		}
-		if time.Since(p) > foBound+foMeasure {
-			r.t.Errorf("the observers did not show the truth within %v of the promotion (bound %v): %v:\n%s",
-				foBound+foMeasure, foBound, w, strings.Join(w.whys, "\n"))
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	var w foWrong
+	if _, err := testkit.Poll(foBound+foMeasure-time.Since(p), testkit.Tick, func() error {
+		w = r.wrong()
+		return testkit.Why(w.users == 0, "not yet")
+	}); err != nil {
+		r.t.Errorf("the observers did not show the truth within %v of the promotion (bound %v): %v:\n%s",
+			foBound+foMeasure, foBound, w, strings.Join(w.whys, "\n"))
+		return
+	}
+	r.converged = time.Since(p)
+	if r.converged > foBound {
+		r.t.Errorf("the observers showed the truth %v after the promotion, want within %v", r.converged.Round(time.Millisecond), foBound)
 	}
 }
 
@@ -563,57 +557,69 @@ func (r *foRun) finish() {
 // session ended as node_lost.
 func (r *foRun) checkStore(n *mnProc) {
 	r.t.Helper()
-	var last []string
 	deadline := r.promotedAt.Add(foBound)
-	for {
-		last = last[:0]
-		for _, u := range r.users {
-			_, _, ids, _ := r.truth(u)
-			code, body := mnGet(n.admin, "/api/v1/users/"+u.name+"/sessions")
-			if code == http.StatusNotFound && len(u.devs) == 0 {
-				continue
-			}
-			if code != http.StatusOK {
-				last = append(last, fmt.Sprintf("%s: %d %s", u.name, code, strings.TrimSpace(string(body))))
-				continue
-			}
-			var s mnSessions
-			if err := json.Unmarshal(body, &s); err != nil {
-				last = append(last, fmt.Sprintf("%s: %v: %s", u.name, err, body))
-				continue
-			}
-			var live []string
-			for _, x := range s.Live {
-				live = append(live, x.ID)
-				if want := r.sessionStatus(u, x.ID); x.Status != want {
-					last = append(last, fmt.Sprintf("%s: session %s in Redis is %s, want %s", u.name, x.ID, x.Status, want))
-				}
-			}
-			sort.Strings(live)
-			want := slices.Clone(ids)
-			sort.Strings(want)
-			if !slices.Equal(live, want) {
-				last = append(last, fmt.Sprintf("%s (%s): live sessions in Redis %v, want %v", u.name, u.role, live, want))
-			}
-			for _, e := range s.Ended {
-				if e.EndReason == presence.EndNodeLost {
-					r.t.Errorf("%s: session %s (node %s, epoch %d) ended as node_lost at %v: no node died", u.name, e.ID, e.Node, e.Epoch, e.EndedAt)
-				}
-			}
+	var last []string
+	failed := false // a session ended as node_lost: the test has failed, stop polling
+	// Every 50 ms, not every testkit.Tick: a poll is a request per user to
+	// a node whose timings the test measures.
+	if _, err := testkit.Poll(time.Until(deadline), 50*time.Millisecond, func() error {
+		if last = r.storeWrong(n); len(last) == 0 {
+			return nil
 		}
-		if len(last) == 0 {
-			r.storeRight = time.Since(r.promotedAt)
-			return
+		if r.t.Failed() && !time.Now().After(deadline) {
+			failed = true
+			return nil
 		}
-		if time.Now().After(deadline) {
-			r.t.Errorf("Redis (read through %s's admin API) does not hold the truth within %v of the promotion:\n%s", n.id, foBound, strings.Join(last, "\n"))
-			return
-		}
-		if r.t.Failed() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		return errors.New("not yet")
+	}); err != nil {
+		r.t.Errorf("Redis (read through %s's admin API) does not hold the truth within %v of the promotion:\n%s", n.id, foBound, strings.Join(last, "\n"))
+		return
 	}
+	if !failed {
+		r.storeRight = time.Since(r.promotedAt)
+	}
+}
+
+// storeWrong reads every user's sessions through n's admin API and returns
+// how they differ from the truth; it fails the test on any session ended as
+// node_lost.
+func (r *foRun) storeWrong(n *mnProc) []string {
+	var last []string
+	for _, u := range r.users {
+		_, _, ids, _ := r.truth(u)
+		code, body := mnGet(n.admin, "/api/v1/users/"+u.name+"/sessions")
+		if code == http.StatusNotFound && len(u.devs) == 0 {
+			continue
+		}
+		if code != http.StatusOK {
+			last = append(last, fmt.Sprintf("%s: %d %s", u.name, code, strings.TrimSpace(string(body))))
+			continue
+		}
+		var s mnSessions
+		if err := json.Unmarshal(body, &s); err != nil {
+			last = append(last, fmt.Sprintf("%s: %v: %s", u.name, err, body))
+			continue
+		}
+		var live []string
+		for _, x := range s.Live {
+			live = append(live, x.ID)
+			if want := r.sessionStatus(u, x.ID); x.Status != want {
+				last = append(last, fmt.Sprintf("%s: session %s in Redis is %s, want %s", u.name, x.ID, x.Status, want))
+			}
+		}
+		sort.Strings(live)
+		want := slices.Clone(ids)
+		sort.Strings(want)
+		if !slices.Equal(live, want) {
+			last = append(last, fmt.Sprintf("%s (%s): live sessions in Redis %v, want %v", u.name, u.role, live, want))
+		}
+		for _, e := range s.Ended {
+			if e.EndReason == presence.EndNodeLost {
+				r.t.Errorf("%s: session %s (node %s, epoch %d) ended as node_lost at %v: no node died", u.name, e.ID, e.Node, e.Epoch, e.EndedAt)
+			}
+		}
+	}
+	return last
 }
 
 // foLog is what a node logged about Redis's health.
@@ -655,18 +661,17 @@ func foLogOf(n *mnProc) foLog {
 func (r *foRun) checkOutages() string {
 	r.t.Helper()
 	var logs map[string]foLog
-	deadline := time.Now().Add(foSettle)
-	for {
+	// Every 25 ms, not every testkit.Tick: a poll parses both nodes' logs.
+	// An outage still open after foSettle is reported below.
+	_, _ = testkit.Poll(foSettle, 25*time.Millisecond, func() error {
 		logs = map[string]foLog{r.a.id: foLogOf(r.a), r.b.id: foLogOf(r.b)}
-		open := false
-		for _, l := range logs {
-			open = open || l.starts > l.ends
+		for id, l := range logs {
+			if l.starts > l.ends {
+				return fmt.Errorf("%s: an outage not ended", id)
+			}
 		}
-		if !open || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 	var parts []string
 	for _, n := range []*mnProc{r.a, r.b} {
 		l := logs[n.id]
@@ -742,19 +747,17 @@ func (w *foReady) halt() {
 // or was not ready at first. It returns the drops per node.
 func (w *foReady) finish(t *testing.T) map[string]int {
 	t.Helper()
-	deadline := time.Now().Add(foSettle)
-	for {
+	// A node not ready after foSettle is reported below.
+	_, _ = testkit.Poll(foSettle, testkit.Tick, func() error {
 		w.mu.Lock()
-		ok := true
-		for _, c := range w.codes {
-			ok = ok && c[len(c)-1] == http.StatusOK
+		defer w.mu.Unlock()
+		for id, c := range w.codes {
+			if c[len(c)-1] != http.StatusOK {
+				return fmt.Errorf("%s: /readyz %d", id, c[len(c)-1])
+			}
 		}
-		w.mu.Unlock()
-		if ok || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
+		return nil
+	})
 	w.halt()
 	drops := map[string]int{}
 	for id, c := range w.codes {

@@ -450,19 +450,22 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 	u4.drop()
 	dial5(t, a.mqtt, "u5-dev", "u5") // CONNACK does not wait for Redis
 
-	// Hold the outage for its full length, checking the degraded state.
+	// Hold the outage for its full length, checking the degraded state
+	// every 100 ms (not every testkit.Tick: a poll is four requests).
 	polls := 0
-	for time.Since(stopped) < outage {
+	if _, err := testkit.Hold(outage-time.Since(stopped), 100*time.Millisecond, func() error {
+		polls++
 		for _, n := range []*mnProc{a, b} {
 			if code, body := mnGet(n.admin, "/readyz"); code != http.StatusServiceUnavailable {
-				t.Errorf("%s /readyz during the outage: %d %s", n.id, code, body)
+				return fmt.Errorf("%s /readyz during the outage: %d %s", n.id, code, body)
 			}
 			if code, body := mnGet(n.admin, "/healthz"); code != http.StatusOK {
-				t.Errorf("%s /healthz during the outage: %d %s", n.id, code, body)
+				return fmt.Errorf("%s /healthz during the outage: %d %s", n.id, code, body)
 			}
 		}
-		polls++
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v after Redis stopped: %v", time.Since(stopped).Round(time.Millisecond), err)
 	}
 	select {
 	case <-pinger.Done():

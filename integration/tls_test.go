@@ -229,9 +229,9 @@ func TestTLSClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wss after the reload: %v (%s)", err, statusOfResp(resp))
 	}
-	tc, ok := conn.(*wsNetConn).c.UnderlyingConn().(*tls.Conn)
+	tc, ok := conn.(*testkit.WSConn).WS.UnderlyingConn().(*tls.Conn)
 	if !ok {
-		t.Fatalf("wss connection under %T", conn.(*wsNetConn).c.UnderlyingConn())
+		t.Fatalf("wss connection under %T", conn.(*testkit.WSConn).WS.UnderlyingConn())
 	}
 	if got := tc.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(next.leaf.SerialNumber) != 0 {
 		t.Errorf("wss serves serial %v after the reload, want %v", got, next.leaf.SerialNumber)

@@ -20,6 +20,8 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // waitTimeout bounds every wait for something that should happen promptly.
@@ -207,8 +209,8 @@ func dialWSWith(t testing.TB, addr string, rcvbuf int, cfg *tls.Config) *client 
 	}
 	c.t = t
 	t.Cleanup(func() { _ = c.tr.Close() })
-	if c.tr.(*wsTransport).ws.Subprotocol() != "mqtt" {
-		t.Fatalf("subprotocol %q, want mqtt", c.tr.(*wsTransport).ws.Subprotocol())
+	if c.tr.(*testkit.WSConn).WS.Subprotocol() != "mqtt" {
+		t.Fatalf("subprotocol %q, want mqtt", c.tr.(*testkit.WSConn).WS.Subprotocol())
 	}
 	return c
 }
@@ -242,49 +244,9 @@ func tryWS(addr string, rcvbuf int, cfg *tls.Config) (*client, error) {
 		}
 		return nil, err
 	}
-	tr := &wsTransport{ws: ws}
+	tr := testkit.NewWSConn(ws)
 	return &client{tr: tr, br: bufio.NewReader(tr), sock: sock}, nil
 }
-
-// wsTransport carries bytes in binary WebSocket messages, one per write.
-type wsTransport struct {
-	ws *websocket.Conn
-	r  io.Reader
-}
-
-func (w *wsTransport) Read(p []byte) (int, error) {
-	for {
-		if w.r == nil {
-			op, r, err := w.ws.NextReader()
-			if err != nil {
-				return 0, err
-			}
-			if op != websocket.BinaryMessage {
-				return 0, fmt.Errorf("message type %d", op)
-			}
-			w.r = r
-		}
-		n, err := w.r.Read(p)
-		if errors.Is(err, io.EOF) {
-			w.r = nil
-			if n == 0 {
-				continue
-			}
-			err = nil
-		}
-		return n, err
-	}
-}
-
-func (w *wsTransport) Write(p []byte) (int, error) {
-	if err := w.ws.WriteMessage(websocket.BinaryMessage, p); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-func (w *wsTransport) SetReadDeadline(t time.Time) error { return w.ws.SetReadDeadline(t) }
-func (w *wsTransport) Close() error                      { return w.ws.Close() }
 
 // send encodes and writes one packet.
 func (c *client) send(pk packets.Packet) {

@@ -426,7 +426,7 @@ func TestWebSocketPing(t *testing.T) {
 	defer b.close(t)
 	c := b.dial(t, 0)
 	c.connect("pinger")
-	ws := c.tr.(*wsTransport).ws
+	ws := c.tr.(*testkit.WSConn).WS
 	pong := make(chan string, 1)
 	ws.SetPongHandler(func(s string) error { pong <- s; return nil })
 	if err := ws.WriteControl(websocket.PingMessage, []byte("hi"), time.Now().Add(waitTimeout)); err != nil {

@@ -158,8 +158,8 @@ func serverSerial(t testing.TB, c *client) int64 {
 	switch tr := c.tr.(type) {
 	case *tls.Conn:
 		cs = tr.ConnectionState()
-	case *wsTransport:
-		cs = tr.ws.UnderlyingConn().(*tls.Conn).ConnectionState()
+	case *testkit.WSConn:
+		cs = tr.WS.UnderlyingConn().(*tls.Conn).ConnectionState()
 	default:
 		t.Fatalf("%T is not TLS", c.tr)
 	}
@@ -319,7 +319,7 @@ func TestWSSBrowserClient(t *testing.T) {
 			browser := ca.clientTLS()
 			browser.NextProtos = []string{"h2", "http/1.1"}
 			c := dialWSWith(t, b.l.Address(), 0, browser)
-			if p := c.tr.(*wsTransport).ws.UnderlyingConn().(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+			if p := c.tr.(*testkit.WSConn).WS.UnderlyingConn().(*tls.Conn).ConnectionState().NegotiatedProtocol; p != "http/1.1" {
 				t.Fatalf("negotiated %q, want http/1.1", p)
 			}
 			c.connect("browser")

@@ -8,25 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // world is the members' current presence, as the publisher holds it.
 type world struct {
@@ -54,12 +38,12 @@ func (w *world) lookup(user string) (presence.Shown, bool) {
 
 const window = 250 * time.Millisecond
 
-func newBoard(t *testing.T) (*Board, *Index, *world, *fakeClock) {
+func newBoard(t *testing.T) (*Board, *Index, *world, *testkit.Clock) {
 	t.Helper()
-	clk := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	w := &world{a: map[string]presence.Aggregate{}}
 	idx := NewIndex()
-	return NewBoard(idx, window, clk.now, w.lookup), idx, w, clk
+	return NewBoard(idx, window, clk.Now, w.lookup), idx, w, clk
 }
 
 func statuses(ms []Member) string {
@@ -102,7 +86,7 @@ func TestBoardBatchesAndCoalesces(t *testing.T) {
 	b, idx, w, clk := newBoard(t)
 	idx.Add("team", "ann", "bob")
 	b.Watch("team")
-	clk.advance(time.Second) // quiet for longer than a window: the first change is due at once
+	clk.Advance(time.Second) // quiet for longer than a window: the first change is due at once
 	b.Note(w.set("ann", presence.Online, 10))
 	if d := b.Next(); d != 0 {
 		t.Fatalf("next %v, want 0", d)
@@ -116,14 +100,14 @@ func TestBoardBatchesAndCoalesces(t *testing.T) {
 	b.Note(w.set("bob", presence.Online, 3))
 	b.Note(w.set("ann", presence.Busy, 12))
 	b.Note(presence.Aggregate{User: "ann", Status: presence.Online, Version: 9}) // late: ignored
-	clk.advance(window - time.Millisecond)
+	clk.Advance(window - time.Millisecond)
 	if got := b.Cut(); len(got) != 0 {
 		t.Fatalf("a batch within the window: %+v", got)
 	}
 	if d := b.Next(); d != time.Millisecond {
 		t.Fatalf("next %v, want 1ms", d)
 	}
-	clk.advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	d2 := b.Cut()
 	if len(d2) != 1 || d2[0].Version != 3 || d2[0].Follows != 2 || statuses(d2[0].Changes) != "ann=busy@12 bob=online@3 " {
 		t.Fatalf("second batch %+v", d2)
@@ -146,33 +130,33 @@ func TestBoardBusyMemberDelaysNobody(t *testing.T) {
 	b, idx, w, clk := newBoard(t)
 	idx.Add("team", "ann", "bob")
 	b.Watch("team")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	var v uint64 = 100
 	sts := []presence.Status{presence.Online, presence.Away}
 	batches := 0
 	var bobAt time.Time
-	start := clk.now()
+	start := clk.Now()
 	for i := range 200 { // 2 s of ann changing every 10 ms; bob once, at 0.5 s
 		v++
 		b.Note(w.set("ann", sts[i%2], v))
 		if i == 50 {
 			b.Note(w.set("bob", presence.Online, 7))
-			bobAt = clk.now()
+			bobAt = clk.Now()
 		}
 		for _, d := range b.Cut() {
 			batches++
 			for _, m := range d.Changes {
 				if m.User == "bob" {
-					if lag := clk.now().Sub(bobAt); lag > window {
+					if lag := clk.Now().Sub(bobAt); lag > window {
 						t.Fatalf("bob's change waited %v, more than the window", lag)
 					}
 				}
 			}
 		}
-		clk.advance(10 * time.Millisecond)
+		clk.Advance(10 * time.Millisecond)
 	}
-	if max := int(clk.now().Sub(start)/window) + 1; batches > max {
-		t.Fatalf("%d batches in %v, at most %d", batches, clk.now().Sub(start), max)
+	if max := int(clk.Now().Sub(start)/window) + 1; batches > max {
+		t.Fatalf("%d batches in %v, at most %d", batches, clk.Now().Sub(start), max)
 	}
 	s, _ := b.Snapshot("team")
 	if s.Members[1].Status != presence.Online {
@@ -190,14 +174,14 @@ func TestBoardMorningBurst(t *testing.T) {
 	}
 	idx.Add("team", users...)
 	b.Watch("team")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	var deltas []Delta
 	for i, u := range users { // one every 5 ms: 1 s
 		b.Note(w.set(u, presence.Online, uint64(i+1)))
 		deltas = append(deltas, b.Cut()...)
-		clk.advance(5 * time.Millisecond)
+		clk.Advance(5 * time.Millisecond)
 	}
-	clk.advance(window)
+	clk.Advance(window)
 	deltas = append(deltas, b.Cut()...)
 	if len(deltas) > 6 {
 		t.Fatalf("%d batches for 200 members in 1 s", len(deltas))
@@ -225,20 +209,20 @@ func TestBoardMembership(t *testing.T) {
 	w.set("ann", presence.Online, 1)
 	w.set("dan", presence.DND, 4)
 	b.Watch("team")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	b.Joined(idx.Add("team", "dan"))
 	d := b.Cut()
 	if len(d) != 1 || statuses(d[0].Changes) != "dan=dnd@4 " || d[0].Total != 2 || d[0].Online != 2 {
 		t.Fatalf("join: %+v", d)
 	}
-	clk.advance(window)
+	clk.Advance(window)
 	b.Joined(idx.Remove("team", "ann"))
 	b.Note(w.set("ann", presence.Away, 2)) // after leaving: not the group's business
 	d = b.Cut()
 	if len(d) != 1 || !slices.Equal(d[0].Removed, []string{"ann"}) || len(d[0].Changes) != 0 || d[0].Total != 1 {
 		t.Fatalf("leave: %+v", d)
 	}
-	clk.advance(window)
+	clk.Advance(window)
 	b.Joined(idx.Add("team", "eve"))
 	b.Joined(idx.Remove("team", "eve"))
 	if d := b.Cut(); len(d) != 0 {
@@ -257,7 +241,7 @@ func TestBoardRepair(t *testing.T) {
 	b.Watch("team")
 	sts := []presence.Status{presence.Online, presence.Away, presence.Offline, presence.DND}
 	for i := range 40 {
-		clk.advance(window)
+		clk.Advance(window)
 		u := []string{"ann", "bob", "cat"}[i%3]
 		b.Note(w.set(u, sts[i%4], uint64(i+1)))
 		b.Cut()
@@ -287,14 +271,14 @@ func TestBoardOnlyWatched(t *testing.T) {
 	idx.Add("a", "ann")
 	idx.Add("b", "ann")
 	b.Watch("a")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	b.Note(w.set("ann", presence.Online, 1))
 	d := b.Cut()
 	if len(d) != 1 || d[0].Group != "a" {
 		t.Fatalf("batches %+v", d)
 	}
 	b.Unwatch("a")
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	b.Note(w.set("ann", presence.Away, 2))
 	if d := b.Cut(); len(d) != 0 || b.Stats().Groups != 0 {
 		t.Fatalf("batches of unwatched groups: %+v", d)
@@ -315,7 +299,7 @@ func TestMirrorFollowsBoard(t *testing.T) {
 	var all []Delta
 	sts := []presence.Status{presence.Online, presence.Away, presence.Offline}
 	for i := range 30 {
-		clk.advance(window)
+		clk.Advance(window)
 		b.Note(w.set([]string{"ann", "bob", "cat"}[i%3], sts[i%3], uint64(i+1)))
 		if i == 10 {
 			b.Joined(idx.Remove("team", "cat"))
@@ -343,9 +327,9 @@ func TestMirrorFollowsBoard(t *testing.T) {
 	// A new board (another leader) loads the published snapshot and
 	// continues from its version.
 	cur, _ := m.Get("team")
-	b2 := NewBoard(idx, window, clk.now, w.lookup)
+	b2 := NewBoard(idx, window, clk.Now, w.lookup)
 	b2.Load(cur)
-	clk.advance(window)
+	clk.Advance(window)
 	b2.Note(w.set("ann", presence.DND, 1000))
 	d := b2.Cut()
 	if len(d) != 1 || d[0].Follows != cur.Version {
@@ -368,7 +352,7 @@ func BenchmarkGroup10k(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		v++
-		clk.advance(window)
+		clk.Advance(window)
 		board.Note(w.set(users[i%len(users)], presence.Away, v))
 		for _, d := range board.Cut() {
 			if _, ok := m.Apply(d); !ok {
@@ -392,7 +376,7 @@ func BenchmarkSnapshot10kJSON(b *testing.B) {
 }
 
 // group10k is a board keeping one group of 10,000 members, all online.
-func group10k() (*Board, *world, *fakeClock, []string, Snapshot) {
+func group10k() (*Board, *world, *testkit.Clock, []string, Snapshot) {
 	board, idx, w, clk := newBoard(&testing.T{})
 	users := make([]string, 10000)
 	for i := range users {

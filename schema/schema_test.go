@@ -14,6 +14,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
 	"github.com/presenced/presenced/schema"
@@ -400,11 +401,6 @@ func mutateMap(b []byte) map[string]any {
 
 // ---- presence/groups/{group} ----
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
 // world is the members' current presence, as the publisher holds it.
 type world map[string]presence.Aggregate
 
@@ -419,10 +415,10 @@ const window = 250 * time.Millisecond
 // snapshot and delta it marshals, in order.
 func groupPayloads(t *testing.T) (snapshots, deltas [][]byte) {
 	t.Helper()
-	clk := &fakeClock{t: base}
+	clk := testkit.NewClock(base)
 	w := world{}
 	idx := roster.NewIndex()
-	b := roster.NewBoard(idx, window, clk.now, w.lookup)
+	b := roster.NewBoard(idx, window, clk.Now, w.lookup)
 	marshal := func(v any) []byte {
 		t.Helper()
 		out, err := json.Marshal(v)
@@ -441,7 +437,7 @@ func groupPayloads(t *testing.T) (snapshots, deltas [][]byte) {
 	}
 	cut := func(want int) {
 		t.Helper()
-		clk.advance(window)
+		clk.Advance(window)
 		ds := b.Cut()
 		if len(ds) != want {
 			t.Fatalf("%d batches, want %d", len(ds), want)

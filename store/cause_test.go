@@ -91,10 +91,10 @@ func TestFeedCarriesTheCause(t *testing.T) {
 		want("carol", presence.Cause{Ended: presence.EndTimeout})
 	}
 	t.Run("memory", func(t *testing.T) {
-		clk := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+		clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 		col := &causes{}
-		m := NewMemory(presence.NewRules(nil), clk.now, col.report)
-		run(t, m, col, 10*time.Second, func() { clk.advance(11 * time.Second) })
+		m := NewMemory(presence.NewRules(nil), clk.Now, col.report)
+		run(t, m, col, 10*time.Second, func() { clk.Advance(11 * time.Second) })
 	})
 	t.Run("redis", func(t *testing.T) {
 		srv := redistest.Start(t)

@@ -6,18 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time          { return c.t }
-func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
-func newTestStore() (*Memory, *fakeClock, *[]presence.Aggregate) {
-	clk := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+func newTestStore() (*Memory, *testkit.Clock, *[]presence.Aggregate) {
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	var feed []presence.Aggregate
-	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now, changesTo(&feed))
+	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.Now, changesTo(&feed))
 	return m, clk, &feed
 }
 
@@ -34,7 +30,7 @@ func TestMemoryFeedCarriesEveryChangeInOrder(t *testing.T) {
 	m, clk, feed := newTestStore()
 	ctx := context.Background()
 	a := open(t, m, "alice", "phone")
-	clk.advance(time.Millisecond)
+	clk.Advance(time.Millisecond)
 	b := open(t, m, "alice", "laptop")
 	if b.Epoch <= a.Epoch {
 		t.Fatalf("epochs %d then %d", a.Epoch, b.Epoch)
@@ -103,12 +99,12 @@ func TestMemoryRenewAndReap(t *testing.T) {
 	ctx := context.Background()
 	a := open(t, m, "carol", "phone")
 	b := open(t, m, "dave", "phone")
-	clk.advance(50 * time.Second)
+	clk.Advance(50 * time.Second)
 	if stale, err := m.Renew(ctx, []presence.SessionRef{{User: "carol", ID: "phone", Epoch: a.Epoch}}, time.Minute); err != nil || len(stale) != 0 {
 		t.Fatalf("renew: %v %v", stale, err)
 	}
 	n := len(*feed)
-	clk.advance(10 * time.Second) // dave's expiry (60 s) is reached, carol's is at 110 s
+	clk.Advance(10 * time.Second) // dave's expiry (60 s) is reached, carol's is at 110 s
 	reaped, err := m.Reap(ctx)
 	if err != nil || reaped != 1 {
 		t.Fatalf("reaped %d, %v", reaped, err)
@@ -123,7 +119,7 @@ func TestMemoryRenewAndReap(t *testing.T) {
 	if reaped, _ := m.Reap(ctx); reaped != 0 {
 		t.Fatalf("second reap ended %d", reaped)
 	}
-	clk.advance(50 * time.Second)
+	clk.Advance(50 * time.Second)
 	if reaped, _ := m.Reap(ctx); reaped != 1 {
 		t.Fatalf("carol not reaped after her renewed expiry")
 	}
@@ -138,9 +134,9 @@ func TestMemoryStampsSurviveRestart(t *testing.T) {
 		_ = i
 	}
 	last := (*feed1)[len(*feed1)-1]
-	clk.advance(time.Second)
+	clk.Advance(time.Second)
 	var feed2 []presence.Aggregate
-	m2 := NewMemory(presence.NewRules(nil), clk.now, changesTo(&feed2))
+	m2 := NewMemory(presence.NewRules(nil), clk.Now, changesTo(&feed2))
 	s := open(t, m2, "erin", "phone")
 	if s.Epoch <= last.Sessions[0].Epoch || feed2[0].Version <= last.Version {
 		t.Fatalf("after restart: epoch %d (was %d), version %d (was %d)", s.Epoch, last.Sessions[0].Epoch, feed2[0].Version, last.Version)
@@ -200,13 +196,13 @@ func TestMemoryForget(t *testing.T) {
 	if err := m.End(ctx, presence.EndArgs{User: "old", ID: "a", Epoch: old.Epoch, Reason: presence.EndClean}); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	recent := open(t, m, "recent", "b")
 	if err := m.End(ctx, presence.EndArgs{User: "recent", ID: "b", Epoch: recent.Epoch, Reason: presence.EndClean}); err != nil {
 		t.Fatal(err)
 	}
 	open(t, m, "online", "c")
-	if n := m.Forget(clk.now().Add(-30 * time.Minute)); n != 1 {
+	if n := m.Forget(clk.Now().Add(-30 * time.Minute)); n != 1 {
 		t.Fatalf("forgot %d, want 1", n)
 	}
 	for user, want := range map[string]bool{"old": false, "recent": true, "online": true} {

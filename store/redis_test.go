@@ -151,8 +151,8 @@ func TestRedisStoreOperations(t *testing.T) {
 func TestRedisMatchesMemory(t *testing.T) {
 	srv := redistest.Start(t)
 	r, col := newRedisStore(t, srv.Client(t), "n1")
-	clk := &fakeClock{t: time.Now()}
-	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.now, func(Event) {})
+	clk := testkit.NewClock(time.Now())
+	m := NewMemory(presence.NewRules([]string{"desktop"}), clk.Now, func(Event) {})
 	ctx := context.Background()
 	rng := rand.New(rand.NewSource(1))
 	users := []string{"u1", "u2"}
@@ -175,7 +175,7 @@ func TestRedisMatchesMemory(t *testing.T) {
 	}
 	lastMs := int64(0) // Redis's millisecond after the previous step's writes
 	for i := 0; i < 300; i++ {
-		clk.advance(time.Millisecond)
+		clk.Advance(time.Millisecond)
 		testkit.Wait(t, 5*time.Second, "Redis TIME in a new millisecond", func() error {
 			return testkit.Why(redisMs() > lastMs, "still the same millisecond")
 		})

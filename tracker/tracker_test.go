@@ -14,23 +14,6 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // countingStore counts the writes reaching the memory store.
 type countingStore struct {
 	*store.Memory
@@ -65,11 +48,11 @@ func (s *countingStore) Update(ctx context.Context, r presence.SessionRef, u pre
 	return s.Memory.Update(ctx, r, u)
 }
 
-func newTestTracker(t *testing.T) (*Tracker, *countingStore, *testkit.Changes, *clock) {
+func newTestTracker(t *testing.T) (*Tracker, *countingStore, *testkit.Changes, *testkit.Clock) {
 	t.Helper()
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := &testkit.Changes{}
-	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now, func(e store.Event) { f.Add(e.Aggregate) })}
+	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.Now, func(e store.Event) { f.Add(e.Aggregate) })}
 	tr := New(cs, Options{Node: "n1", TTL: time.Minute, Shards: 2, Log: zerolog.Nop()})
 	return tr, cs, f, clk
 }
@@ -169,7 +152,7 @@ func TestTrackerRenewal(t *testing.T) {
 	waitIdle(t, tr)
 	ctx := context.Background()
 	for range 5 { // 5 × 30 s: far past the 1 min TTL, renewed every 30 s
-		clk.advance(30 * time.Second)
+		clk.Advance(30 * time.Second)
 		if err := tr.Renew(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +161,7 @@ func TestTrackerRenewal(t *testing.T) {
 		}
 	}
 	first := f.All()[0].Sessions[0].Epoch
-	clk.advance(61 * time.Second) // the node stalled past the TTL
+	clk.Advance(61 * time.Second) // the node stalled past the TTL
 	if n, _ := cs.Reap(ctx); n != 1 {
 		t.Fatalf("unrenewed session not reaped")
 	}
@@ -306,9 +289,9 @@ func TestTrackerGhosts(t *testing.T) {
 // with 0 and a status the user set are left alone; a status set while
 // auto-idle wins with one write.
 func TestTrackerIdle(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := &testkit.Changes{}
-	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.now, func(e store.Event) { f.Add(e.Aggregate) })}
+	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.Now, func(e store.Event) { f.Add(e.Aggregate) })}
 	const after = time.Minute
 	tr := New(cs, Options{Node: "n1", TTL: time.Hour, Shards: 2, Log: zerolog.Nop(),
 		Idle: presence.IdleRules{Default: after, Devices: map[string]time.Duration{"sensor": 0}}})
@@ -317,7 +300,7 @@ func TestTrackerIdle(t *testing.T) {
 
 	acts := map[string]*presence.Activity{}
 	for i, c := range []struct{ id, user, device string }{{"a", "ann", "phone"}, {"s", "sam", "sensor"}, {"w", "wes", "phone"}} {
-		acts[c.id] = presence.NewActivity(clk.now())
+		acts[c.id] = presence.NewActivity(clk.Now())
 		tr.Connect(presence.ConnID(i+1), c.id, c.user, c.device, acts[c.id])
 		tr.Established(presence.ConnID(i+1), c.id)
 	}
@@ -334,12 +317,12 @@ func TestTrackerIdle(t *testing.T) {
 	}
 	_, _, base := cs.counts()
 
-	clk.advance(after - time.Second)
-	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+	clk.Advance(after - time.Second)
+	if e, l := tr.CheckIdle(clk.Now()); e != 0 || l != 0 {
 		t.Fatalf("before idle_after: entered %d left %d", e, l)
 	}
-	clk.advance(time.Second)
-	if e, l := tr.CheckIdle(clk.now()); e != 1 || l != 0 {
+	clk.Advance(time.Second)
+	if e, l := tr.CheckIdle(clk.Now()); e != 1 || l != 0 {
 		t.Fatalf("at idle_after: entered %d left %d, want 1 (ann only: sam's label is 0, wes is away)", e, l)
 	}
 	waitIdle(t, tr)
@@ -349,13 +332,13 @@ func TestTrackerIdle(t *testing.T) {
 	if status("ann") != presence.Idle || status("sam") != presence.Online || status("wes") != presence.Away {
 		t.Fatalf("ann %s sam %s wes %s", status("ann"), status("sam"), status("wes"))
 	}
-	clk.advance(10 * after)
-	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+	clk.Advance(10 * after)
+	if e, l := tr.CheckIdle(clk.Now()); e != 0 || l != 0 {
 		t.Fatalf("still quiet: entered %d left %d", e, l)
 	}
 
 	// Activity: the hook's path.
-	if !acts["a"].Touch(clk.now()) {
+	if !acts["a"].Touch(clk.Now()) {
 		t.Fatal("Touch did not report auto-idle")
 	}
 	tr.Active(1, "a")
@@ -366,21 +349,21 @@ func TestTrackerIdle(t *testing.T) {
 
 	// Idle again, then the user sets busy: busy wins, in one write, and
 	// auto-idle is over.
-	clk.advance(after)
-	tr.CheckIdle(clk.now())
+	clk.Advance(after)
+	tr.CheckIdle(clk.Now())
 	waitIdle(t, tr)
 	if status("ann") != presence.Idle {
 		t.Fatalf("ann %s, want idle", status("ann"))
 	}
-	acts["a"].Touch(clk.now())
+	acts["a"].Touch(clk.Now())
 	busy := presence.Busy
 	tr.Set(1, "a", "ann", presence.SetRequest{Scope: presence.ScopeSession, Status: &busy})
 	waitIdle(t, tr)
 	if _, _, u := cs.counts(); u-base != 4 || status("ann") != presence.Busy {
 		t.Fatalf("set while idle: %d writes, ann %s; want 4 and busy", u-base, status("ann"))
 	}
-	clk.advance(10 * after)
-	if e, l := tr.CheckIdle(clk.now()); e != 0 || l != 0 {
+	clk.Advance(10 * after)
+	if e, l := tr.CheckIdle(clk.Now()); e != 0 || l != 0 {
 		t.Fatalf("busy: entered %d left %d", e, l)
 	}
 	if got := tr.Stats.IdleEntered.Load(); got != 2 {

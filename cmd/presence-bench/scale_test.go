@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/presenced/presenced/bench/result"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // scaleBenchBinary builds presence-bench itself (the workers' program) into a
@@ -87,7 +89,10 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	for i := range users {
 		users[i] = "pa" + strconv.Itoa(i)
 	}
-	scaleWaitFor(t, 10*time.Second, func() bool { return o.count(users, online) == n }, "the observer shows every worker user online")
+	testkit.Wait(t, 10*time.Second, "the observer shows every worker user online", func() error {
+		got := o.count(users, online)
+		return testkit.Why(got == n, fmt.Sprintf("%d of %d online", got, n))
+	})
 
 	// 10 changes at 100/s: each reported with a unique tag, each seen.
 	f, err = w.request("status 100 10", "status-done", 20*time.Second)
@@ -114,10 +119,10 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	if span := cs[9].at - cs[0].at; span < 60*time.Millisecond {
 		t.Fatalf("10 changes at 100/s took %v, want about 90 ms", span)
 	}
-	scaleWaitFor(t, 10*time.Second, func() bool {
+	testkit.Wait(t, 10*time.Second, "the observer sees every change's tag", func() error {
 		_, _, missing := scalePropagation([][]scaleChange{cs}, []*observer{o}, -1)
-		return missing == 0
-	}, "the observer sees every change's tag")
+		return testkit.Why(missing == 0, fmt.Sprintf("%d missing", missing))
+	})
 	if cross, same, _ := scalePropagation([][]scaleChange{cs}, []*observer{o}, -1); len(cross) != 0 || len(same) != 10 {
 		t.Fatalf("changes of worker 0 seen by observer 0: %d cross-node, %d same-node; want 0 and 10", len(cross), len(same))
 	}
@@ -125,11 +130,14 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	if f, err = w.request("disconnect 5", "disconnected", 10*time.Second); err != nil || f[1] != "5" {
 		t.Fatalf("disconnect: %q %v", f, err)
 	}
-	scaleWaitFor(t, 10*time.Second, func() bool {
+	testkit.Wait(t, 10*time.Second, "5 sessions closed", func() error {
 		s, err := w.stats()
-		return err == nil && s.live == n-5 && s.closed == 5
-	}, "5 sessions closed")
-	scaleWaitFor(t, 10*time.Second, func() bool { return o.count(users, offline) == 5 }, "the observer shows the 5 offline")
+		return testkit.Why(err == nil && s.live == n-5 && s.closed == 5, fmt.Sprintf("stats %+v, %v", s, err))
+	})
+	testkit.Wait(t, 10*time.Second, "the observer shows the 5 offline", func() error {
+		got := o.count(users, offline)
+		return testkit.Why(got == 5, fmt.Sprintf("%d offline", got))
+	})
 	if _, err := w.request("bogus", "never", 5*time.Second); err == nil || !strings.Contains(err.Error(), "unknown command") {
 		t.Fatalf("unknown command: %v", err)
 	}
@@ -156,18 +164,10 @@ func TestScaleWorkerProtocol(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the worker did not exit when its stdin closed")
 	}
-	scaleWaitFor(t, 10*time.Second, func() bool { return o.count([]string{"pb0", "pb1", "pb2"}, offline) == 3 }, "the exited worker's sessions shown offline")
-}
-
-func scaleWaitFor(t *testing.T, d time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Wait(t, 10*time.Second, "the exited worker's sessions shown offline", func() error {
+		got := o.count([]string{"pb0", "pb1", "pb2"}, offline)
+		return testkit.Why(got == 3, fmt.Sprintf("%d of 3 offline", got))
+	})
 }
 
 // TestScaleSmoke runs the scale scenario at a tiny size (3 nodes × 50

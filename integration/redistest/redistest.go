@@ -380,29 +380,20 @@ func (c *Cluster) waitState(known, size int, deadline time.Time) error {
 		"cluster_known_nodes":    strconv.Itoa(known),
 		"cluster_size":           strconv.Itoa(size),
 	}
-	for {
-		err := func() error {
-			for _, n := range c.nodes {
-				info, err := clusterInfoOf(n.Addr())
-				if err != nil {
-					return fmt.Errorf("%s: %v", n.Addr(), err)
-				}
-				for k, v := range want {
-					if info[k] != v {
-						return fmt.Errorf("%s: %s is %q, want %q", n.Addr(), k, info[k], v)
-					}
+	return c.poll(deadline, func(cs conns) error {
+		for _, n := range c.nodes {
+			info, err := cs.clusterInfo(n.Addr())
+			if err != nil {
+				return err
+			}
+			for k, v := range want {
+				if info[k] != v {
+					return fmt.Errorf("%s: %s is %q, want %q", n.Addr(), k, info[k], v)
 				}
 			}
-			return nil
-		}()
-		if err == nil {
-			return nil
 		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(pollInterval)
-	}
+		return nil
+	})
 }
 
 // tails quotes the end of every node's output.
@@ -719,14 +710,6 @@ func pidOf(addr string) (int, error) {
 
 func infoOf(addr string) (map[string]string, error) {
 	s, err := query(addr, []string{"INFO"})
-	if err != nil {
-		return nil, err
-	}
-	return parseInfo(s), nil
-}
-
-func clusterInfoOf(addr string) (map[string]string, error) {
-	s, err := query(addr, []string{"CLUSTER", "INFO"})
 	if err != nil {
 		return nil, err
 	}

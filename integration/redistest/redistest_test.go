@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -448,20 +450,16 @@ func checkGone(t *testing.T, servers []*Server, pids []int) {
 // getAll polls until every key:i of n keys reads i through c.
 func getAll(t *testing.T, ctx context.Context, c redis.Cmdable, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for i := 0; i < n; i++ {
-		k := fmt.Sprintf("key:%d", i)
-		for {
-			got, err := c.Get(ctx, k).Int()
-			if err == nil && got == i {
-				break
+	i := 0 // keys below i have been read
+	testkit.Wait(t, within, fmt.Sprintf("every one of %d keys read", n), func() error {
+		for ; i < n; i++ {
+			k := fmt.Sprintf("key:%d", i)
+			if got, err := c.Get(ctx, k).Int(); err != nil || got != i {
+				return fmt.Errorf("GET %s = %d, %v", k, got, err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s = %d, %v after %v", k, got, err, within)
-			}
-			time.Sleep(pollInterval)
 		}
-	}
+		return nil
+	})
 }
 
 // A replica cluster starts with the roles asked for; when the master of a
@@ -554,12 +552,11 @@ func TestClusterReplicaPromoted(t *testing.T) {
 
 		// The dead master comes back empty and follows its successor.
 		m.Restart(t)
-		deadline := time.Now().Add(10 * time.Second)
-		for replicaOf(cl.Nodes(), nm) != m {
-			if time.Now().After(deadline) {
-				t.Fatalf("the restarted %s does not follow %s", m.Addr(), nm.Addr())
-			}
-			time.Sleep(failoverPoll)
+		// Every failoverPoll, not every testkit.Tick: replicaOf dials every node.
+		if _, err := testkit.Poll(10*time.Second, failoverPoll, func() error {
+			return testkit.Why(replicaOf(cl.Nodes(), nm) == m, "not yet")
+		}); err != nil {
+			t.Fatalf("the restarted %s does not follow %s", m.Addr(), nm.Addr())
 		}
 		cl.WaitReplicated(t, 5*time.Second)
 		if got, err := query(m.Addr(), []string{"READONLY"}, []string{"GET", "{key:0}after"}); err != nil || got != "x" {
@@ -674,17 +671,9 @@ func TestSentinelFailover(t *testing.T) {
 		}
 
 		// The failover client finds the new master.
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			err := fc.Set(ctx, "after", "x", 0).Err()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("SET through the failover client after the failover: %v", err)
-			}
-			time.Sleep(pollInterval)
-		}
+		testkit.Wait(t, 5*time.Second, "SET through the failover client after the failover", func() error {
+			return fc.Set(ctx, "after", "x", 0).Err()
+		})
 		t.Logf("the failover client wrote %v after the failover was observed", time.Since(at).Round(time.Millisecond))
 		for k, want := range map[string]string{"before": "v", "after": "x"} {
 			if got, err := fc.Get(ctx, k).Result(); err != nil || got != want {
@@ -700,12 +689,10 @@ func TestSentinelFailover(t *testing.T) {
 		if other == nm {
 			other = nodes[2]
 		}
-		deadline = time.Now().Add(15 * time.Second)
-		for replicaOf(nodes, nm) != other {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not follow the new master %s", other.Addr(), nm.Addr())
-			}
-			time.Sleep(failoverPoll)
+		if _, err := testkit.Poll(15*time.Second, failoverPoll, func() error {
+			return testkit.Why(replicaOf(nodes, nm) == other, "not yet")
+		}); err != nil {
+			t.Fatalf("%s does not follow the new master %s", other.Addr(), nm.Addr())
 		}
 		t.Logf("the other replica followed the new master %v after the failover was observed", time.Since(at).Round(time.Millisecond))
 		if got := sn.Replicas(); len(got) != 1 || got[0] != other {

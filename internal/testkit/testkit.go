@@ -11,22 +11,72 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
+// Tick is the pause between two polls of Wait and During: short, so that a
+// wait returns within a few milliseconds of the change.
+const Tick = 5 * time.Millisecond
+
 // Wait polls cond until it returns nil and returns how long that took. Once
 // within has passed it fails the test with what and cond's last error, so
 // the failure says what was last seen (nats-server's checkFor). It never
-// sleeps longer than a few milliseconds at a time.
+// sleeps longer than Tick at a time.
 func Wait(t testing.TB, within time.Duration, what string, cond func() error) time.Duration {
 	t.Helper()
+	d, err := Poll(within, Tick, cond)
+	if err != nil {
+		t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
+	}
+	return d
+}
+
+// During checks that cond holds for the whole window: it polls cond every
+// Tick from now until window has passed, once more at its end, and fails the
+// test with what and cond's error at the first poll that returns one. It is
+// for what must not happen (a session that must stay online, a message that
+// must not come), where a single look after a sleep would miss a change that
+// came and went.
+func During(t testing.TB, window time.Duration, what string, cond func() error) {
+	t.Helper()
+	if at, err := Hold(window, Tick, cond); err != nil {
+		t.Fatalf("%s: broken after %v of %v: %v", what, at.Round(time.Millisecond), window, err)
+	}
+}
+
+// Poll is Wait's loop, for a caller that reports a late condition itself
+// (t.Errorf, to go on with the test's other checks) or polls something
+// costly less often than Tick: it calls cond every every until cond returns
+// nil, and returns how long that took. Once within has passed it returns
+// cond's last error instead. cond runs at least once.
+func Poll(within, every time.Duration, cond func() error) (time.Duration, error) {
 	start := time.Now()
 	for {
 		err := cond()
 		if err == nil {
-			return time.Since(start)
+			return time.Since(start), nil
 		}
 		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v; last seen: %v", what, within, err)
+			return time.Since(start), err
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(every)
+	}
+}
+
+// Hold is During's loop, for a caller that reports a broken condition
+// itself or polls less often than Tick: it calls cond every every from now
+// until window has passed, and once more at its end, and returns at the
+// first error, with how long after the start it came. It returns nil after
+// the window when cond never failed. cond runs at least once, even for a
+// window already over.
+func Hold(window, every time.Duration, cond func() error) (time.Duration, error) {
+	start := time.Now()
+	for {
+		if err := cond(); err != nil {
+			return time.Since(start), err
+		}
+		left := window - time.Since(start)
+		if left <= 0 {
+			return time.Since(start), nil
+		}
+		time.Sleep(min(every, left))
 	}
 }
 
