@@ -95,7 +95,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d.d, d.kind, v, labels...)
 	}
 	n := func(v int64) float64 { return float64(v) }
-	t, pb, pc, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Pacer.Stats, &p.Hook.Counters, &p.Delivery.Counters
+	t, pb, pc, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Pacer.Stats, &p.Hook.Stats, &p.Delivery.Counters
 
 	emit(mSessions, float64(p.Tracker.Len()))
 	emit(mConnections, n(atomic.LoadInt64(&p.srv.Info.ClientsConnected)))

@@ -97,7 +97,7 @@ func ReadRuntimeStats() RuntimeStats {
 // Stats returns every counter of the plugin (and the Redis store's, zero
 // with the in-memory store).
 func (p *Plugin) Stats() Stats {
-	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Counters, &p.Delivery.Counters
+	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Stats, &p.Delivery.Counters
 	s := Stats{
 		Node:            p.cfg.NodeID,
 		Connections:     atomic.LoadInt64(&p.srv.Info.ClientsConnected),

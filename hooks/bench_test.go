@@ -185,7 +185,7 @@ func BenchmarkOnPublishSet(b *testing.B) {
 		}
 		n++
 	}
-	if got := h.Counters.SetAccepted.Load(); got != int64(n) {
+	if got := h.Stats.SetAccepted.Load(); got != int64(n) {
 		b.Fatalf("%d sets accepted, want %d", got, n)
 	}
 }

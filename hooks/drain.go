@@ -74,7 +74,7 @@ func (h *Presence) Move(cl *mqtt.Client) bool {
 		d = &drainState{}
 	}
 	if atomic.SwapUint32(&cl.Properties.Will.Flag, 0) == 1 {
-		h.Counters.WillsSuppressed.Add(1)
+		h.Stats.WillsSuppressed.Add(1)
 	}
 	h.mu.Lock() // before the DISCONNECT, which the client may answer by closing
 	if l := h.links[cl]; l != nil {

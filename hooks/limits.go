@@ -58,7 +58,7 @@ func (h *Presence) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packe
 			}
 		}
 		if refused {
-			h.Counters.FiltersRefused.Add(1)
+			h.Stats.FiltersRefused.Add(1)
 			f.Filter = ""
 		}
 		filters = append(filters, f)

@@ -85,8 +85,8 @@ type Options struct {
 	Battle BattleOptions
 }
 
-// Counters are the hook's counts, read with atomic loads.
-type Counters struct {
+// Stats are the hook's counts, read with atomic loads.
+type Stats struct {
 	SetAccepted     atomic.Int64
 	SetRejected     atomic.Int64
 	WritesDenied    atomic.Int64 // publishes refused under the read-only prefix
@@ -131,8 +131,8 @@ type Presence struct {
 
 	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
 
-	Counters Counters
-	Drained  DrainCounters
+	Stats   Stats
+	Drained DrainCounters
 }
 
 // link is what the hook keeps of a connection.
@@ -217,7 +217,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 	}
 	if err != nil {
-		h.Counters.BadIdentity.Add(1)
+		h.Stats.BadIdentity.Add(1)
 		h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Err(err).Msg("connection refused: bad identity")
 		refuseConnect(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
@@ -225,14 +225,14 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if h.o.Server != nil {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
 		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
-			h.Counters.ClientIDTaken.Add(1)
+			h.Stats.ClientIDTaken.Add(1)
 			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
 				Msg("connection refused: the client id is another user's session")
 			refuseConnect(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
-			h.Counters.BattleRefused.Add(1)
+			h.Stats.BattleRefused.Add(1)
 			h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: takeover battle")
 			refuseConnect(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
@@ -242,7 +242,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	h.mu.Lock()
 	if h.o.MaxPerAddress > 0 && h.perIP[ip] >= h.o.MaxPerAddress && !h.unlimited(ip) {
 		h.mu.Unlock()
-		h.Counters.PerAddress.Add(1)
+		h.Stats.PerAddress.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
 		refuseConnect(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errBadIdentity
@@ -260,7 +260,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 	case h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive:
 		ka = h.o.MaxKeepAlive
-		h.Counters.KeepAliveCapped.Add(1)
+		h.Stats.KeepAliveCapped.Add(1)
 	default:
 		return nil
 	}
@@ -321,7 +321,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	if h.o.Server != nil {
 		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
 			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
-				h.Counters.WillsSuppressed.Add(1)
+				h.Stats.WillsSuppressed.Add(1)
 			}
 			h.tookOver(cl.ID, id.User)
 		}
@@ -357,7 +357,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	oldest := h.admit(cl, id.User)
 	h.mu.Unlock()
 	if oldest != nil {
-		h.Counters.SessionsKicked.Add(1)
+		h.Stats.SessionsKicked.Add(1)
 		h.o.Log.Info().Str("user", id.User).Str("client", oldest.ID).Int("max", h.o.MaxSessionsPerUser).
 			Msg("session limit: ending the user's oldest session")
 		// Its end goes to the tracker before the new session, so that
@@ -374,14 +374,14 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 // tookOver records a takeover of client id by user, and logs a takeover
 // battle once per episode.
 func (h *Presence) tookOver(id, user string) {
-	h.Counters.Takeovers.Add(1)
+	h.Stats.Takeovers.Add(1)
 	v := h.battles.takeover(id, user, h.o.Now())
 	if v.Evicted > 0 {
-		h.Counters.BattleEvicted.Add(int64(v.Evicted))
+		h.Stats.BattleEvicted.Add(int64(v.Evicted))
 	}
 	switch {
 	case v.Episode:
-		h.Counters.Battles.Add(1)
+		h.Stats.Battles.Add(1)
 		h.o.Log.Warn().Str("client", id).Str("user", user).Int("takeovers", v.InWindow).
 			Dur("window", h.o.Battle.Window).Time("refused_until", v.Until).
 			Msg("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off")
@@ -541,7 +541,7 @@ func (h *Presence) Tidy() {
 		// between the gate and its Clients.Add.
 		h.gate.leaveWith(cl, func() { h.dropClient(cl) })
 		if l := h.forget(cl); l != nil {
-			h.Counters.Abandoned.Add(1)
+			h.Stats.Abandoned.Add(1)
 			if l.conn != 0 {
 				h.o.Tracker.Disconnect(l.conn, cl.ID, presence.EndNetwork)
 			}
@@ -617,13 +617,13 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	}
 	l, hasUser := h.link(cl)
 	if pk.TopicName != h.set || !hasUser {
-		h.Counters.WritesDenied.Add(1)
+		h.Stats.WritesDenied.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Str("topic", pk.TopicName).Msg("publish refused: presence topics are read-only")
 		return h.refuse(cl, pk, packets.ErrNotAuthorized)
 	}
 	req, err := presence.ParseSetRequest(pk.Payload)
 	if err != nil {
-		h.Counters.SetRejected.Add(1)
+		h.Stats.SetRejected.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Err(err).Msg("presence/set refused")
 		if cl.Properties.ProtocolVersion < 5 {
 			return pk, packets.CodeSuccessIgnore
@@ -635,14 +635,14 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		if back {
 			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
 		}
-		h.Counters.SetLimited.Add(1)
+		h.Stats.SetLimited.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Msg("presence/set over the rate")
 		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 			return pk, packets.CodeSuccessIgnore // acknowledged as usual, dropped
 		}
 		return h.refuse(cl, pk, packets.ErrMessageRateTooHigh)
 	}
-	h.Counters.SetAccepted.Add(1)
+	h.Stats.SetAccepted.Add(1)
 	if req.OnlyActivity() && req.Scope == presence.ScopeSession {
 		if back {
 			h.o.Tracker.Active(l.conn, cl.ID)
@@ -711,7 +711,7 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 			}
 		}
 	}
-	h.Counters.WillsDiscarded.Add(1)
+	h.Stats.WillsDiscarded.Add(1)
 	will.TopicName = DiscardedWillTopic
 	will.Payload = nil
 	will.Retain = false
