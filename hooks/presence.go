@@ -14,6 +14,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
+	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -219,7 +220,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if err != nil {
 		h.Stats.BadIdentity.Add(1)
 		h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Err(err).Msg("connection refused: bad identity")
-		refuseConnect(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
+		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
 	if h.o.Server != nil {
@@ -228,13 +229,13 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			h.Stats.ClientIDTaken.Add(1)
 			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
 				Msg("connection refused: the client id is another user's session")
-			refuseConnect(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
 			h.Stats.BattleRefused.Add(1)
 			h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: takeover battle")
-			refuseConnect(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
+			connack.Refuse(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
 		}
 	}
@@ -244,7 +245,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		h.mu.Unlock()
 		h.Stats.PerAddress.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
-		refuseConnect(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
+		connack.Refuse(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errBadIdentity
 	}
 	h.perIP[ip]++
