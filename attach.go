@@ -229,6 +229,7 @@ type Plugin struct {
 	broker    broker
 
 	// The stages, for reading their counters (Stats has them all).
+	Limits    *hooks.Limits // the broker's limits on one connection
 	Hook      *hooks.Presence
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
@@ -271,8 +272,8 @@ type Plugin struct {
 // trackerShards is how many workers write to the store side by side.
 const trackerShards = 4
 
-// Attach builds presence for srv and adds its two hooks. Call it before
-// srv.Serve, then Start.
+// Attach builds presence for srv and adds its hooks, in the order package
+// hooks gives. Call it before srv.Serve, then Start.
 func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if !srv.Options.InlineClient {
 		return nil, ErrNoInlineClient
@@ -319,25 +320,29 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if service == nil && len(cfg.Presence.Observers) == 0 {
 		service = func(*mqtt.Client) bool { return true }
 	}
+	p.Limits = hooks.NewLimits(hooks.LimitsOptions{
+		Server:           srv,
+		Log:              logFor("hook"),
+		ServerKeepAlive:  cfg.ServerKeepAlive,
+		MaxKeepAlive:     cfg.Limits.MaxKeepAlive,
+		MaxPerAddress:    cfg.Limits.MaxConnectionsPerAddress,
+		Unlimited:        cfg.Limits.AddressLimitExempt,
+		MaxSubscriptions: cfg.Limits.MaxSubscriptions,
+		MaxTopicLength:   cfg.Limits.MaxTopicLength,
+		MaxTopicLevels:   cfg.Limits.MaxTopicLevels,
+	})
 	p.Hook = hooks.New(hooks.Options{
 		Prefix: cfg.Presence.TopicPrefix,
 		Identity: hooks.IdentityRule{
 			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID,
 			Separator:    cfg.Identity.Separator,
 		},
-		ServerKeepAlive:    cfg.ServerKeepAlive,
-		MaxKeepAlive:       cfg.Limits.MaxKeepAlive,
 		Server:             srv,
 		Tracker:            p.Tracker,
 		Log:                logFor("hook"),
 		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser,
-		MaxPerAddress:      cfg.Limits.MaxConnectionsPerAddress,
-		Unlimited:          cfg.Limits.AddressLimitExempt,
 		SetRate:            cfg.Presence.SetRate,
 		SetBurst:           cfg.Presence.SetBurst,
-		MaxSubscriptions:   cfg.Limits.MaxSubscriptions,
-		MaxTopicLength:     cfg.Limits.MaxTopicLength,
-		MaxTopicLevels:     cfg.Limits.MaxTopicLevels,
 		Observers:          cfg.Presence.Observers,
 		Service:            service,
 		Battle:             battleOptions(cfg.Presence.TakeoverBattle),
@@ -366,6 +371,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.claims = p.store.(store.Claims)
 	p.claimsDirty = make(map[string][]string)
 	p.claimsKick = make(chan struct{}, 1)
+	if err := srv.AddHook(p.Limits, nil); err != nil { // before presence: see package hooks
+		return nil, fmt.Errorf("presenced: add limits hook: %w", err)
+	}
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}

@@ -154,7 +154,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}{
 		{"bad_identity", h.BadIdentity.Load()},
 		{"client_id_taken", h.ClientIDTaken.Load()},
-		{"per_address_limit", h.PerAddress.Load()},
+		{"per_address_limit", p.Limits.Stats.PerAddress.Load()},
 		{"takeover_battle", h.BattleRefused.Load()},
 		{"draining", p.Hook.Drained.Refused.Load()},
 	} {

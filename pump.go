@@ -79,6 +79,7 @@ func (p *Plugin) pump() {
 		case now := <-tidy.C:
 			p.Delivery.Tidy(now)
 			p.Hook.Tidy()
+			p.Limits.Tidy()
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:

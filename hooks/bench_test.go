@@ -56,12 +56,15 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	if err := srv.AddHook(new(hooks.Authenticator), nil); err != nil {
 		tb.Fatal(err)
 	}
+	limits := hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: zerolog.Nop()})
+	if err := srv.AddHook(limits, nil); err != nil {
+		tb.Fatal(err)
+	}
 	h := hooks.New(hooks.Options{
-		Prefix:          "presence",
-		ServerKeepAlive: 60 * time.Second,
-		Server:          srv,
-		Tracker:         nopTracker{},
-		Log:             zerolog.Nop(),
+		Prefix:  "presence",
+		Server:  srv,
+		Tracker: nopTracker{},
+		Log:     zerolog.Nop(),
 	})
 	if err := srv.AddHook(h, nil); err != nil {
 		tb.Fatal(err)

@@ -1,11 +1,18 @@
 // Package hooks is where MQTT meets presence: the mochi hooks that
 // presenced adds to a broker.
 //
+// Limits holds each connection to the broker's limits, which know nothing
+// of presence: connections per IP address, the keep-alive, and the number,
+// length and depth of topic filters.
+//
 // Presence turns a connection's events into presence events and hands them
 // to the tracker, returning at once: nothing on the packet path waits on the
 // store, and a hook never publishes presence itself. It also applies
 // presenced's identity rules, keeps the presence namespace read-only and
 // rewrites wills under it.
+//
+// Groups tells presence of each SUBSCRIBE's filters, so that a group topic
+// is kept from its first subscription on.
 //
 // Delivery stands between mochi and each subscriber: a user's presence
 // reaches a subscriber in order, what mochi drops for a full queue is made
@@ -17,4 +24,25 @@
 // sent again reaches only the subscribers that missed it and no subscriber
 // receives a version twice. Authenticator is an authentication hook without
 // an OnACLCheck, to go with it.
+//
+// # Order
+//
+// mochi runs a hook's event in the order the hooks were added, stops a
+// CONNECT at the first OnConnect that returns an error, and passes each
+// OnSubscribe the packet the one before returned. The program's
+// authentication hook comes first, so that the others see the authenticated
+// user as the username. Then:
+//
+//  1. Limits, before every hook that keeps anything of a connection: a
+//     connection over a limit is refused before presence identifies it or
+//     records it, and the filters it refuses (replaced by "") are skipped
+//     by Groups and Delivery. A later hook's refusal is no concern of it:
+//     it stops counting connections that mochi never tells it ended (see
+//     Limits).
+//  2. Presence.
+//  3. Groups, before Delivery: its Watch may retain, which waits for the
+//     fence that Delivery's OnSubscribe holds for the rest of a SUBSCRIBE.
+//  4. Delivery.
+//  5. Guard, with presence as the access authority: no other hook may
+//     answer OnACLCheck.
 package hooks

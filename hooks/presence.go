@@ -3,8 +3,6 @@ package hooks
 import (
 	"bytes"
 	"errors"
-	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,24 +51,17 @@ const DiscardedWillTopic = "$SYS/presenced/discarded-will"
 
 // Options configure the hook. A zero limit is no limit.
 type Options struct {
-	Prefix          string        // topic prefix, e.g. "presence"
-	Identity        IdentityRule  // where users come from
-	ServerKeepAlive time.Duration // given to clients that connect with keep-alive 0
-	MaxKeepAlive    time.Duration // the keep-alive ceiling, ServerKeepAlive included
+	Prefix   string       // topic prefix, e.g. "presence"
+	Identity IdentityRule // where users come from
 	// Server is the broker the hook is added to: the hook clears the will
 	// of a connection taken over, and answers a refused CONNECT itself.
 	Server  *mqtt.Server
 	Tracker Tracker
 	Log     zerolog.Logger
 
-	MaxSessionsPerUser int            // live sessions of one user on this node; one more ends the oldest as kicked
-	MaxPerAddress      int            // connections from one IP address
-	Unlimited          []netip.Prefix // addresses MaxPerAddress does not apply to
-	SetRate            int            // presence/set per second per session
-	SetBurst           int            // and at once
-	MaxSubscriptions   int            // topic filters per connection
-	MaxTopicLength     int            // bytes of a topic filter
-	MaxTopicLevels     int            // levels of a topic filter
+	MaxSessionsPerUser int // live sessions of one user on this node; one more ends the oldest as kicked
+	SetRate            int // presence/set per second per session
+	SetBurst           int // and at once
 	// Observers are the users who may read all presence (service
 	// accounts); Service, when set, also says whether a connection
 	// authenticated as one (a token's claim).
@@ -95,11 +86,8 @@ type Stats struct {
 	WillsSuppressed atomic.Int64 // wills of taken-over connections cleared
 	BadIdentity     atomic.Int64 // connections refused for a bad user or device
 	ClientIDTaken   atomic.Int64 // connections refused: the client id is another user's session
-	PerAddress      atomic.Int64 // connections refused: too many from one address
-	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
 	SessionsKicked  atomic.Int64 // oldest sessions ended for a user's session limit
 	SetLimited      atomic.Int64 // presence/set over the rate
-	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
 	Abandoned       atomic.Int64 // connections that ended before their CONNACK, cleaned up
 	Takeovers       atomic.Int64 // connections that took over a live connection with the same client id
 	Battles         atomic.Int64 // takeover battle episodes detected
@@ -128,7 +116,6 @@ type Presence struct {
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
-	perIP  map[string]int
 
 	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
 
@@ -140,7 +127,6 @@ type Presence struct {
 type link struct {
 	conn        presence.ConnID // 0: no user (an observer), or not yet established
 	user        string
-	ip          string
 	service     bool // may read all presence
 	established bool
 	drained     bool               // a drain asked it to move: it ends as drain
@@ -155,7 +141,7 @@ func New(o Options) *Presence {
 	}
 	h := &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/",
 		observers: make(map[string]struct{}, len(o.Observers)),
-		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client), perIP: make(map[string]int),
+		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client),
 		battles: newBattles(o.Battle)}
 	for _, u := range o.Observers {
 		h.observers[u] = struct{}{}
@@ -173,7 +159,7 @@ func (h *Presence) ID() string { return "presence" }
 func (h *Presence) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnClientExpired:
+		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill, mqtt.OnClientExpired:
 		return true
 	}
 	return false
@@ -197,15 +183,10 @@ var errBadIdentity = errors.New("presence: bad identity")
 //   - a connection that would take over a live connection with the same
 //     client id while that id is in a takeover battle (0x9F "connection
 //     rate exceeded"; 3.1.1: 0x03 "server unavailable"): the incumbent keeps
-//     the session until the back-off runs out (see battles);
-//   - one connection more than MaxPerAddress from one IP address (0x97
-//     "quota exceeded"; 3.1.1: 0x03 "server unavailable"), unless the
-//     address is one of Unlimited.
+//     the session until the back-off runs out (see battles).
 //
-// It gives a client that asked for keep-alive 0 the server keep-alive, so
-// that no session can live forever on a half-open socket, and holds one
-// that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
-// CONNACK; a 3.1.1 client's deadline is simply shorter).
+// The broker's own limits (connections per address, keep-alive) are the
+// Limits hook's, added before this one.
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if d := h.drain.Load(); d != nil {
 		h.refuseDraining(cl, d)
@@ -239,59 +220,10 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			return errBadIdentity
 		}
 	}
-	ip := remoteIP(cl.Net.Remote)
 	h.mu.Lock()
-	if h.o.MaxPerAddress > 0 && h.perIP[ip] >= h.o.MaxPerAddress && !h.unlimited(ip) {
-		h.mu.Unlock()
-		h.Stats.PerAddress.Add(1)
-		h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
-		connack.Refuse(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
-		return errBadIdentity
-	}
-	h.perIP[ip]++
-	h.links[cl] = &link{ip: ip, set: bucket{tokens: float64(h.o.SetBurst)}}
+	h.links[cl] = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
 	h.mu.Unlock()
-
-	ka := time.Duration(pk.Connect.Keepalive) * time.Second
-	switch {
-	case pk.Connect.Keepalive == 0 && h.o.ServerKeepAlive > 0:
-		ka = h.o.ServerKeepAlive
-		if h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive {
-			ka = h.o.MaxKeepAlive
-		}
-	case h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive:
-		ka = h.o.MaxKeepAlive
-		h.Stats.KeepAliveCapped.Add(1)
-	default:
-		return nil
-	}
-	cl.State.Keepalive = uint16(ka / time.Second)
-	cl.State.ServerKeepalive = true
 	return nil
-}
-
-// unlimited reports whether the per-address limit spares ip.
-func (h *Presence) unlimited(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range h.o.Unlimited {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// remoteIP returns the host part of a remote address.
-func remoteIP(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
-	}
-	return host
 }
 
 // device returns the MQTT 5 CONNECT user property "device".
@@ -340,7 +272,6 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	if l == nil { // OnConnect did not run (a test, or a hook that skips it)
 		l = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
 		h.links[cl] = l
-		h.perIP[l.ip]++
 	}
 	l.service = service
 	if id.Observer() {
@@ -499,9 +430,6 @@ func (h *Presence) forget(cl *mqtt.Client) *link {
 	delete(h.links, cl)
 	if l.act != nil {
 		h.active.Delete(cl)
-	}
-	if h.perIP[l.ip]--; h.perIP[l.ip] <= 0 {
-		delete(h.perIP, l.ip)
 	}
 	if l.user != "" {
 		live := h.byUser[l.user]
