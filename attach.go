@@ -229,6 +229,7 @@ type Plugin struct {
 	broker    broker
 
 	// The stages, for reading their counters (Stats has them all).
+	Drainer   *hooks.Drain  // refuses CONNECTs and moves clients while the node drains (Drain)
 	Limits    *hooks.Limits // the broker's limits on one connection
 	Hook      *hooks.Presence
 	Delivery  *hooks.Delivery
@@ -320,6 +321,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if service == nil && len(cfg.Presence.Observers) == 0 {
 		service = func(*mqtt.Client) bool { return true }
 	}
+	p.Drainer = hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: p.log})
 	p.Limits = hooks.NewLimits(hooks.LimitsOptions{
 		Server:           srv,
 		Log:              logFor("hook"),
@@ -346,6 +348,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Observers:          cfg.Presence.Observers,
 		Service:            service,
 		Battle:             battleOptions(cfg.Presence.TakeoverBattle),
+		Moved:              p.Drainer.Moved,
 		Now:                p.now,
 		Activity:           idleRules(cfg.Presence).Enabled(),
 	})
@@ -371,7 +374,10 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.claims = p.store.(store.Claims)
 	p.claimsDirty = make(map[string][]string)
 	p.claimsKick = make(chan struct{}, 1)
-	if err := srv.AddHook(p.Limits, nil); err != nil { // before presence: see package hooks
+	if err := srv.AddHook(p.Drainer, nil); err != nil { // first of presence's: see package hooks
+		return nil, fmt.Errorf("presenced: add drain hook: %w", err)
+	}
+	if err := srv.AddHook(p.Limits, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add limits hook: %w", err)
 	}
 	if err := srv.AddHook(p.Hook, nil); err != nil {

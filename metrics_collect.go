@@ -156,7 +156,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		{"client_id_taken", h.ClientIDTaken.Load()},
 		{"per_address_limit", p.Limits.Stats.PerAddress.Load()},
 		{"takeover_battle", h.BattleRefused.Load()},
-		{"draining", p.Hook.Drained.Refused.Load()},
+		{"draining", p.Drainer.Stats.Refused.Load()},
 	} {
 		emit(mRefusals, n(r.v), r.cause)
 	}

@@ -80,6 +80,7 @@ func (p *Plugin) pump() {
 			p.Delivery.Tidy(now)
 			p.Hook.Tidy()
 			p.Limits.Tidy()
+			p.Drainer.Tidy()
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:

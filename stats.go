@@ -128,7 +128,7 @@ func (p *Plugin) Stats() Stats {
 		SetRejected:     h.SetRejected.Load(),
 		WritesDenied:    h.WritesDenied.Load(),
 		WillsDiscarded:  h.WillsDiscarded.Load(),
-		WillsSuppressed: h.WillsSuppressed.Load(),
+		WillsSuppressed: h.WillsSuppressed.Load() + p.Drainer.Stats.WillsCleared.Load(),
 		BadIdentity:     h.BadIdentity.Load(),
 		ClientIDTaken:   h.ClientIDTaken.Load(),
 		PerAddress:      p.Limits.Stats.PerAddress.Load(),
@@ -148,8 +148,8 @@ func (p *Plugin) Stats() Stats {
 		SlowExpelled:    d.SlowExpelled.Load(),
 		Lagging:         d.Lagging.Load(),
 		NodeState:       string(p.NodeState()),
-		DrainRefused:    p.Hook.Drained.Refused.Load(),
-		DrainMoved:      p.Hook.Drained.Moved.Load(),
+		DrainRefused:    p.Drainer.Stats.Refused.Load(),
+		DrainMoved:      p.Drainer.Stats.Moved.Load(),
 		Runtime:         ReadRuntimeStats(),
 	}
 	if p.redis != nil {

@@ -1,6 +1,9 @@
 // Package hooks is where MQTT meets presence: the mochi hooks that
 // presenced adds to a broker.
 //
+// Drain moves a node's clients to other nodes: once begun, it refuses
+// every CONNECT, and it asks the connected clients to move at a rate.
+//
 // Limits holds each connection to the broker's limits, which know nothing
 // of presence: connections per IP address, the keep-alive, and the number,
 // length and depth of topic filters.
@@ -33,16 +36,21 @@
 // authentication hook comes first, so that the others see the authenticated
 // user as the username. Then:
 //
-//  1. Limits, before every hook that keeps anything of a connection: a
+//  1. Drain, first of these: a CONNECT it refuses while draining reaches
+//     none of the hooks after it, so none counts it or keeps anything of
+//     it. Of a connection it keeps only whether it moved it, until mochi is
+//     done with the connection, for presence's OnDisconnect to ask
+//     (Options.Moved): presence's hook never shares its records with it.
+//  2. Limits, before every hook that keeps anything of a connection: a
 //     connection over a limit is refused before presence identifies it or
 //     records it, and the filters it refuses (replaced by "") are skipped
 //     by Groups and Delivery. A later hook's refusal is no concern of it:
 //     it stops counting connections that mochi never tells it ended (see
 //     Limits).
-//  2. Presence.
-//  3. Groups, before Delivery: its Watch may retain, which waits for the
+//  3. Presence.
+//  4. Groups, before Delivery: its Watch may retain, which waits for the
 //     fence that Delivery's OnSubscribe holds for the rest of a SUBSCRIBE.
-//  4. Delivery.
-//  5. Guard, with presence as the access authority: no other hook may
+//  5. Delivery.
+//  6. Guard, with presence as the access authority: no other hook may
 //     answer OnACLCheck.
 package hooks

@@ -75,6 +75,11 @@ type Options struct {
 	// Battle damps takeover battles (two devices sharing a client id that
 	// take the session from each other in a loop); zero Takeovers: off.
 	Battle BattleOptions
+	// Moved reports whether a drain asked a connection to move
+	// (Drain.Moved): its session then ends as drain, even when the client
+	// closed on reading the DISCONNECT before the drain set the stop
+	// cause. Nil: no drain.
+	Moved func(cl *mqtt.Client) bool
 }
 
 // Stats are the hook's counts, read with atomic loads.
@@ -117,10 +122,7 @@ type Presence struct {
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 
-	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
-
-	Stats   Stats
-	Drained DrainCounters
+	Stats Stats
 }
 
 // link is what the hook keeps of a connection.
@@ -129,7 +131,6 @@ type link struct {
 	user        string
 	service     bool // may read all presence
 	established bool
-	drained     bool               // a drain asked it to move: it ends as drain
 	set         bucket             // presence/set rate
 	act         *presence.Activity // nil: activity not recorded
 }
@@ -174,7 +175,6 @@ func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
 var errBadIdentity = errors.New("presence: bad identity")
 
 // OnConnect refuses, with the CONNACK code that fits:
-//   - every CONNECT while the node drains (see Drain);
 //   - a user, client id or device that cannot be used (0x86 "bad user name
 //     or password");
 //   - a client id that is a live or persisted session of another user (0x85
@@ -185,13 +185,9 @@ var errBadIdentity = errors.New("presence: bad identity")
 //     rate exceeded"; 3.1.1: 0x03 "server unavailable"): the incumbent keeps
 //     the session until the back-off runs out (see battles).
 //
-// The broker's own limits (connections per address, keep-alive) are the
-// Limits hook's, added before this one.
+// A drain's refusals (Drain) and the broker's own limits (connections per
+// address, keep-alive: Limits) are those hooks', added before this one.
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	if d := h.drain.Load(); d != nil {
-		h.refuseDraining(cl, d)
-		return ErrDrained
-	}
 	_, err := h.identify(cl)
 	if err == nil {
 		if d := device(pk); d != "" {
@@ -375,6 +371,20 @@ func (h *Presence) link(cl *mqtt.Client) (*link, bool) {
 	return l, true
 }
 
+// Sessions returns how many connections with a user (presence sessions)
+// this hook holds.
+func (h *Presence) Sessions() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for _, l := range h.links {
+		if l.conn != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Viewer returns who reads through connection cl: its user ("" for an
 // observer) and whether it may read all presence (a service account).
 func (h *Presence) Viewer(cl *mqtt.Client) (user string, service bool) {
@@ -404,13 +414,14 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
-		// mochi clears the will of a clean DISCONNECT before this hook, and
-		// this hook clears a taken-over (or drained) one's: a will left applies.
+		// mochi clears the will of a clean DISCONNECT before this hook,
+		// this hook clears a taken-over one's and Drain a moved one's: a
+		// will left applies.
 		if will := cl.Properties.Will; atomic.LoadUint32(&will.Flag) == 1 && will.WillDelayInterval > 0 && cl.Properties.ProtocolVersion == 5 {
 			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
 		}
 		reason := EndReason(err, cl.StopCause())
-		if l.drained {
+		if h.o.Moved != nil && h.o.Moved(cl) {
 			// The client may have closed on reading the DISCONNECT before
 			// the drain set the stop cause.
 			reason = presence.EndDrain
