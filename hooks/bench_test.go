@@ -56,9 +56,13 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	if err := srv.AddHook(new(hooks.Authenticator), nil); err != nil {
 		tb.Fatal(err)
 	}
-	limits := hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: zerolog.Nop()})
-	if err := srv.AddHook(limits, nil); err != nil {
-		tb.Fatal(err)
+	for _, h := range []mqtt.Hook{
+		hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: zerolog.Nop()}),
+		hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: zerolog.Nop()}),
+	} {
+		if err := srv.AddHook(h, nil); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	h := hooks.New(hooks.Options{
 		Prefix:  "presence",
