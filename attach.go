@@ -156,6 +156,8 @@ type Plugin struct {
 	broker  broker
 
 	// The stages, for reading their counters (Stats has them all).
+	Drainer   *hooks.Drain  // refuses CONNECTs and moves clients while the node drains (Drain)
+	Limits    *hooks.Limits // the broker's limits on one connection
 	Hook      *hooks.Presence
 	Delivery  *hooks.Delivery
 	Tracker   *tracker.Tracker
@@ -180,8 +182,8 @@ type Plugin struct {
 // trackerShards is how many workers write to the store side by side.
 const trackerShards = 4
 
-// Attach builds presence for srv and adds its two hooks. Call it before
-// srv.Serve, then Start.
+// Attach builds presence for srv and adds its hooks, in the order package
+// hooks gives. Call it before srv.Serve, then Start.
 func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if !srv.Options.InlineClient {
 		return nil, ErrNoInlineClient
@@ -215,28 +217,34 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if service == nil && len(cfg.Presence.Observers) == 0 {
 		service = func(*mqtt.Client) bool { return true }
 	}
+	p.Drainer = hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: p.log})
+	p.Limits = hooks.NewLimits(hooks.LimitsOptions{
+		Server:           srv,
+		Log:              logFor("hook"),
+		ServerKeepAlive:  cfg.ServerKeepAlive,
+		MaxKeepAlive:     cfg.Limits.MaxKeepAlive,
+		MaxPerAddress:    cfg.Limits.MaxConnectionsPerAddress,
+		Unlimited:        cfg.Limits.AddressLimitExempt,
+		MaxSubscriptions: cfg.Limits.MaxSubscriptions,
+		MaxTopicLength:   cfg.Limits.MaxTopicLength,
+		MaxTopicLevels:   cfg.Limits.MaxTopicLevels,
+	})
 	p.Hook = hooks.New(hooks.Options{
 		Prefix: cfg.Presence.TopicPrefix,
 		Identity: hooks.IdentityRule{
 			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID,
 			Separator:    cfg.Identity.Separator,
 		},
-		ServerKeepAlive:    cfg.ServerKeepAlive,
-		MaxKeepAlive:       cfg.Limits.MaxKeepAlive,
 		Server:             srv,
 		Tracker:            p.Tracker,
 		Log:                logFor("hook"),
 		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser,
-		MaxPerAddress:      cfg.Limits.MaxConnectionsPerAddress,
-		Unlimited:          cfg.Limits.AddressLimitExempt,
 		SetRate:            cfg.Presence.SetRate,
 		SetBurst:           cfg.Presence.SetBurst,
-		MaxSubscriptions:   cfg.Limits.MaxSubscriptions,
-		MaxTopicLength:     cfg.Limits.MaxTopicLength,
-		MaxTopicLevels:     cfg.Limits.MaxTopicLevels,
 		Observers:          cfg.Presence.Observers,
 		Service:            service,
 		Battle:             battleOptions(cfg.Presence.TakeoverBattle),
+		Moved:              p.Drainer.Moved,
 		Now:                p.now,
 		Activity:           idleRules(cfg.Presence).Enabled(),
 	})
@@ -253,6 +261,12 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: logFor("groups"),
 		Store: p.store, Presence: p.Publisher, Outlet: p.broker, Viewer: p.Hook.Viewer, Introduce: p.introduce,
 	})
+	if err := srv.AddHook(p.Drainer, nil); err != nil { // first of presence's: see package hooks
+		return nil, fmt.Errorf("presenced: add drain hook: %w", err)
+	}
+	if err := srv.AddHook(p.Limits, nil); err != nil {
+		return nil, fmt.Errorf("presenced: add limits hook: %w", err)
+	}
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}

@@ -2,9 +2,6 @@ package presenced
 
 import (
 	"context"
-	"time"
-
-	mqtt "github.com/mochi-mqtt/server/v2"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -40,55 +37,10 @@ type DrainResult struct {
 // (which announces the node down). The first client is moved at once, the
 // n-th (n-1)/Rate seconds after.
 func (p *Plugin) Drain(ctx context.Context, o DrainOptions) DrainResult {
-	rate := max(o.Rate, 1)
-	p.Hook.Drain(o.ServerReference)
+	p.Drainer.Begin(o.ServerReference)
 	if err := p.announce(ctx, presence.NodeDraining); err != nil {
 		p.log.Warn().Err(err).Msg("node state draining not announced")
 	}
-	start := time.Now()
-	p.log.Info().Int("rate", rate).Int("connections", len(open(p.srv))).Msg("draining: clients are asked to move")
-	var res DrainResult
-	t := time.NewTimer(0)
-	defer t.Stop()
-	<-t.C
-	for {
-		list := open(p.srv)
-		if len(list) == 0 {
-			break
-		}
-		for _, cl := range list {
-			due := start.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
-			if wait := time.Until(due); wait > 0 {
-				t.Reset(wait)
-				select {
-				case <-ctx.Done():
-					res.Left = len(open(p.srv))
-					p.log.Warn().Int("moved", res.Moved).Int("left", res.Left).Dur("took", time.Since(start)).Msg("drain timed out")
-					return res
-				case <-t.C:
-				}
-			}
-			if p.Hook.Move(cl) {
-				res.Moved++
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	res.Left = len(open(p.srv))
-	p.log.Info().Int("moved", res.Moved).Int("left", res.Left).Dur("took", time.Since(start)).Msg("drained")
-	return res
-}
-
-// open returns the server's open client connections (not the inline
-// client, nor the persisted sessions of clients gone).
-func open(srv *mqtt.Server) []*mqtt.Client {
-	var out []*mqtt.Client
-	for _, cl := range srv.Clients.GetAll() {
-		if !cl.Net.Inline && !cl.Closed() {
-			out = append(out, cl)
-		}
-	}
-	return out
+	r := p.Drainer.Run(ctx, o.Rate)
+	return DrainResult{Moved: r.Moved, Left: r.Left}
 }

@@ -95,7 +95,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d.d, d.kind, v, labels...)
 	}
 	n := func(v int64) float64 { return float64(v) }
-	t, pb, pc, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Pacer.Stats, &p.Hook.Counters, &p.Delivery.Counters
+	t, pb, pc, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Pacer.Stats, &p.Hook.Stats, &p.Delivery.Counters
 
 	emit(mSessions, float64(p.Tracker.Len()))
 	emit(mConnections, n(atomic.LoadInt64(&p.srv.Info.ClientsConnected)))
@@ -160,9 +160,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}{
 		{"bad_identity", h.BadIdentity.Load()},
 		{"client_id_taken", h.ClientIDTaken.Load()},
-		{"per_address_limit", h.PerAddress.Load()},
+		{"per_address_limit", p.Limits.Stats.PerAddress.Load()},
 		{"takeover_battle", h.BattleRefused.Load()},
-		{"draining", p.Hook.Drained.Refused.Load()},
+		{"draining", p.Drainer.Stats.Refused.Load()},
 	} {
 		emit(mRefusals, n(r.v), r.cause)
 	}

@@ -78,6 +78,8 @@ func (p *Plugin) pump() {
 		case now := <-tidy.C:
 			p.Delivery.Tidy(now)
 			p.Hook.Tidy()
+			p.Limits.Tidy()
+			p.Drainer.Tidy()
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:

@@ -97,7 +97,7 @@ func ReadRuntimeStats() RuntimeStats {
 // Stats returns every counter of the plugin (and the Redis store's, zero
 // with the in-memory store).
 func (p *Plugin) Stats() Stats {
-	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Counters, &p.Delivery.Counters
+	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Stats, &p.Delivery.Counters
 	s := Stats{
 		Node:            p.cfg.NodeID,
 		Connections:     atomic.LoadInt64(&p.srv.Info.ClientsConnected),
@@ -128,14 +128,14 @@ func (p *Plugin) Stats() Stats {
 		SetRejected:     h.SetRejected.Load(),
 		WritesDenied:    h.WritesDenied.Load(),
 		WillsDiscarded:  h.WillsDiscarded.Load(),
-		WillsSuppressed: h.WillsSuppressed.Load(),
+		WillsSuppressed: h.WillsSuppressed.Load() + p.Drainer.Stats.WillsCleared.Load(),
 		BadIdentity:     h.BadIdentity.Load(),
 		ClientIDTaken:   h.ClientIDTaken.Load(),
-		PerAddress:      h.PerAddress.Load(),
-		KeepAliveCapped: h.KeepAliveCapped.Load(),
+		PerAddress:      p.Limits.Stats.PerAddress.Load(),
+		KeepAliveCapped: p.Limits.Stats.KeepAliveCapped.Load(),
 		SessionsKicked:  h.SessionsKicked.Load(),
 		SetLimited:      h.SetLimited.Load(),
-		FiltersRefused:  h.FiltersRefused.Load(),
+		FiltersRefused:  p.Limits.Stats.FiltersRefused.Load(),
 		Abandoned:       h.Abandoned.Load(),
 		Takeovers:       h.Takeovers.Load(),
 		Battles:         h.Battles.Load(),
@@ -148,8 +148,8 @@ func (p *Plugin) Stats() Stats {
 		SlowExpelled:    d.SlowExpelled.Load(),
 		Lagging:         d.Lagging.Load(),
 		NodeState:       string(p.NodeState()),
-		DrainRefused:    p.Hook.Drained.Refused.Load(),
-		DrainMoved:      p.Hook.Drained.Moved.Load(),
+		DrainRefused:    p.Drainer.Stats.Refused.Load(),
+		DrainMoved:      p.Drainer.Stats.Moved.Load(),
 		Runtime:         ReadRuntimeStats(),
 	}
 	s.Stats = p.store.Stats()

@@ -1,7 +1,11 @@
 // Package auth decides who an MQTT connection is: presenced's
 // authentication by password file, JSON Web Token or client certificate.
-// It knows nothing of MQTT servers; a hook calls [Authenticator.Authenticate]
-// with what the CONNECT packet and the TLS layer brought.
+// [Authenticator] knows nothing of MQTT servers: a hook calls
+// [Authenticator.Authenticate] with what the CONNECT packet and the TLS layer
+// brought. [Hook] is that hook for a mochi server, the binary's: it answers
+// each refusal with the CONNACK code that fits and sets the connection's
+// username to the proven user. It does not depend on presence's hooks,
+// which come after it.
 //
 // # The rules
 //

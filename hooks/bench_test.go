@@ -56,12 +56,19 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	if err := srv.AddHook(new(hooks.Authenticator), nil); err != nil {
 		tb.Fatal(err)
 	}
+	for _, h := range []mqtt.Hook{
+		hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: zerolog.Nop()}),
+		hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: zerolog.Nop()}),
+	} {
+		if err := srv.AddHook(h, nil); err != nil {
+			tb.Fatal(err)
+		}
+	}
 	h := hooks.New(hooks.Options{
-		Prefix:          "presence",
-		ServerKeepAlive: 60 * time.Second,
-		Server:          srv,
-		Tracker:         nopTracker{},
-		Log:             zerolog.Nop(),
+		Prefix:  "presence",
+		Server:  srv,
+		Tracker: nopTracker{},
+		Log:     zerolog.Nop(),
 	})
 	if err := srv.AddHook(h, nil); err != nil {
 		tb.Fatal(err)
@@ -185,7 +192,7 @@ func BenchmarkOnPublishSet(b *testing.B) {
 		}
 		n++
 	}
-	if got := h.Counters.SetAccepted.Load(); got != int64(n) {
+	if got := h.Stats.SetAccepted.Load(); got != int64(n) {
 		b.Fatalf("%d sets accepted, want %d", got, n)
 	}
 }

@@ -1,36 +1,261 @@
 package hooks
 
 import (
+	"errors"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/internal/connack"
 )
 
-// bucket is a token bucket: rate tokens a second, at most burst at once.
-type bucket struct {
-	mu     sync.Mutex
-	tokens float64
-	last   time.Time
+// LimitsOptions configure the Limits hook. A zero limit is no limit.
+type LimitsOptions struct {
+	// Server answers a refused CONNECT with its CONNACK (without one, only
+	// a 3.1.1 client is answered).
+	Server *mqtt.Server
+	Log    zerolog.Logger
+
+	ServerKeepAlive time.Duration  // given to clients that connect with keep-alive 0
+	MaxKeepAlive    time.Duration  // the keep-alive ceiling, ServerKeepAlive included
+	MaxPerAddress   int            // connections from one IP address
+	Unlimited       []netip.Prefix // addresses MaxPerAddress does not apply to
+
+	MaxSubscriptions int // topic filters per connection
+	MaxTopicLength   int // bytes of a topic filter
+	MaxTopicLevels   int // levels of a topic filter
 }
 
-// take takes one token at now, and reports whether there was one.
-func (b *bucket) take(now time.Time, rate, burst float64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.last.IsZero() || now.After(b.last) {
-		if !b.last.IsZero() {
-			b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
-		}
-		b.last = now
+// LimitsStats are the Limits hook's counts, read with atomic loads.
+type LimitsStats struct {
+	PerAddress      atomic.Int64 // connections refused: too many from one address
+	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
+	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
+}
+
+// Limits is the mochi hook of the broker's limits on one connection, which
+// know nothing of presence: connections per IP address, the keep-alive and
+// the subscription filters. See OnConnect and OnSubscribe.
+//
+// The per-address count. A connection counts against its address from its
+// OnConnect on, so that a flood of CONNECTs that are never established
+// (each holding a socket and two goroutines until mochi is done with it)
+// is held to the limit like established ones. It stops counting at its
+// OnDisconnect. mochi calls OnDisconnect only for a connection that got
+// its CONNACK: one refused by a later hook's OnConnect, by
+// OnConnectAuthenticate, or whose CONNACK could not be written gets none.
+// Such a connection is closed but never established (OnSessionEstablished
+// marks that), and no longer counts: when its address reaches the limit,
+// the address's closed unestablished connections are dropped before the
+// limit is applied, so the next CONNECT never sees a refused one as live;
+// and Tidy, called every second by the plugin's pump, drops them all, so
+// that nothing is kept of an address that never comes back.
+type Limits struct {
+	mqtt.HookBase
+	o LimitsOptions
+
+	mu    sync.Mutex // no socket write under it
+	addrs map[string]*address
+	conns map[*mqtt.Client]string // every connection counted, to its address
+
+	Stats LimitsStats
+}
+
+// address is what Limits keeps of an IP address.
+type address struct {
+	n       int                       // connections counted
+	waiting map[*mqtt.Client]struct{} // of them, not yet established
+}
+
+// NewLimits returns the hook.
+func NewLimits(o LimitsOptions) *Limits {
+	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string)}
+}
+
+// ID implements mqtt.Hook.
+func (l *Limits) ID() string { return "presence-limits" }
+
+// Provides implements mqtt.Hook. Without a per-address limit, nothing is
+// counted, and neither establishment nor end is followed.
+func (l *Limits) Provides(b byte) bool {
+	switch b {
+	case mqtt.OnConnect, mqtt.OnSubscribe:
+		return true
+	case mqtt.OnSessionEstablished, mqtt.OnDisconnect:
+		return l.o.MaxPerAddress > 0
 	}
-	if b.tokens < 1 {
+	return false
+}
+
+// errPerAddress stops a CONNECT over the per-address limit; the hook has
+// already answered it.
+var errPerAddress = errors.New("presence: too many connections from one address")
+
+// OnConnect refuses one connection more than MaxPerAddress from one IP
+// address (0x97 "quota exceeded"; 3.1.1: 0x03 "server unavailable"),
+// unless the address is one of Unlimited.
+//
+// It gives a client that asked for keep-alive 0 the server keep-alive, so
+// that no session can live forever on a half-open socket, and holds one
+// that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
+// CONNACK; a 3.1.1 client's deadline is simply shorter).
+func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+	if l.o.MaxPerAddress > 0 && !l.count(cl, remoteIP(cl.Net.Remote)) {
+		l.Stats.PerAddress.Add(1)
+		l.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
+		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
+		return errPerAddress
+	}
+	ka, capped, set := keepAlive(pk.Connect.Keepalive, l.o.ServerKeepAlive, l.o.MaxKeepAlive)
+	if capped {
+		l.Stats.KeepAliveCapped.Add(1)
+	}
+	if set {
+		cl.State.Keepalive = ka
+		cl.State.ServerKeepalive = true
+	}
+	return nil
+}
+
+// keepAlive returns the keep-alive in seconds to hold a client that asked
+// for asked to, whether that caps what it asked, and whether to set it at
+// all (false: what it asked stands).
+func keepAlive(asked uint16, server, ceiling time.Duration) (ka uint16, capped, set bool) {
+	d := time.Duration(asked) * time.Second
+	switch {
+	case asked == 0 && server > 0:
+		d = server
+		if ceiling > 0 && d > ceiling {
+			d = ceiling
+		}
+	case ceiling > 0 && d > ceiling:
+		d = ceiling
+		capped = true
+	default:
+		return asked, false, false
+	}
+	return uint16(d / time.Second), capped, true
+}
+
+// count counts cl against its address ip, and reports false, counting
+// nothing, when the address is at the limit.
+func (l *Limits) count(cl *mqtt.Client, ip string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.addrs[ip]
+	if a == nil {
+		a = &address{}
+		l.addrs[ip] = a
+	}
+	if a.n >= l.o.MaxPerAddress && !l.unlimited(ip) {
+		l.dropClosed(a)
+		if a.n >= l.o.MaxPerAddress {
+			return false
+		}
+	}
+	a.n++
+	if a.waiting == nil {
+		a.waiting = make(map[*mqtt.Client]struct{})
+	}
+	a.waiting[cl] = struct{}{}
+	l.conns[cl] = ip
+	return true
+}
+
+// dropClosed stops counting the connections of address a that were closed
+// before they were established: mochi tells no hook of them. l.mu is held.
+func (l *Limits) dropClosed(a *address) {
+	for cl := range a.waiting {
+		if cl.Closed() {
+			delete(a.waiting, cl)
+			delete(l.conns, cl)
+			a.n--
+		}
+	}
+}
+
+// unlimited reports whether the per-address limit spares ip.
+func (l *Limits) unlimited(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
 		return false
 	}
-	b.tokens--
-	return true
+	a = a.Unmap()
+	for _, p := range l.o.Unlimited {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteIP returns the host part of a remote address.
+func remoteIP(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return remote
+	}
+	return host
+}
+
+// OnSessionEstablished marks the connection established: from now on only
+// its OnDisconnect stops its count.
+func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ip, ok := l.conns[cl]; ok {
+		if a := l.addrs[ip]; a != nil {
+			delete(a.waiting, cl)
+		}
+	}
+}
+
+// OnDisconnect stops counting the connection.
+func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ip, ok := l.conns[cl]
+	if !ok {
+		return
+	}
+	delete(l.conns, cl)
+	a := l.addrs[ip]
+	if a == nil {
+		return
+	}
+	delete(a.waiting, cl)
+	if a.n--; a.n <= 0 {
+		delete(l.addrs, ip)
+	}
+}
+
+// Tidy stops counting every connection that was closed before it was
+// established (see Limits). The plugin's pump calls it every second.
+func (l *Limits) Tidy() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ip, a := range l.addrs {
+		if l.dropClosed(a); a.n <= 0 {
+			delete(l.addrs, ip)
+		}
+	}
+}
+
+// counted returns how many connections count against the IP address ip.
+func (l *Limits) counted(ip string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a := l.addrs[ip]; a != nil {
+		return a.n
+	}
+	return 0
 }
 
 // OnSubscribe refuses, with 0x8F (topic filter invalid), a topic filter
@@ -38,19 +263,19 @@ func (b *bucket) take(now time.Time, rate, burst float64) bool {
 // beyond the MaxSubscriptions filters a connection may hold. mochi has no
 // way for a hook to refuse one filter but its ACL check, which another hook
 // can overrule, so the filter is replaced by an empty one, which mochi
-// refuses as invalid.
-func (h *Presence) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+// refuses as invalid (and which presence's later hooks skip).
+func (l *Limits) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if cl.Net.Inline {
 		return pk
 	}
 	held := cl.State.Subscriptions.Len()
 	var filters packets.Subscriptions
 	for _, f := range pk.Filters {
-		refused := (h.o.MaxTopicLength > 0 && len(f.Filter) > h.o.MaxTopicLength) ||
-			(h.o.MaxTopicLevels > 0 && strings.Count(f.Filter, "/")+1 > h.o.MaxTopicLevels)
-		if !refused && h.o.MaxSubscriptions > 0 {
+		refused := (l.o.MaxTopicLength > 0 && len(f.Filter) > l.o.MaxTopicLength) ||
+			(l.o.MaxTopicLevels > 0 && strings.Count(f.Filter, "/")+1 > l.o.MaxTopicLevels)
+		if !refused && l.o.MaxSubscriptions > 0 {
 			if _, ok := cl.State.Subscriptions.Get(f.Filter); !ok {
-				if held >= h.o.MaxSubscriptions {
+				if held >= l.o.MaxSubscriptions {
 					refused = true
 				} else {
 					held++
@@ -58,7 +283,7 @@ func (h *Presence) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packe
 			}
 		}
 		if refused {
-			h.Counters.FiltersRefused.Add(1)
+			l.Stats.FiltersRefused.Add(1)
 			f.Filter = ""
 		}
 		filters = append(filters, f)

@@ -166,16 +166,16 @@ func TestBattleLoggedOncePerEpisode(t *testing.T) {
 			t.Errorf("log lacks %s: %s", want, buf.String())
 		}
 	}
-	if h.Counters.Battles.Load() != 1 || h.Counters.Takeovers.Load() != 20 {
-		t.Errorf("battles %d, takeovers %d; want 1 and 20", h.Counters.Battles.Load(), h.Counters.Takeovers.Load())
+	if h.Stats.Battles.Load() != 1 || h.Stats.Takeovers.Load() != 20 {
+		t.Errorf("battles %d, takeovers %d; want 1 and 20", h.Stats.Battles.Load(), h.Stats.Takeovers.Load())
 	}
 	// A quiet window ends the episode; the next battle is logged again.
 	now = now.Add(time.Minute)
 	for range 3 {
 		h.tookOver("phone", "alice")
 	}
-	if got := strings.Count(buf.String(), `"level":"warn"`); got != 2 || h.Counters.Battles.Load() != 2 {
-		t.Fatalf("after a quiet window: %d warn lines, %d battles; want 2 and 2", got, h.Counters.Battles.Load())
+	if got := strings.Count(buf.String(), `"level":"warn"`); got != 2 || h.Stats.Battles.Load() != 2 {
+		t.Fatalf("after a quiet window: %d warn lines, %d battles; want 2 and 2", got, h.Stats.Battles.Load())
 	}
 	if got := h.Battles(); len(got) != 1 || got[0].ClientID != "phone" || got[0].User != "alice" {
 		t.Fatalf("Battles() = %+v", got)

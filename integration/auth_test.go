@@ -551,7 +551,7 @@ func TestAuthClientIDTheft(t *testing.T) {
 		if s, ok := ctSessionOf(marker, "c-1"); !ok || len(marker.Sessions) != 1 || marker.Status != presence.Away {
 			t.Errorf("alice after the theft: %+v (session %+v)", marker, s)
 		}
-		if got := n.Presence.Hook.Counters.ClientIDTaken.Load(); got != 2 {
+		if got := n.Presence.Hook.Stats.ClientIDTaken.Load(); got != 2 {
 			t.Errorf("client_id_taken %d, want 2", got)
 		}
 

@@ -330,7 +330,7 @@ func TestInvalidSetPayloads(t *testing.T) {
 		t.Fatalf("the node closed the connection")
 	}
 	// The QoS 0 publishes were read before the marker, on the same connection.
-	if got := n.Presence.Hook.Counters.SetRejected.Load(); got != int64(2*len(invalid)) {
+	if got := n.Presence.Hook.Stats.SetRejected.Load(); got != int64(2*len(invalid)) {
 		t.Errorf("set_rejected %d, want %d", got, 2*len(invalid))
 	}
 	_, body := adminGet(t, n, "/api/v1/users/gus")
@@ -601,7 +601,7 @@ func TestBadUserNameRefused(t *testing.T) {
 			t.Errorf("user %q: CONNACK reason %#x, want %#x", user, ack.ReasonCode, rcBadUserNameOrPass)
 		}
 	}
-	if got := n.Presence.Hook.Counters.BadIdentity.Load(); got != 4 {
+	if got := n.Presence.Hook.Stats.BadIdentity.Load(); got != 4 {
 		t.Errorf("bad_identity %d, want 4", got)
 	}
 	if got := n.Presence.Tracker.Len(); got != 0 {

@@ -37,7 +37,7 @@ type Node struct {
 	Presence *presenced.Plugin // nil with presence.mode off
 
 	// Auth is the authentication hook (nil without an auth method).
-	Auth       *hooks.Auth
+	Auth       *auth.Hook
 	creds      *auth.Authenticator
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
@@ -105,9 +105,9 @@ func New(cfg configs.Config, log zerolog.Logger, mochiLog *slog.Logger, opts ...
 	// access authority (every topic allowed, presence's rules on top).
 	service := func(*mqtt.Client) bool { return true } // no authentication: nobody is anybody in particular
 	if n.creds != nil {
-		n.Auth = hooks.NewAuth(hooks.AuthOptions{
+		n.Auth = auth.NewHook(auth.HookOptions{
 			Server: n.Server, Credentials: n.creds, AllowAnonymous: cfg.Auth.AllowAnonymous,
-			Identity: hooks.IdentityRule{FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID, Separator: cfg.Identity.Separator},
+			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID, Separator: cfg.Identity.Separator,
 			Groups: func(user string, groups []string) {
 				if n.Presence != nil { // set before the server serves
 					n.Presence.ClaimGroups(user, groups)
@@ -446,7 +446,7 @@ func (n *Node) Stats() Stats {
 	}
 	s.Node = n.cfg.NodeID
 	if n.Auth != nil {
-		c := &n.Auth.Counters
+		c := &n.Auth.Stats
 		s.Auth = &AuthStats{Accepted: c.Accepted.Load(), Anonymous: c.Anonymous.Load(), Refused: c.Refused.Load(), ClientIDDenied: c.ClientIDDenied.Load()}
 	}
 	if n.adminToken != nil {

@@ -54,7 +54,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		listen("ws", n.ws.Stats())
 	}
 	if n.Auth != nil {
-		a := &n.Auth.Counters
+		a := &n.Auth.Stats
 		emit(mAuth, prometheus.CounterValue, a.Accepted.Load(), "accepted")
 		emit(mAuth, prometheus.CounterValue, a.Anonymous.Load(), "anonymous")
 		emit(mAuth, prometheus.CounterValue, a.Refused.Load(), "refused")

@@ -1,28 +1,8 @@
-// Package hooks is where MQTT meets presence: two mochi hooks.
-//
-// Presence turns a connection's events into presence events and hands them
-// to the tracker, returning at once: nothing on the packet path waits on the
-// store, and a hook never publishes presence itself. It also applies
-// presenced's identity rules, keeps the presence namespace read-only and
-// rewrites wills under it.
-//
-// Delivery stands between mochi and each subscriber: a user's presence
-// reaches a subscriber in order, what mochi drops for a full queue is made
-// good, and a subscriber that cannot take it is disconnected as a slow
-// consumer.
-//
-// Guard is the server's one OnACLCheck when presence is its access
-// authority: the program's decision first, then presence's, so that what is
-// sent again reaches only the subscribers that missed it and no subscriber
-// receives a version twice. Authenticator is an authentication hook without
-// an OnACLCheck, to go with it.
 package hooks
 
 import (
 	"bytes"
 	"errors"
-	"net"
-	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +12,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
+	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -70,24 +51,17 @@ const DiscardedWillTopic = "$SYS/presenced/discarded-will"
 
 // Options configure the hook. A zero limit is no limit.
 type Options struct {
-	Prefix          string        // topic prefix, e.g. "presence"
-	Identity        IdentityRule  // where users come from
-	ServerKeepAlive time.Duration // given to clients that connect with keep-alive 0
-	MaxKeepAlive    time.Duration // the keep-alive ceiling, ServerKeepAlive included
+	Prefix   string       // topic prefix, e.g. "presence"
+	Identity IdentityRule // where users come from
 	// Server is the broker the hook is added to: the hook clears the will
 	// of a connection taken over, and answers a refused CONNECT itself.
 	Server  *mqtt.Server
 	Tracker Tracker
 	Log     zerolog.Logger
 
-	MaxSessionsPerUser int            // live sessions of one user on this node; one more ends the oldest as kicked
-	MaxPerAddress      int            // connections from one IP address
-	Unlimited          []netip.Prefix // addresses MaxPerAddress does not apply to
-	SetRate            int            // presence/set per second per session
-	SetBurst           int            // and at once
-	MaxSubscriptions   int            // topic filters per connection
-	MaxTopicLength     int            // bytes of a topic filter
-	MaxTopicLevels     int            // levels of a topic filter
+	MaxSessionsPerUser int // live sessions of one user on this node; one more ends the oldest as kicked
+	SetRate            int // presence/set per second per session
+	SetBurst           int // and at once
 	// Observers are the users who may read all presence (service
 	// accounts); Service, when set, also says whether a connection
 	// authenticated as one (a token's claim).
@@ -101,10 +75,15 @@ type Options struct {
 	// Battle damps takeover battles (two devices sharing a client id that
 	// take the session from each other in a loop); zero Takeovers: off.
 	Battle BattleOptions
+	// Moved reports whether a drain asked a connection to move
+	// (Drain.Moved): its session then ends as drain, even when the client
+	// closed on reading the DISCONNECT before the drain set the stop
+	// cause. Nil: no drain.
+	Moved func(cl *mqtt.Client) bool
 }
 
-// Counters are the hook's counts, read with atomic loads.
-type Counters struct {
+// Stats are the hook's counts, read with atomic loads.
+type Stats struct {
 	SetAccepted     atomic.Int64
 	SetRejected     atomic.Int64
 	WritesDenied    atomic.Int64 // publishes refused under the read-only prefix
@@ -112,11 +91,8 @@ type Counters struct {
 	WillsSuppressed atomic.Int64 // wills of taken-over connections cleared
 	BadIdentity     atomic.Int64 // connections refused for a bad user or device
 	ClientIDTaken   atomic.Int64 // connections refused: the client id is another user's session
-	PerAddress      atomic.Int64 // connections refused: too many from one address
-	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
 	SessionsKicked  atomic.Int64 // oldest sessions ended for a user's session limit
 	SetLimited      atomic.Int64 // presence/set over the rate
-	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
 	Abandoned       atomic.Int64 // connections that ended before their CONNACK, cleaned up
 	Takeovers       atomic.Int64 // connections that took over a live connection with the same client id
 	Battles         atomic.Int64 // takeover battle episodes detected
@@ -145,22 +121,16 @@ type Presence struct {
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
-	perIP  map[string]int
 
-	drain atomic.Pointer[drainState] // set by Drain: CONNECTs are refused
-
-	Counters Counters
-	Drained  DrainCounters
+	Stats Stats
 }
 
 // link is what the hook keeps of a connection.
 type link struct {
 	conn        presence.ConnID // 0: no user (an observer), or not yet established
 	user        string
-	ip          string
 	service     bool // may read all presence
 	established bool
-	drained     bool               // a drain asked it to move: it ends as drain
 	set         bucket             // presence/set rate
 	act         *presence.Activity // nil: activity not recorded
 }
@@ -172,7 +142,7 @@ func New(o Options) *Presence {
 	}
 	h := &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/",
 		observers: make(map[string]struct{}, len(o.Observers)),
-		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client), perIP: make(map[string]int),
+		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client),
 		battles: newBattles(o.Battle)}
 	for _, u := range o.Observers {
 		h.observers[u] = struct{}{}
@@ -190,7 +160,7 @@ func (h *Presence) ID() string { return "presence" }
 func (h *Presence) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnSessionEstablish, mqtt.OnSessionEstablished,
-		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill, mqtt.OnSubscribe, mqtt.OnClientExpired:
+		mqtt.OnDisconnect, mqtt.OnPublish, mqtt.OnWill, mqtt.OnClientExpired:
 		return true
 	}
 	return false
@@ -205,7 +175,6 @@ func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
 var errBadIdentity = errors.New("presence: bad identity")
 
 // OnConnect refuses, with the CONNACK code that fits:
-//   - every CONNECT while the node drains (see Drain);
 //   - a user, client id or device that cannot be used (0x86 "bad user name
 //     or password");
 //   - a client id that is a live or persisted session of another user (0x85
@@ -214,20 +183,11 @@ var errBadIdentity = errors.New("presence: bad identity")
 //   - a connection that would take over a live connection with the same
 //     client id while that id is in a takeover battle (0x9F "connection
 //     rate exceeded"; 3.1.1: 0x03 "server unavailable"): the incumbent keeps
-//     the session until the back-off runs out (see battles);
-//   - one connection more than MaxPerAddress from one IP address (0x97
-//     "quota exceeded"; 3.1.1: 0x03 "server unavailable"), unless the
-//     address is one of Unlimited.
+//     the session until the back-off runs out (see battles).
 //
-// It gives a client that asked for keep-alive 0 the server keep-alive, so
-// that no session can live forever on a half-open socket, and holds one
-// that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
-// CONNACK; a 3.1.1 client's deadline is simply shorter).
+// A drain's refusals (Drain) and the broker's own limits (connections per
+// address, keep-alive: Limits) are those hooks', added before this one.
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	if d := h.drain.Load(); d != nil {
-		h.refuseDraining(cl, d)
-		return ErrDrained
-	}
 	_, err := h.identify(cl)
 	if err == nil {
 		if d := device(pk); d != "" {
@@ -235,80 +195,31 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 	}
 	if err != nil {
-		h.Counters.BadIdentity.Add(1)
+		h.Stats.BadIdentity.Add(1)
 		h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Err(err).Msg("connection refused: bad identity")
-		refuseConnect(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
+		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
 	if h.o.Server != nil {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
 		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
-			h.Counters.ClientIDTaken.Add(1)
+			h.Stats.ClientIDTaken.Add(1)
 			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
 				Msg("connection refused: the client id is another user's session")
-			refuseConnect(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
-			h.Counters.BattleRefused.Add(1)
+			h.Stats.BattleRefused.Add(1)
 			h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: takeover battle")
-			refuseConnect(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
+			connack.Refuse(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
 		}
 	}
-	ip := remoteIP(cl.Net.Remote)
 	h.mu.Lock()
-	if h.o.MaxPerAddress > 0 && h.perIP[ip] >= h.o.MaxPerAddress && !h.unlimited(ip) {
-		h.mu.Unlock()
-		h.Counters.PerAddress.Add(1)
-		h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
-		refuseConnect(h.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
-		return errBadIdentity
-	}
-	h.perIP[ip]++
-	h.links[cl] = &link{ip: ip, set: bucket{tokens: float64(h.o.SetBurst)}}
+	h.links[cl] = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
 	h.mu.Unlock()
-
-	ka := time.Duration(pk.Connect.Keepalive) * time.Second
-	switch {
-	case pk.Connect.Keepalive == 0 && h.o.ServerKeepAlive > 0:
-		ka = h.o.ServerKeepAlive
-		if h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive {
-			ka = h.o.MaxKeepAlive
-		}
-	case h.o.MaxKeepAlive > 0 && ka > h.o.MaxKeepAlive:
-		ka = h.o.MaxKeepAlive
-		h.Counters.KeepAliveCapped.Add(1)
-	default:
-		return nil
-	}
-	cl.State.Keepalive = uint16(ka / time.Second)
-	cl.State.ServerKeepalive = true
 	return nil
-}
-
-// unlimited reports whether the per-address limit spares ip.
-func (h *Presence) unlimited(ip string) bool {
-	a, err := netip.ParseAddr(ip)
-	if err != nil {
-		return false
-	}
-	a = a.Unmap()
-	for _, p := range h.o.Unlimited {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// remoteIP returns the host part of a remote address.
-func remoteIP(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		return remote
-	}
-	return host
 }
 
 // device returns the MQTT 5 CONNECT user property "device".
@@ -339,7 +250,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	if h.o.Server != nil {
 		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
 			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
-				h.Counters.WillsSuppressed.Add(1)
+				h.Stats.WillsSuppressed.Add(1)
 			}
 			h.tookOver(cl.ID, id.User)
 		}
@@ -357,7 +268,6 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	if l == nil { // OnConnect did not run (a test, or a hook that skips it)
 		l = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
 		h.links[cl] = l
-		h.perIP[l.ip]++
 	}
 	l.service = service
 	if id.Observer() {
@@ -375,7 +285,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	oldest := h.admit(cl, id.User)
 	h.mu.Unlock()
 	if oldest != nil {
-		h.Counters.SessionsKicked.Add(1)
+		h.Stats.SessionsKicked.Add(1)
 		h.o.Log.Info().Str("user", id.User).Str("client", oldest.ID).Int("max", h.o.MaxSessionsPerUser).
 			Msg("session limit: ending the user's oldest session")
 		// Its end goes to the tracker before the new session, so that
@@ -392,14 +302,14 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 // tookOver records a takeover of client id by user, and logs a takeover
 // battle once per episode.
 func (h *Presence) tookOver(id, user string) {
-	h.Counters.Takeovers.Add(1)
+	h.Stats.Takeovers.Add(1)
 	v := h.battles.takeover(id, user, h.o.Now())
 	if v.Evicted > 0 {
-		h.Counters.BattleEvicted.Add(int64(v.Evicted))
+		h.Stats.BattleEvicted.Add(int64(v.Evicted))
 	}
 	switch {
 	case v.Episode:
-		h.Counters.Battles.Add(1)
+		h.Stats.Battles.Add(1)
 		h.o.Log.Warn().Str("client", id).Str("user", user).Int("takeovers", v.InWindow).
 			Dur("window", h.o.Battle.Window).Time("refused_until", v.Until).
 			Msg("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off")
@@ -461,6 +371,20 @@ func (h *Presence) link(cl *mqtt.Client) (*link, bool) {
 	return l, true
 }
 
+// Sessions returns how many connections with a user (presence sessions)
+// this hook holds.
+func (h *Presence) Sessions() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	n := 0
+	for _, l := range h.links {
+		if l.conn != 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Viewer returns who reads through connection cl: its user ("" for an
 // observer) and whether it may read all presence (a service account).
 func (h *Presence) Viewer(cl *mqtt.Client) (user string, service bool) {
@@ -490,13 +414,14 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
-		// mochi clears the will of a clean DISCONNECT before this hook, and
-		// this hook clears a taken-over (or drained) one's: a will left applies.
+		// mochi clears the will of a clean DISCONNECT before this hook,
+		// this hook clears a taken-over one's and Drain a moved one's: a
+		// will left applies.
 		if will := cl.Properties.Will; atomic.LoadUint32(&will.Flag) == 1 && will.WillDelayInterval > 0 && cl.Properties.ProtocolVersion == 5 {
 			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
 		}
 		reason := EndReason(err, cl.StopCause())
-		if l.drained {
+		if h.o.Moved != nil && h.o.Moved(cl) {
 			// The client may have closed on reading the DISCONNECT before
 			// the drain set the stop cause.
 			reason = presence.EndDrain
@@ -516,9 +441,6 @@ func (h *Presence) forget(cl *mqtt.Client) *link {
 	delete(h.links, cl)
 	if l.act != nil {
 		h.active.Delete(cl)
-	}
-	if h.perIP[l.ip]--; h.perIP[l.ip] <= 0 {
-		delete(h.perIP, l.ip)
 	}
 	if l.user != "" {
 		live := h.byUser[l.user]
@@ -559,7 +481,7 @@ func (h *Presence) Tidy() {
 		// between the gate and its Clients.Add.
 		h.gate.leaveWith(cl, func() { h.dropClient(cl) })
 		if l := h.forget(cl); l != nil {
-			h.Counters.Abandoned.Add(1)
+			h.Stats.Abandoned.Add(1)
 			if l.conn != 0 {
 				h.o.Tracker.Disconnect(l.conn, cl.ID, presence.EndNetwork)
 			}
@@ -635,13 +557,13 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	}
 	l, hasUser := h.link(cl)
 	if pk.TopicName != h.set || !hasUser {
-		h.Counters.WritesDenied.Add(1)
+		h.Stats.WritesDenied.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Str("topic", pk.TopicName).Msg("publish refused: presence topics are read-only")
 		return h.refuse(cl, pk, packets.ErrNotAuthorized)
 	}
 	req, err := presence.ParseSetRequest(pk.Payload)
 	if err != nil {
-		h.Counters.SetRejected.Add(1)
+		h.Stats.SetRejected.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Err(err).Msg("presence/set refused")
 		if cl.Properties.ProtocolVersion < 5 {
 			return pk, packets.CodeSuccessIgnore
@@ -653,14 +575,14 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		if back {
 			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
 		}
-		h.Counters.SetLimited.Add(1)
+		h.Stats.SetLimited.Add(1)
 		h.o.Log.Debug().Str("client", cl.ID).Msg("presence/set over the rate")
 		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 			return pk, packets.CodeSuccessIgnore // acknowledged as usual, dropped
 		}
 		return h.refuse(cl, pk, packets.ErrMessageRateTooHigh)
 	}
-	h.Counters.SetAccepted.Add(1)
+	h.Stats.SetAccepted.Add(1)
 	if req.OnlyActivity() && req.Scope == presence.ScopeSession {
 		if back {
 			h.o.Tracker.Active(l.conn, cl.ID)
@@ -729,7 +651,7 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 			}
 		}
 	}
-	h.Counters.WillsDiscarded.Add(1)
+	h.Stats.WillsDiscarded.Add(1)
 	will.TopicName = DiscardedWillTopic
 	will.Payload = nil
 	will.Retain = false

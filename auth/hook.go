@@ -1,4 +1,4 @@
-package hooks
+package auth
 
 import (
 	"crypto/x509"
@@ -12,57 +12,63 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
-	"github.com/presenced/presenced/auth"
+	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/listener"
 )
 
-// Credentials checks what a CONNECT brings (package auth implements it).
+// Credentials checks what a CONNECT brings (*Authenticator implements it).
 type Credentials interface {
 	// Enabled reports whether any method is configured.
 	Enabled() bool
-	// Authenticate returns who the connection is, auth.ErrDenied, or
-	// auth.ErrNoCredentials.
-	Authenticate(username string, password []byte, clientID string, peer *x509.Certificate) (auth.Identity, error)
+	// Authenticate returns who the connection is, ErrDenied, or
+	// ErrNoCredentials.
+	Authenticate(username string, password []byte, clientID string, peer *x509.Certificate) (Identity, error)
 }
 
-// Auth is the binary's authentication hook: the user is whoever the
+var _ Credentials = (*Authenticator)(nil)
+
+// Hook is the binary's authentication hook: the user is whoever the
 // credentials prove (a password, a JWT in the password, or a verified client
 // certificate), never merely the username a client claims. It decides in
 // OnConnect, so that it can answer each refusal with the CONNACK code that
-// fits and so that the presence hook, added after it, sees the
-// authenticated user: on success it sets the connection's username to the
-// user. It answers no OnACLCheck (see Guard).
+// fits and so that presence's hooks, added after it, see the authenticated
+// user: on success it sets the connection's username to the user. It
+// answers no OnACLCheck (presence's hooks.Guard is then the server's one).
 //
 // Refusals: bad credentials get 0x86 (MQTT 3.1.1: 0x04); a client id the
 // credentials do not allow, 0x85 (3.1.1: 0x02). Each is counted, and logged
 // at info with the remote address, at most once a second (the rest are
 // counted in the next line), and never with the password or token.
-type Auth struct {
+type Hook struct {
 	mqtt.HookBase
-	o        AuthOptions
+	o        HookOptions
 	accounts sync.Map // *mqtt.Client -> account
 	logs     logLimiter
 	seen     atomic.Int64 // connections authenticated; every tidyAfter, a Tidy
 
-	Counters AuthCounters
+	Stats Stats
 }
 
-// AuthCounters are the hook's counts, read with atomic loads.
-type AuthCounters struct {
+// Stats are the hook's counts, read with atomic loads.
+type Stats struct {
 	Accepted       atomic.Int64
 	Anonymous      atomic.Int64 // connections without credentials, let in as observers
 	Refused        atomic.Int64 // bad or missing credentials
 	ClientIDDenied atomic.Int64 // a client id the credentials do not allow
 }
 
-// AuthOptions configure the hook.
-type AuthOptions struct {
+// HookOptions configure the hook.
+type HookOptions struct {
 	Server      *mqtt.Server
 	Credentials Credentials // nil or not Enabled: every client connects, with any username
 	// AllowAnonymous lets a client without credentials in as an observer
 	// (with Credentials enabled).
 	AllowAnonymous bool
-	Identity       IdentityRule // with FromClientID, the client id's user must be the authenticated user
+	// FromClientID and Separator are presence's identity rule
+	// (identity.user_from client_id): the user named before the first
+	// Separator of a client id must be the authenticated user.
+	FromClientID bool
+	Separator    string
 	// Groups receives the groups a token claims (auth.jwt.groups_claim),
 	// when the claim is present, for each connection accepted. It must not
 	// block. Nil: claims are ignored.
@@ -76,19 +82,19 @@ type account struct {
 	observer bool
 }
 
-// NewAuth returns the hook.
-func NewAuth(o AuthOptions) *Auth {
+// NewHook returns the hook.
+func NewHook(o HookOptions) *Hook {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Auth{o: o, logs: logLimiter{every: time.Second}}
+	return &Hook{o: o, logs: logLimiter{every: time.Second}}
 }
 
 // ID implements mqtt.Hook.
-func (a *Auth) ID() string { return "presence-auth" }
+func (a *Hook) ID() string { return "presence-auth" }
 
 // Provides implements mqtt.Hook.
-func (a *Auth) Provides(b byte) bool {
+func (a *Hook) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnDisconnect:
 		return true
@@ -99,8 +105,8 @@ func (a *Auth) Provides(b byte) bool {
 // errRefused stops a CONNECT the hook has already answered.
 var errRefused = errors.New("presence: connection refused")
 
-// OnConnect authenticates the connection (see Auth).
-func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
+// OnConnect authenticates the connection (see Hook).
+func (a *Hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if a.o.Credentials == nil || !a.o.Credentials.Enabled() {
 		return nil
 	}
@@ -108,24 +114,24 @@ func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	peer, _ := listener.PeerCertificate(cl.Net.Conn)
 	id, err := a.o.Credentials.Authenticate(username, pk.Connect.Password, cl.ID, peer)
 	switch {
-	case errors.Is(err, auth.ErrNoCredentials) && username == "" && a.o.AllowAnonymous:
-		a.Counters.Anonymous.Add(1) // no account: an observer, not a service account
+	case errors.Is(err, ErrNoCredentials) && username == "" && a.o.AllowAnonymous:
+		a.Stats.Anonymous.Add(1) // no account: an observer, not a service account
 		return nil
-	case errors.Is(err, auth.ErrClientIDDenied):
-		a.Counters.ClientIDDenied.Add(1)
+	case errors.Is(err, ErrClientIDDenied):
+		a.Stats.ClientIDDenied.Add(1)
 		a.logRefusal(cl, username, err)
-		refuseConnect(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+		connack.Refuse(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 		return errRefused
 	case err != nil:
-		a.Counters.Refused.Add(1)
+		a.Stats.Refused.Add(1)
 		a.logRefusal(cl, username, err)
-		refuseConnect(a.o.Server, cl, packets.ErrBadUsernameOrPassword, err3BadUsernameOrPassword)
+		connack.Refuse(a.o.Server, cl, packets.ErrBadUsernameOrPassword, connack.Err3BadUsernameOrPassword)
 		return errRefused
 	}
 	if why := a.clientIDDenied(cl.ID, id); why != "" {
-		a.Counters.ClientIDDenied.Add(1)
+		a.Stats.ClientIDDenied.Add(1)
 		a.logRefusal(cl, username, errors.New(why))
-		refuseConnect(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
+		connack.Refuse(a.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 		return errRefused
 	}
 	cl.Properties.Username = []byte(id.User)
@@ -133,7 +139,7 @@ func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		a.Tidy()
 	}
 	a.accounts.Store(cl, account{user: id.User, observer: id.Observer})
-	a.Counters.Accepted.Add(1)
+	a.Stats.Accepted.Add(1)
 	if a.o.Groups != nil && id.Groups != nil && id.User != "" {
 		a.o.Groups(id.User, id.Groups)
 	}
@@ -141,14 +147,14 @@ func (a *Auth) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 }
 
 // clientIDDenied says why the credentials do not allow clientID, or "".
-func (a *Auth) clientIDDenied(clientID string, id auth.Identity) string {
+func (a *Hook) clientIDDenied(clientID string, id Identity) string {
 	switch {
 	case id.ClientID != "" && clientID != id.ClientID:
 		return "the token binds another client id"
 	case id.ClientIDPrefix != "" && !strings.HasPrefix(clientID, id.ClientIDPrefix):
 		return "the token binds client ids with another prefix"
-	case a.o.Identity.FromClientID:
-		user, _, ok := strings.Cut(clientID, a.o.Identity.Separator)
+	case a.o.FromClientID:
+		user, _, ok := strings.Cut(clientID, a.o.Separator)
 		if ok && user != id.User {
 			return "the client id names another user"
 		}
@@ -156,21 +162,21 @@ func (a *Auth) clientIDDenied(clientID string, id auth.Identity) string {
 	return ""
 }
 
-func (a *Auth) logRefusal(cl *mqtt.Client, username string, err error) {
+func (a *Hook) logRefusal(cl *mqtt.Client, username string, err error) {
 	if ev := a.logs.event(a.o.Log, a.o.Now()); ev != nil {
 		ev.Str("remote", cl.Net.Remote).Str("client", cl.ID).Str("username", username).Err(err).Msg("connection refused")
 	}
 }
 
 // OnConnectAuthenticate lets in what OnConnect did not refuse.
-func (a *Auth) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+func (a *Hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
 
 // OnDisconnect forgets the connection.
-func (a *Auth) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { a.accounts.Delete(cl) }
+func (a *Hook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { a.accounts.Delete(cl) }
 
 // Observer reports whether the connection authenticated as a service
 // account (a token's observer claim, or a user listed as one).
-func (a *Auth) Observer(cl *mqtt.Client) bool {
+func (a *Hook) Observer(cl *mqtt.Client) bool {
 	v, ok := a.accounts.Load(cl)
 	return ok && v.(account).observer
 }
@@ -183,7 +189,7 @@ const tidyAfter = 1024
 // Tidy forgets connections that ended without OnDisconnect (mochi calls it
 // only for connections that got their CONNACK). OnConnect calls it every
 // tidyAfter connections.
-func (a *Auth) Tidy() {
+func (a *Hook) Tidy() {
 	a.accounts.Range(func(k, _ any) bool {
 		if cl := k.(*mqtt.Client); cl.Closed() {
 			a.accounts.Delete(cl)

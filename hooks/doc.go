@@ -1,0 +1,54 @@
+// Package hooks is where MQTT meets presence: the mochi hooks that
+// presenced adds to a broker.
+//
+// Drain moves a node's clients to other nodes: once begun, it refuses
+// every CONNECT, and it asks the connected clients to move at a rate.
+//
+// Limits holds each connection to the broker's limits, which know nothing
+// of presence: connections per IP address, the keep-alive, and the number,
+// length and depth of topic filters.
+//
+// Presence turns a connection's events into presence events and hands them
+// to the tracker, returning at once: nothing on the packet path waits on the
+// store, and a hook never publishes presence itself. It also applies
+// presenced's identity rules, keeps the presence namespace read-only and
+// rewrites wills under it.
+//
+// Delivery stands between mochi and each subscriber: a user's presence
+// reaches a subscriber in order, what mochi drops for a full queue is made
+// good, and a subscriber that cannot take it is disconnected as a slow
+// consumer.
+//
+// Guard is the server's one OnACLCheck when presence is its access
+// authority: the program's decision first, then presence's, so that what is
+// sent again reaches only the subscribers that missed it and no subscriber
+// receives a version twice. Authenticator is an authentication hook without
+// an OnACLCheck, to go with it.
+//
+// # Order
+//
+// mochi runs a hook's event in the order the hooks were added, stops a
+// CONNECT at the first OnConnect that returns an error, and passes each
+// OnSubscribe the packet the one before returned. The program's
+// authentication hook comes first, so that the others see the authenticated
+// user as the username. Then:
+//
+//  1. Drain, first of these: a CONNECT it refuses while draining reaches
+//     none of the hooks after it, so none counts it or keeps anything of
+//     it. Of a connection it keeps only whether it moved it, until mochi is
+//     done with the connection, for presence's OnDisconnect to ask
+//     (Options.Moved): presence's hook never shares its records with it.
+//  2. Limits, before every hook that keeps anything of a connection: a
+//     connection over a limit is refused before presence identifies it or
+//     records it, and the filters it refuses (replaced by "") are skipped
+//     by Groups and Delivery. A later hook's refusal is no concern of it:
+//     it stops counting connections that mochi never tells it ended (see
+//     Limits).
+//  3. Presence.
+//  4. Delivery.
+//  5. Guard, with presence as the access authority: no other hook may
+//     answer OnACLCheck.
+//
+// The groups stage's hook (package groups) may come anywhere: it never
+// waits on the store nor on the delivery fence.
+package hooks

@@ -1,0 +1,59 @@
+package hooks
+
+import (
+	"testing"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"github.com/rs/zerolog"
+)
+
+func TestUnshared(t *testing.T) {
+	for in, want := range map[string]string{
+		"#": "#", "$share/g/#": "#", "$share/g/presence/users/+": "presence/users/+",
+		"$share/g": "$share/g", "$SYS/x": "$SYS/x", "a/b": "a/b",
+	} {
+		if got := unshared(in); got != want {
+			t.Errorf("unshared(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestEverything(t *testing.T) {
+	for f, want := range map[string]bool{
+		"#": true, "+/#": true, "+/+/#": true, "+/+/+/+/#": true,
+		"+": false, "+/+": false, "a/#": false, "+/a/#": false, "presence/users/+": false, "#/a": false, "": false,
+	} {
+		if got := everything(f); got != want {
+			t.Errorf("everything(%q) = %v, want %v", f, got, want)
+		}
+	}
+}
+
+// With NodesPrivate, presence/nodes/... is read by service accounts only;
+// without it, by everyone.
+func TestGuardNodesPrivate(t *testing.T) {
+	_, d, _, cls := newDeliveryServer(t, 2)
+	user, svc := cls[0], cls[1]
+	user.Properties.Username = []byte("alice")
+	svc.Properties.Username = []byte("ops")
+	h := New(Options{Prefix: "presence", Tracker: quietTracker{}, Log: zerolog.Nop(),
+		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
+	for _, cl := range cls {
+		h.OnSessionEstablish(cl, packets.Packet{})
+	}
+	for _, private := range []bool{false, true} {
+		g := NewGuard(GuardOptions{Delivery: d, Presence: h, NodesPrivate: private})
+		for _, topic := range []string{"presence/nodes/A", "presence/nodes/#", "presence/nodes/+"} {
+			if got := g.OnACLCheck(user, topic, false); got == private {
+				t.Errorf("private %v: user reads %s: %v", private, topic, got)
+			}
+			if !g.OnACLCheck(svc, topic, false) {
+				t.Errorf("private %v: service account refused %s", private, topic)
+			}
+		}
+		if !g.OnACLCheck(user, "presence/users/alice", false) {
+			t.Errorf("private %v: alice refused her own presence", private)
+		}
+	}
+}
