@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
@@ -126,7 +127,7 @@ func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = n
 // subscriber that missed it reaches every subscriber of that user, and a
 // subscriber whose writer is stuck may receive its first version of a user
 // twice (observers drop a version not above the last, see the README).
-func WithACL(policy hooks.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
+func WithACL(policy delivery.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
 
 // WithServiceAccounts says which connections are service accounts, which
 // may read all presence, "#" and $SYS (with WithACL; the users listed in
@@ -151,15 +152,15 @@ type Plugin struct {
 	feed    *store.Feed
 	store   store.Store
 	redisC  redis.UniversalClient // WithRedisClient's
-	acl     *hooks.Policy
+	acl     *delivery.Policy
 	service func(cl *mqtt.Client) bool
-	broker  broker
+	outlet  *delivery.Outlet
 
 	// The stages, for reading their counters (Stats has them all).
 	Drainer   *hooks.Drain  // refuses CONNECTs and moves clients while the node drains (Drain)
 	Limits    *hooks.Limits // the broker's limits on one connection
 	Hook      *hooks.Presence
-	Delivery  *hooks.Delivery
+	Delivery  *delivery.Delivery
 	Tracker   *tracker.Tracker
 	Publisher *publisher.Publisher
 	Pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
@@ -248,9 +249,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		Now:                p.now,
 		Activity:           idleRules(cfg.Presence).Enabled(),
 	})
-	p.Delivery = hooks.NewDelivery(hooks.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
-	p.broker = broker{srv: srv, d: p.Delivery}
-	p.Publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.broker, Log: logFor("publisher"),
+	p.Delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: logFor("delivery")})
+	p.outlet = delivery.NewOutlet(srv, p.Delivery)
+	p.Publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: logFor("publisher"),
 		Published: func(a presence.Aggregate, before presence.Shown) {
 			p.meters.published(a, before, time.Now())
 			p.groups.Note(a)
@@ -259,7 +260,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	p.groups = groups.New(groups.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch.D(),
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: logFor("groups"),
-		Store: p.store, Presence: p.Publisher, Outlet: p.broker, Viewer: p.Hook.Viewer, Introduce: p.introduce,
+		Store: p.store, Presence: p.Publisher, Outlet: p.outlet, Viewer: p.Hook.Viewer, Introduce: p.introduce,
 	})
 	if err := srv.AddHook(p.Drainer, nil); err != nil { // first of presence's: see package hooks
 		return nil, fmt.Errorf("presenced: add drain hook: %w", err)
@@ -277,8 +278,8 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: add delivery hook: %w", err)
 	}
 	if p.acl != nil {
-		guard := hooks.NewGuard(hooks.GuardOptions{
-			Delivery: p.Delivery, Presence: p.Hook, Policy: *p.acl,
+		guard := delivery.NewGuard(delivery.GuardOptions{
+			Delivery: p.Delivery, Viewers: p.Hook, Policy: *p.acl,
 			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: cfg.Presence.Visibility != configs.VisibilityOpen,
 		})
@@ -490,3 +491,16 @@ func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) { return p.
 
 // GroupSizes returns every group's name and size.
 func (p *Plugin) GroupSizes() map[string]int { return p.groups.Sizes() }
+
+// introduce sends user's current presence to the subscriptions to it of the
+// viewers who now may read it (they could not before): the groups stage's
+// Introduce, on the pump's goroutine.
+func (p *Plugin) introduce(user string, may func(viewer string) bool) {
+	to := p.outlet.Subscribers(p.Publisher.Topic(user), func(cl *mqtt.Client) bool {
+		u, service := p.Hook.Viewer(cl)
+		return !service && u != "" && may(u)
+	})
+	if len(to) > 0 {
+		p.Publisher.Resend(user, p.outlet.SendTo(user, to))
+	}
+}

@@ -121,7 +121,7 @@ func (p *Plugin) nodeAnnounced(st presence.NodeStatus) {
 		return
 	}
 	p.nodes.known[st.Node] = st
-	if err := p.srv.Publish(p.nodesTopic()+st.Node, b, true, 1); err != nil {
+	if err := p.outlet.Announce(p.nodesTopic()+st.Node, b); err != nil {
 		p.log.Warn().Err(err).Str("node", st.Node).Msg("node state not published")
 	}
 }
@@ -153,7 +153,7 @@ func (p *Plugin) nodeLost(e store.Event) {
 func (p *Plugin) refreshNodes() {
 	for node, st := range p.nodes.known {
 		if b, err := st.MarshalJSON(); err == nil {
-			p.broker.Retain(p.nodesTopic()+node, b)
+			p.outlet.Retain(p.nodesTopic()+node, b)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func (p *Plugin) pump() {
 			paced()
 		case now := <-resend.C:
 			for user, to := range p.Delivery.TakeMissing(resendBatch, now) {
-				p.Publisher.Resend(user, p.broker.resend(user, to))
+				p.Publisher.Resend(user, p.outlet.SendTo(user, to))
 			}
 		case now := <-tidy.C:
 			p.Delivery.Tidy(now)

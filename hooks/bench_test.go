@@ -16,6 +16,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
 
+	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 )
@@ -73,11 +74,11 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	if err := srv.AddHook(h, nil); err != nil {
 		tb.Fatal(err)
 	}
-	d := hooks.NewDelivery(hooks.DeliveryOptions{Prefix: "presence", Server: srv, Log: zerolog.Nop()})
+	d := delivery.NewDelivery(delivery.DeliveryOptions{Prefix: "presence", Server: srv, Log: zerolog.Nop()})
 	if err := srv.AddHook(d, nil); err != nil {
 		tb.Fatal(err)
 	}
-	if err := srv.AddHook(hooks.NewGuard(hooks.GuardOptions{Delivery: d}), nil); err != nil {
+	if err := srv.AddHook(delivery.NewGuard(delivery.GuardOptions{Delivery: d}), nil); err != nil {
 		tb.Fatal(err)
 	}
 	return srv, h

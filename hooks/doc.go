@@ -14,16 +14,11 @@
 // presenced's identity rules, keeps the presence namespace read-only and
 // rewrites wills under it.
 //
-// Delivery stands between mochi and each subscriber: a user's presence
-// reaches a subscriber in order, what mochi drops for a full queue is made
-// good, and a subscriber that cannot take it is disconnected as a slow
-// consumer.
+// Authenticator is an authentication hook without an OnACLCheck, for a
+// program that makes presence its access authority (package delivery's
+// Guard must then be the server's only OnACLCheck).
 //
-// Guard is the server's one OnACLCheck when presence is its access
-// authority: the program's decision first, then presence's, so that what is
-// sent again reaches only the subscribers that missed it and no subscriber
-// receives a version twice. Authenticator is an authentication hook without
-// an OnACLCheck, to go with it.
+// The last stage's hooks, Delivery and Guard, are package delivery's.
 //
 // # Order
 //
@@ -45,9 +40,9 @@
 //     it stops counting connections that mochi never tells it ended (see
 //     Limits).
 //  3. Presence.
-//  4. Delivery.
-//  5. Guard, with presence as the access authority: no other hook may
-//     answer OnACLCheck.
+//  4. delivery.Delivery.
+//  5. delivery.Guard, with presence as the access authority: no other hook
+//     may answer OnACLCheck.
 //
 // The groups stage's hook (package groups) may come anywhere: it never
 // waits on the store nor on the delivery fence.

@@ -10,6 +10,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/internal/wire"
 )
 
 // ErrDrained is the stop cause of a connection that a drain moved away:
@@ -149,7 +151,7 @@ func (d *Drain) Move(cl *mqtt.Client) bool {
 		d.Stats.WillsCleared.Add(1)
 	}
 	d.moved.Store(cl, struct{}{}) // before the DISCONNECT, which the client may answer by closing
-	if cl.Properties.ProtocolVersion >= 5 && (writesNeverBlock(cl) || writerIdle(cl)) {
+	if cl.Properties.ProtocolVersion >= 5 && (wire.NeverBlocks(cl) || wire.Idle(cl)) {
 		code, props := drainCode(s)
 		props.ReasonString = code.Reason
 		_ = cl.WritePacket(packets.Packet{

@@ -77,17 +77,3 @@ func TestIdentify(t *testing.T) {
 		})
 	}
 }
-
-func TestCanMatchUsers(t *testing.T) {
-	d := NewDelivery(DeliveryOptions{Prefix: "presence"})
-	for filter, want := range map[string]bool{
-		"presence/users/alice": true, "presence/users/+": true, "presence/#": true, "#": true,
-		"+/users/+": true, "+/+/+": true, "presence/+/alice": true, "presence/users/#": true,
-		"presence/set": false, "presence/groups/+": false, "other/users/x": false,
-		"presence/users/a/b": false, "$share/g/presence/users/+": false, "+/+": false,
-	} {
-		if got := d.canMatchUsers(filter); got != want {
-			t.Errorf("canMatchUsers(%q) = %v, want %v", filter, got, want)
-		}
-	}
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/connack"
+	"github.com/presenced/presenced/internal/wire"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -353,7 +354,7 @@ func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
 // kick ends a connection with code: a DISCONNECT first when writing it
 // cannot block (presenced's listener), else only the socket is closed.
 func kick(srv *mqtt.Server, cl *mqtt.Client, code packets.Code) {
-	if srv != nil && writesNeverBlock(cl) {
+	if srv != nil && wire.NeverBlocks(cl) {
 		_ = srv.DisconnectClient(cl, code)
 		return
 	}

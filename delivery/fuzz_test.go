@@ -1,4 +1,4 @@
-package hooks
+package delivery
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -22,19 +23,19 @@ import (
 func FuzzIdentify(f *testing.F) {
 	d := NewDelivery(DeliveryOptions{Prefix: "presence"})
 	f.Fuzz(func(t *testing.T, username, clientID, sep string) {
-		for _, rule := range []IdentityRule{{}, {FromClientID: true, Separator: sep}} {
+		for _, rule := range []hooks.IdentityRule{{}, {FromClientID: true, Separator: sep}} {
 			id, err := rule.Identify(username, clientID)
 			if err != nil {
 				if !errors.Is(err, presence.ErrBadName) {
 					t.Fatalf("%+v.Identify(%q, %q): error %v does not wrap ErrBadName", rule, username, clientID, err)
 				}
-				if id != (Identity{}) {
+				if id != (hooks.Identity{}) {
 					t.Fatalf("%+v.Identify(%q, %q) failed with identity %+v", rule, username, clientID, id)
 				}
 				continue
 			}
 			if id.Observer() {
-				if id != (Identity{}) {
+				if id != (hooks.Identity{}) {
 					t.Fatalf("%+v.Identify(%q, %q): observer with %+v", rule, username, clientID, id)
 				}
 				if rule.FromClientID && strings.Contains(clientID, sep) || !rule.FromClientID && username != "" {

@@ -1,4 +1,4 @@
-package hooks
+package delivery
 
 import (
 	"bytes"
@@ -11,6 +11,9 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/internal/wire"
 )
 
 // Delivery is the mochi hook that keeps presence in order for each
@@ -25,8 +28,9 @@ import (
 // it an older retained version after a newer live one, and mochi's reading
 // of the retained store races with its writing (Topics.Messages reads
 // without the lock RetainMessage writes under). So a SUBSCRIBE whose filters
-// can match presence/users/... holds a read fence, and every publish or
-// retain of presence holds it for writing (Publish, Exclusive):
+// can match presence/users/... or presence/groups/... holds a read fence,
+// and every publish or retain of presence holds it for writing (Publish,
+// Exclusive, Advance):
 //
 //   - from OnSubscribe to OnSubscribed: the filter checks and the index;
 //   - through the SUBACK write, when that write cannot block: the socket is
@@ -284,7 +288,7 @@ func (d *Delivery) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
 	if !ok {
 		return
 	}
-	if writesNeverBlock(cl) || writerIdle(cl) {
+	if wire.NeverBlocks(cl) || wire.Idle(cl) {
 		return
 	}
 	s := v.(*subscription)
@@ -292,24 +296,6 @@ func (d *Delivery) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
 	s.held = false
 	s.mu.Unlock()
 	d.fence.RUnlock()
-}
-
-// writesNeverBlock reports whether the client's connection says its writes
-// never block (presenced's listener).
-func writesNeverBlock(cl *mqtt.Client) bool {
-	nb, ok := cl.Net.Conn.(interface{ WritesNeverBlock() bool })
-	return ok && nb.WritesNeverBlock()
-}
-
-// writerIdle reports whether nothing holds the client's lock right now: mochi
-// writes to the socket under it, so a held lock may be a write stuck on a
-// client that does not read.
-func writerIdle(cl *mqtt.Client) bool {
-	if !cl.TryLock() {
-		return false
-	}
-	cl.Unlock()
-	return true
 }
 
 // OnPacketSent holds the fence for reading, once the SUBACK of a noted
@@ -357,7 +343,7 @@ func (d *Delivery) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, _ error
 // program's policy has allowed: a live delivery during a publish, a retained
 // one while cl subscribes, or a SUBSCRIBE's filter check.
 func (d *Delivery) mayDeliver(cl *mqtt.Client, topic string) bool {
-	if topic == DiscardedWillTopic {
+	if topic == hooks.DiscardedWillTopic {
 		return false
 	}
 	user, ok := d.user(topic)

@@ -1,4 +1,4 @@
-package hooks
+package delivery
 
 import (
 	"io"
@@ -10,6 +10,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/hooks"
 )
 
 // newDeliveryServer returns a mochi server (no listener) with a Delivery
@@ -96,7 +98,7 @@ func TestGuardTargetsAndDrops(t *testing.T) {
 		allowedA = g.OnACLCheck(a, "presence/users/bob", false)
 		allowedB = g.OnACLCheck(b, "presence/users/bob", false)
 	})
-	if !allowedA || !allowedB || g.OnACLCheck(a, DiscardedWillTopic, false) {
+	if !allowedA || !allowedB || g.OnACLCheck(a, hooks.DiscardedWillTopic, false) {
 		t.Fatalf("live delivery allowed a %v b %v, discarded will allowed", allowedA, allowedB)
 	}
 }
@@ -147,5 +149,19 @@ func TestVersion(t *testing.T) {
 	}
 	if _, ok := Version([]byte(`{"user":"a"}`)); ok {
 		t.Error("a payload without a version has one")
+	}
+}
+
+func TestCanMatchUsers(t *testing.T) {
+	d := NewDelivery(DeliveryOptions{Prefix: "presence"})
+	for filter, want := range map[string]bool{
+		"presence/users/alice": true, "presence/users/+": true, "presence/#": true, "#": true,
+		"+/users/+": true, "+/+/+": true, "presence/+/alice": true, "presence/users/#": true,
+		"presence/set": false, "presence/groups/+": false, "other/users/x": false,
+		"presence/users/a/b": false, "$share/g/presence/users/+": false, "+/+": false,
+	} {
+		if got := d.canMatchUsers(filter); got != want {
+			t.Errorf("canMatchUsers(%q) = %v, want %v", filter, got, want)
+		}
 	}
 }

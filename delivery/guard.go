@@ -1,10 +1,9 @@
-package hooks
+package delivery
 
 import (
 	"strings"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // Policy is a program's access decision: may cl write (publish) or read
@@ -24,12 +23,18 @@ type Guard struct {
 	o GuardOptions
 }
 
+// Viewers tells who reads through a connection: its user ("" for an
+// observer) and whether it is a service account (hooks.Presence).
+type Viewers interface {
+	Viewer(cl *mqtt.Client) (user string, service bool)
+}
+
 // GuardOptions configure the Guard.
 type GuardOptions struct {
 	Delivery *Delivery
-	// Presence tells who reads through a connection (Viewer); nil: every
-	// connection is a service account.
-	Presence *Presence
+	// Viewers tells who reads through a connection (the presence hook);
+	// nil: every connection is a service account.
+	Viewers Viewers
 	// Policy is the program's decision; nil allows everything.
 	Policy Policy
 	// Sees decides whether viewer may read user's presence (never asked of
@@ -82,8 +87,8 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		return true
 	}
 	user, service := "", true
-	if g.o.Presence != nil {
-		user, service = g.o.Presence.Viewer(cl)
+	if g.o.Viewers != nil {
+		user, service = g.o.Viewers.Viewer(cl)
 	}
 	if !service {
 		plain := unshared(topic)
@@ -129,24 +134,4 @@ func unshared(filter string) string {
 		}
 	}
 	return filter
-}
-
-// Authenticator is a hook that decides who may connect and nothing else:
-// with a Guard, the program's authentication must not come with an
-// OnACLCheck of its own (mochi's auth.Hook and auth.AllowHook have one).
-// A nil Check lets every client connect.
-type Authenticator struct {
-	mqtt.HookBase
-	Check func(cl *mqtt.Client, pk packets.Packet) bool
-}
-
-// ID implements mqtt.Hook.
-func (a *Authenticator) ID() string { return "presence-authenticator" }
-
-// Provides implements mqtt.Hook.
-func (a *Authenticator) Provides(b byte) bool { return b == mqtt.OnConnectAuthenticate }
-
-// OnConnectAuthenticate implements mqtt.Hook.
-func (a *Authenticator) OnConnectAuthenticate(cl *mqtt.Client, pk packets.Packet) bool {
-	return a.Check == nil || a.Check(cl, pk)
 }

@@ -1,11 +1,15 @@
-package hooks
+package delivery
 
 import (
 	"testing"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"github.com/rs/zerolog"
+
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/presence"
 )
 
 func TestUnshared(t *testing.T) {
@@ -37,13 +41,13 @@ func TestGuardNodesPrivate(t *testing.T) {
 	user, svc := cls[0], cls[1]
 	user.Properties.Username = []byte("alice")
 	svc.Properties.Username = []byte("ops")
-	h := New(Options{Prefix: "presence", Tracker: quietTracker{}, Log: zerolog.Nop(),
+	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: quietTracker{}, Log: zerolog.Nop(),
 		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
 	for _, cl := range cls {
 		h.OnSessionEstablish(cl, packets.Packet{})
 	}
 	for _, private := range []bool{false, true} {
-		g := NewGuard(GuardOptions{Delivery: d, Presence: h, NodesPrivate: private})
+		g := NewGuard(GuardOptions{Delivery: d, Viewers: h, NodesPrivate: private})
 		for _, topic := range []string{"presence/nodes/A", "presence/nodes/#", "presence/nodes/+"} {
 			if got := g.OnACLCheck(user, topic, false); got == private {
 				t.Errorf("private %v: user reads %s: %v", private, topic, got)
@@ -57,3 +61,14 @@ func TestGuardNodesPrivate(t *testing.T) {
 		}
 	}
 }
+
+// quietTracker takes every event and does nothing.
+type quietTracker struct{}
+
+func (quietTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
+func (quietTracker) Active(presence.ConnID, string)                                      {}
+func (quietTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
+func (quietTracker) Established(presence.ConnID, string)                                 {}
+func (quietTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
+func (quietTracker) LastWords(presence.ConnID, string, string)                           {}
+func (quietTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}

@@ -1,0 +1,21 @@
+// Package delivery is the last stage of presence, where it meets mochi's
+// subscribers: the Outlet, through which the publisher, the group topics
+// and the node topics reach them (the publish path ends here, at the
+// broker), and the two mochi hooks that stand between mochi and each
+// subscriber.
+//
+// Delivery makes a user's presence reach a subscriber in order, makes good
+// what mochi dropped for a full queue, and disconnects a subscriber that
+// cannot take it as a slow consumer. Its fence orders every publish and
+// retain of presence against each SUBSCRIBE that reads retained presence
+// (see Delivery).
+//
+// Guard is the server's one OnACLCheck when presence is its access
+// authority: the program's decision first, then presence's, so that what is
+// sent again reaches only the subscribers that missed it and no subscriber
+// receives a version twice. Add Delivery after presence's hooks (package
+// hooks), and Guard last.
+//
+// Lock order: the fence, then Delivery's mu, then a subscription's mu. No
+// socket write of a client that might not read happens inside the fence.
+package delivery

@@ -1,0 +1,89 @@
+package delivery
+
+import (
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Outlet is the broker's end of the publish path: the publisher's
+// (publisher.Broker), the group topics' and the node topics' one way to
+// reach mochi's subscribers. Every publish and retain of presence runs
+// inside the Delivery hook's fence, apart from any SUBSCRIBE reading
+// retained presence. mochi only queues each delivery (a full queue drops
+// it, which the Delivery hook notes); with presenced's listener no delivery
+// waits on a socket.
+type Outlet struct {
+	srv *mqtt.Server
+	d   *Delivery
+}
+
+// NewOutlet returns the outlet of srv, whose Delivery hook is d.
+func NewOutlet(srv *mqtt.Server, d *Delivery) *Outlet { return &Outlet{srv: srv, d: d} }
+
+// Publish publishes version of user's presence from the server's inline
+// client, QoS 1, retained.
+func (o *Outlet) Publish(user string, version uint64, topic string, payload []byte) (err error) {
+	o.d.Publish(user, version, nil, func() { err = o.srv.Publish(topic, payload, true, 1) })
+	return err
+}
+
+// SendTo returns what publishes a version of user's presence again, not
+// retained, for the subscribers in to that missed it (the only ones to
+// receive it with a Guard): publisher.Publisher.Resend's send.
+func (o *Outlet) SendTo(user string, to []*mqtt.Client) func(version uint64, topic string, payload []byte) error {
+	return func(version uint64, topic string, payload []byte) (err error) {
+		o.d.Publish(user, version, to, func() { err = o.srv.Publish(topic, payload, false, 1) })
+		return err
+	}
+}
+
+// Subscribers returns the connections on this node subscribed to topic for
+// which keep holds.
+func (o *Outlet) Subscribers(topic string, keep func(cl *mqtt.Client) bool) []*mqtt.Client {
+	var out []*mqtt.Client
+	for id := range o.srv.Topics.Subscribers(topic).Subscriptions {
+		if cl, ok := o.srv.Clients.Get(id); ok && keep(cl) {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+// Announce publishes payload as topic's retained message, QoS 1 (the node
+// topics, which no subscription reads under the fence).
+func (o *Outlet) Announce(topic string, payload []byte) error {
+	return o.srv.Publish(topic, payload, true, 1)
+}
+
+// Retain stores payload as topic's retained message with a fresh creation
+// time, delivering nothing, so mochi's purge of retained messages older than
+// Capabilities.MaximumMessageExpiryInterval never removes presence.
+func (o *Outlet) Retain(topic string, payload []byte) {
+	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(retained(topic, payload)) })
+}
+
+// Clear removes topic's retained message, delivering nothing.
+func (o *Outlet) Clear(topic string) {
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
+	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(pk) })
+}
+
+// Advance stores snapshot as topic's retained message and publishes live
+// on topic in one step of the fence (Delivery.Advance): the group topics'.
+func (o *Outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) (err error) {
+	o.d.Advance(topic, to, func() { o.srv.Topics.RetainMessage(retained(topic, snapshot)) },
+		func() { err = o.srv.Publish(topic, live, false, 1) })
+	return err
+}
+
+// retained is payload as topic's retained message, created now.
+func retained(topic string, payload []byte) packets.Packet {
+	return packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
+		TopicName:   topic,
+		Payload:     payload,
+		Created:     time.Now().Unix(),
+	}
+}
