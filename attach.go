@@ -17,6 +17,7 @@ import (
 	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/nodes"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
@@ -166,7 +167,7 @@ type Plugin struct {
 	Pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
 	groups    *groups.Stage
 
-	nodes nodes // presence/nodes/{node} (nodes.go)
+	nodes *nodes.Nodes // presence/nodes/{node}
 
 	meters *meters // what only the metrics count (metrics.go)
 
@@ -193,7 +194,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
-	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), nodes: newNodes(), meters: newMeters()}
+	p := &Plugin{cfg: cfg, srv: srv, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), meters: newMeters()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -268,6 +269,8 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err := srv.AddHook(p.Limits, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add limits hook: %w", err)
 	}
+	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: logFor("nodes"),
+		Store: p.store, Outlet: p.outlet, Sessions: p.Hook.Sessions})
 	if err := srv.AddHook(p.Hook, nil); err != nil {
 		return nil, fmt.Errorf("presenced: add hook: %w", err)
 	}
@@ -329,10 +332,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
-	if err := p.announce(ctx, presence.NodeUp); err != nil {
-		p.log.Warn().Err(err).Msg("node state up not announced; announced again in a few seconds")
-	}
-	p.announceLoop()
+	p.nodes.Start(ctx)
 	p.every("renew", p.cfg.Presence.RenewInterval.D(), p.Tracker.Renew)
 	for _, task := range p.store.Tasks() {
 		p.everyWithin(task.Name, task.Every, task.Budget, task.Run)
@@ -383,11 +383,12 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		if derr := p.Tracker.Flush(ctx); derr != nil {
 			err = fmt.Errorf("presenced: drain presence writes: %w", derr)
 		}
-		if aerr := p.announce(ctx, presence.NodeDown); aerr != nil {
+		if aerr := p.nodes.Announce(ctx, presence.NodeDown); aerr != nil {
 			p.log.Warn().Err(aerr).Msg("node state down not announced; the other nodes sweep this one")
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.nodes.Stop()
 		p.groups.Stop()
 		p.Tracker.Stop()
 		p.store.Stop()
@@ -504,3 +505,6 @@ func (p *Plugin) introduce(user string, may func(viewer string) bool) {
 		p.Publisher.Resend(user, p.outlet.SendTo(user, to))
 	}
 }
+
+// NodeState returns this node's state: up, draining or down.
+func (p *Plugin) NodeState() presence.NodeState { return p.nodes.State() }

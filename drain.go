@@ -38,7 +38,7 @@ type DrainResult struct {
 // n-th (n-1)/Rate seconds after.
 func (p *Plugin) Drain(ctx context.Context, o DrainOptions) DrainResult {
 	p.Drainer.Begin(o.ServerReference)
-	if err := p.announce(ctx, presence.NodeDraining); err != nil {
+	if err := p.nodes.Announce(ctx, presence.NodeDraining); err != nil {
 		p.log.Warn().Err(err).Msg("node state draining not announced")
 	}
 	r := p.Drainer.Run(ctx, o.Rate)

@@ -85,7 +85,7 @@ func (p *Plugin) pump() {
 		case <-refresh:
 			p.Publisher.Refresh()
 			p.groups.Refresh()
-			p.refreshNodes()
+			p.nodes.Refresh()
 		case changes := <-p.groups.Joins():
 			p.groups.Joined(changes)
 		case <-repair.C:
@@ -132,9 +132,9 @@ func (p *Plugin) handle(events []store.Event) {
 			p.groups.Apply(e.Delta)
 		case store.NodeLost:
 			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
-			p.nodeLost(e)
+			p.nodes.Lost(e.Node, e.Incarnation)
 		case store.NodeAnnounced:
-			p.nodeAnnounced(e.NodeStatus)
+			p.nodes.Announced(e.NodeStatus)
 		}
 	}
 }
