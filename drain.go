@@ -37,10 +37,10 @@ type DrainResult struct {
 // (which announces the node down). The first client is moved at once, the
 // n-th (n-1)/Rate seconds after.
 func (p *Plugin) Drain(ctx context.Context, o DrainOptions) DrainResult {
-	p.Drainer.Begin(o.ServerReference)
+	p.drain.Begin(o.ServerReference)
 	if err := p.nodes.Announce(ctx, presence.NodeDraining); err != nil {
-		p.log.Warn().Err(err).Msg("node state draining not announced")
+		p.log.Warn("node state draining not announced", "err", err)
 	}
-	r := p.Drainer.Run(ctx, o.Rate)
+	r := p.drain.Run(ctx, o.Rate)
 	return DrainResult{Moved: r.Moved, Left: r.Left}
 }

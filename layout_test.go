@@ -3,6 +3,7 @@ package presenced_test
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -47,30 +48,93 @@ func listPackages(t *testing.T) []goPackage {
 	return pkgs
 }
 
-// The floor plan holds: the pure core imports neither mochi nor go-redis;
-// no stage imports the plugin that composes the stages, and nothing
-// imports the binary's composition root but the binary.
+// floorPlan is which of the module's packages each package may import:
+// data flows one way, from the hooks through the tracker and the store to
+// the publisher and the delivery, and no stage knows the root that composes
+// them. (The commands, the examples and the tests may import anything but
+// a command.)
+var floorPlan = map[string][]string{
+	"presence":         {},
+	"roster":           {"presence"},
+	"store":            {"presence", "roster"},
+	"tracker":          {"presence"},
+	"publisher":        {"presence"},
+	"groups":           {"presence", "roster", "store"},
+	"nodes":            {"presence"},
+	"hooks":            {"presence", "listener", "internal/connack", "internal/wire"},
+	"delivery":         {"hooks", "internal/wire"},
+	"stats":            {},
+	"admin":            {"hooks", "presence", "roster"},
+	"auth":             {"listener", "internal/connack"},
+	"listener":         {},
+	"configs":          {"presence"},
+	"internal/connack": {},
+	"internal/wire":    {},
+	"internal/testkit": {"presence"},
+	"schema":           {},
+	"bench/result":     {},
+	"bench/report":     {"bench/result"},
+	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "hooks", "delivery",
+		"stats", "admin", "auth", "listener", "configs"},
+}
+
+// The floor plan holds: each package imports only what floorPlan allows
+// (a new package must be given its place), the pure core and the roster
+// depend on neither mochi nor go-redis, and nothing imports a command.
 func TestLayout(t *testing.T) {
-	pkgs := listPackages(t)
-	for _, p := range pkgs {
+	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
-		if rel == "presence" {
+		if rel == "presence" || rel == "roster" {
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, "github.com/mochi-mqtt/") || strings.HasPrefix(d, "github.com/redis/") {
-					t.Errorf("presence depends on %s", d)
+					t.Errorf("%s depends on %s", rel, d)
 				}
 			}
 		}
+		allowed, planned := floorPlan[rel]
+		free := strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "examples/") || strings.HasPrefix(rel, "integration")
+		if !planned && !free {
+			t.Errorf("package %q has no place in the floor plan (floorPlan)", rel)
+		}
 		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
 			switch {
-			case imp == module+"/node" && rel != "cmd/presenced":
-				t.Errorf("%s imports the binary's composition root (node)", p.ImportPath)
-			case strings.HasPrefix(imp, module+"/cmd/"):
+			case strings.HasPrefix(dep, "cmd/"):
 				t.Errorf("%s imports a command (%s)", p.ImportPath, imp)
-			case imp == module && slices.Contains([]string{"presence", "hooks", "tracker", "store", "publisher", "admin", "listener", "configs"}, rel):
-				t.Errorf("stage %s imports the plugin that composes it", rel)
+			case planned && !slices.Contains(allowed, dep):
+				t.Errorf("%q imports %q, which the floor plan does not allow", rel, dep)
 			}
 		}
+	}
+}
+
+// The root holds one store.Store and names no concrete store: no
+// store.Memory, store.Redis or their constructors.
+func TestRootKnowsNoConcreteStore(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	concrete := []string{"Memory", "Redis", "NewMemory", "NewRedis", "RedisOptions"}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "store" && slices.Contains(concrete, sel.Sel.Name) {
+					t.Errorf("%s names store.%s", name, sel.Sel.Name)
+				}
+			}
+			return true
+		})
 	}
 }
 
@@ -83,9 +147,6 @@ func TestPackageDocInDocGo(t *testing.T) {
 		}
 		slices.Sort(files)
 		home := "doc.go"
-		if !slices.Contains(files, home) {
-			home = files[0] // TODO(issue 16): every package gets a doc.go
-		}
 		for _, name := range files {
 			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, name), nil, parser.PackageClauseOnly|parser.ParseComments)
 			if err != nil {

@@ -12,11 +12,11 @@ import (
 	"github.com/presenced/presenced/tracker"
 )
 
-// The metrics of presence (Prometheus): what the stages already count as
-// atomics is read at scrape time (Collect); what nothing counted yet is
-// counted here, with atomics indexed by label so that the hot path never
-// allocates nor looks a label up. Only the two histograms observe on the
-// way (store calls, and publishes).
+// What presence counts for its figures that no stage counts (the table of
+// stats.go reads the stages' own counts): the status transitions shown,
+// with atomics indexed by label so that the hot path never allocates nor
+// looks a label up, and the two histograms, which observe on the way
+// (store calls, and publishes).
 
 // statuses are the values of the status label, most available first.
 var statuses = [...]presence.Status{presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND, presence.Offline}
@@ -109,6 +109,22 @@ func (m *meters) published(a presence.Aggregate, before presence.Shown, now time
 	m.mu.Unlock()
 	if ok && c.version == a.Version {
 		m.publishDelay.Observe(now.Sub(c.at).Seconds())
+	}
+}
+
+// transitions reports the status changes observers were shown, from (none:
+// nothing shown before) to, each pair seen at least once.
+func (m *meters) transitions(emit func(float64, ...string)) {
+	for i := range len(statuses) + 1 {
+		from := "none"
+		if i < len(statuses) {
+			from = string(statuses[i])
+		}
+		for j, to := range statuses {
+			if v := m.shown[i][j].Load(); v > 0 {
+				emit(float64(v), from, string(to))
+			}
+		}
 	}
 }
 

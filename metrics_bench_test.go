@@ -11,7 +11,6 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
@@ -32,8 +31,7 @@ func benchPlugin(b *testing.B) (*Plugin, presence.SessionRef) {
 	_ = srv.AddHook(new(hooks.Authenticator), nil)
 	var cfg Config
 	cfg.NodeID = "bench"
-	zero, none := configs.Duration(0), 0
-	cfg.Presence.OfflineGrace, cfg.Presence.DisconnectDebounce, cfg.Presence.MinDwell, cfg.Presence.Flap.Ends = &zero, &zero, &zero, &none
+	cfg.Presence.OfflineGrace, cfg.Presence.DisconnectDebounce, cfg.Presence.MinDwell, cfg.Presence.Flap.Ends = Off, Off, Off, Off
 	p, err := Attach(srv, cfg, WithACL(nil))
 	if err != nil {
 		b.Fatal(err)

@@ -3,6 +3,7 @@ package presenced
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/presenced/presenced/store"
@@ -46,7 +47,7 @@ func (p *Plugin) pump() {
 	defer pace.Stop()
 	// paced runs the pacer and sets the timer for its next work.
 	paced := func() {
-		next := p.Pacer.Run(p.now())
+		next := p.pacer.Run(p.now())
 		pace.Stop()
 		if !next.IsZero() {
 			pace.Reset(max(next.Sub(p.now()), 0))
@@ -62,7 +63,7 @@ func (p *Plugin) pump() {
 		select {
 		case <-p.stop:
 			p.handle(p.feed.Take()) // the last ends the tracker wrote
-			p.Pacer.Run(p.now())
+			p.pacer.Run(p.now())
 			return
 		case <-p.feed.Ready():
 			evs := p.feed.Take()
@@ -72,25 +73,25 @@ func (p *Plugin) pump() {
 		case <-pace.C:
 			paced()
 		case now := <-resend.C:
-			for user, to := range p.Delivery.TakeMissing(resendBatch, now) {
-				p.Publisher.Resend(user, p.outlet.SendTo(user, to))
+			for user, to := range p.delivery.TakeMissing(resendBatch, now) {
+				p.publisher.Resend(user, p.outlet.SendTo(user, to))
 			}
 		case now := <-tidy.C:
-			p.Delivery.Tidy(now)
-			p.Hook.Tidy()
-			p.Limits.Tidy()
-			p.Drainer.Tidy()
+			p.delivery.Tidy(now)
+			p.hook.Tidy()
+			p.limits.Tidy()
+			p.drain.Tidy()
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
-			p.Publisher.Refresh()
+			p.publisher.Refresh()
 			p.groups.Refresh()
 			p.nodes.Refresh()
 		case changes := <-p.groups.Joins():
 			p.groups.Joined(changes)
 		case <-repair.C:
 			if n := p.groups.Repair(); n > 0 {
-				p.log.Warn().Int("groups", n).Msg("group occupancy counts were wrong: rebuilt")
+				p.log.Warn("group occupancy counts were wrong: rebuilt", "groups", n)
 			}
 		}
 	}
@@ -100,8 +101,8 @@ func (p *Plugin) pump() {
 // their retained presence (every node forgets by the same rule).
 func (p *Plugin) forget(before time.Time) {
 	p.store.Forget(before)
-	if n := p.Publisher.Forget(before); n > 0 {
-		p.log.Debug().Int("users", n).Msg("offline users forgotten")
+	if n := p.publisher.Forget(before); n > 0 {
+		p.log.Debug("offline users forgotten", "users", n)
 	}
 }
 
@@ -119,11 +120,11 @@ func (p *Plugin) handle(events []store.Event) {
 	for _, e := range events {
 		switch e.Kind {
 		case store.Changed:
-			p.meters.committed(e, p.Publisher.Shown(e.Aggregate.User).Version)
-			p.Pacer.Offer(e.Aggregate, e.Cause, p.now())
+			p.meters.committed(e, p.publisher.Shown(e.Aggregate.User).Version)
+			p.pacer.Offer(e.Aggregate, e.Cause, p.now())
 		case store.Reset:
-			p.Tracker.Reassert()
-			p.tombstoneAfter(e.Settle, p.Publisher.Versions)
+			p.tracker.Reassert()
+			p.tombstoneAfter(e.Settle, p.publisher.Versions)
 		case store.Recovered:
 			p.audit(e.Settle)
 		case store.GroupChanged:
@@ -131,7 +132,7 @@ func (p *Plugin) handle(events []store.Event) {
 		case store.GroupBatch:
 			p.groups.Apply(e.Delta)
 		case store.NodeLost:
-			p.log.Info().Str("node", e.Node).Str("incarnation", e.Incarnation).Int("sessions", e.Sessions).Msg("node lost: its sessions ended")
+			p.log.Info("node lost: its sessions ended", "node", e.Node, "incarnation", e.Incarnation, "sessions", e.Sessions)
 			p.nodes.Lost(e.Node, e.Incarnation)
 		case store.NodeAnnounced:
 			p.nodes.Announced(e.NodeStatus)
@@ -157,7 +158,7 @@ func (p *Plugin) tombstoneAfter(settle time.Duration, known func() map[string]ui
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if _, err := p.store.Tombstone(ctx, known()); err != nil {
-			p.log.Debug().Err(err).Msg("tombstones not written")
+			p.log.Debug("tombstones not written", "err", err)
 		}
 	}()
 }
@@ -192,27 +193,21 @@ func (p *Plugin) audit(settle time.Duration) {
 func (p *Plugin) auditOnce(settle time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := p.Tracker.Audit(ctx, p.Publisher.Versions())
+	res, err := p.tracker.Audit(ctx, p.publisher.Versions())
 	if err != nil {
-		p.log.Debug().Err(err).Msg("audit failed; the next recovery audits")
+		p.log.Debug("audit failed; the next recovery audits", "err", err)
 		return
 	}
 	if err := p.store.Load(ctx); err != nil {
-		p.log.Debug().Err(err).Msg("audit: reading every user again failed; the next recovery audits")
+		p.log.Debug("audit: reading every user again failed; the next recovery audits", "err", err)
 	}
-	p.log.Info().Int("reopened_users", res.Reopened).Int("ghosts_ended", res.GhostsEnded).Msg("audit after a Redis failover done")
-	p.tombstoneAfter(settle, p.Publisher.Online)
+	p.log.Info("audit after a Redis failover done", "reopened_users", res.Reopened, "ghosts_ended", res.GhostsEnded)
+	p.tombstoneAfter(settle, p.publisher.Online)
 }
 
-// every runs fn every interval until Stop; each run gets the interval as
-// its deadline.
-func (p *Plugin) every(name string, interval time.Duration, fn func(context.Context) error) {
-	p.everyWithin(name, interval, interval, fn)
-}
-
-// everyWithin runs fn every interval until Stop; each run gets budget as
-// its deadline (a run that outlasts the interval delays the next one).
-func (p *Plugin) everyWithin(name string, interval, budget time.Duration, fn func(context.Context) error) {
+// every runs fn every interval until Stop; each run gets budget as its
+// deadline (a run that outlasts the interval delays the next one).
+func (p *Plugin) every(name string, interval, budget time.Duration, fn func(context.Context) error) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -225,11 +220,11 @@ func (p *Plugin) everyWithin(name string, interval, budget time.Duration, fn fun
 			case <-t.C:
 				ctx, cancel := context.WithTimeout(context.Background(), budget)
 				if err := fn(ctx); err != nil {
-					ev := p.log.Warn()
+					level := slog.LevelWarn
 					if errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
-						ev = p.log.Debug() // the store logs an outage once
+						level = slog.LevelDebug // the store logs an outage once
 					}
-					ev.Err(err).Str("loop", name).Msg("periodic task failed")
+					p.log.Log(ctx, level, "periodic task failed", "err", err, "loop", name)
 				}
 				cancel()
 			}

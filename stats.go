@@ -4,65 +4,207 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"github.com/presenced/presenced/store"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/stats"
 )
 
-// Stats is a snapshot of every stage's counters.
-type Stats struct {
-	Node            string `json:"node"`
-	Connections     int64  `json:"connections"`
-	TrackedSessions int    `json:"tracked_sessions"`
-	RetainedUsers   int    `json:"retained_users"`
-	TrackerDepth    int64  `json:"tracker_queue_depth"`
-	TrackerRetrying int64  `json:"tracker_retrying"`
-	FeedDepth       int64  `json:"feed_queue_depth"`
-	Opened          int64  `json:"sessions_opened"`
-	Ended           int64  `json:"sessions_ended"`
-	Updated         int64  `json:"sessions_updated"`
-	StaleWrites     int64  `json:"stale_writes"`
-	StaleEvents     int64  `json:"stale_events"`
-	StoreErrors     int64  `json:"store_errors"`
-	LostSessions    int64  `json:"lost_sessions"`
-	IdleEntered     int64  `json:"idle_entered"` // sessions shown idle for want of activity (presence.idle_after)
-	IdleLeft        int64  `json:"idle_left"`    // sessions brought back from it
-	Published       int64  `json:"published"`
-	OldVersions     int64  `json:"old_versions_dropped"`
-	SetAccepted     int64  `json:"set_accepted"`
-	SetRejected     int64  `json:"set_rejected"`
-	WritesDenied    int64  `json:"writes_denied"`
-	WillsDiscarded  int64  `json:"wills_discarded"`
-	WillsSuppressed int64  `json:"wills_suppressed"`
-	BadIdentity     int64  `json:"bad_identity"`
-	ClientIDTaken   int64  `json:"client_id_taken"`
-	PerAddress      int64  `json:"refused_per_address"`
-	KeepAliveCapped int64  `json:"keepalive_capped"`
-	SessionsKicked  int64  `json:"sessions_kicked_over_limit"`
-	SetLimited      int64  `json:"set_rate_limited"`
-	FiltersRefused  int64  `json:"filters_refused"`
-	Abandoned       int64  `json:"connections_abandoned"`
-	Takeovers       int64  `json:"takeovers"`
-	Battles         int64  `json:"takeover_battles"`
-	BattleRefused   int64  `json:"takeover_battle_refused"`
-	BattleEvicted   int64  `json:"takeover_battle_ids_evicted"`
-	Forgotten       int64  `json:"offline_users_forgotten"`
-	DroppedForQueue int64  `json:"dropped_full_queue"`
-	Resent          int64  `json:"resent"`
-	Repeats         int64  `json:"retained_repeats_refused"`
-	SlowExpelled    int64  `json:"slow_subscribers_disconnected"`
-	Lagging         int64  `json:"subscribers_lagging"`
-	// The pacer (presence.offline_grace and the rest; publish_rate).
-	Held            int64        `json:"changes_held"`            // changes held back
-	HiddenBlinks    int64        `json:"blinks_hidden"`           // held changes replaced before shown: offline blinks no observer saw
-	Released        int64        `json:"held_released"`           // held changes shown at their due time
-	Holding         int64        `json:"users_in_grace"`          // users with a change held now
-	PublishQueue    int64        `json:"publish_queue_depth"`     // users waiting for the publish rate now
-	PublishQueueMax int64        `json:"publish_queue_depth_max"` // the most that ever waited
-	Coalesced       int64        `json:"publish_queue_coalesced"` // waiting changes replaced by a newer one
-	NodeState       string       `json:"node_state"`              // up, draining or down
-	DrainRefused    int64        `json:"drain_refused"`           // CONNECTs refused while draining
-	DrainMoved      int64        `json:"drain_moved"`             // connections asked to move by a drain
-	Runtime         RuntimeStats `json:"runtime"`                 // the Go runtime's memory and goroutines
-	store.Stats
+// Stats returns every figure of the plugin, read now: the same table as
+// the metrics (Collector), by the same names. Its JSON (the admin API's
+// /api/v1/stats) also carries the node, its state, the Go runtime's
+// figures and, for one release, the names the figures had before.
+func (p *Plugin) Stats() stats.Snapshot {
+	s := p.table.Snapshot()
+	s.Extra = map[string]any{"node": p.cfg.NodeID, "node_state": string(p.NodeState()), "runtime": ReadRuntimeStats()}
+	return s
+}
+
+// Collector returns presence's metrics (every name begins presenced_) for
+// a Prometheus registry: the table that Stats reads, and the two
+// histograms. The binary serves them, with the Go runtime's and the
+// process's, at /metrics on the admin port (admin.Metrics); an embedding
+// program registers it in its own registry. Register it in one registry
+// only.
+func (p *Plugin) Collector() prometheus.Collector {
+	return collectors{p.table, p.meters.storeOp, p.meters.publishDelay}
+}
+
+// collectors is several collectors as one.
+type collectors []prometheus.Collector
+
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
+
+// one is a figure without labels.
+func one(kind stats.Kind, name, help string, read func() int64, legacy ...string) stats.Stat {
+	s := stats.Stat{Name: name, Help: help, Kind: kind,
+		Read: func(emit func(float64, ...string)) { emit(float64(read())) }}
+	if len(legacy) > 0 {
+		s.Legacy = map[string]string{"": legacy[0]}
+	}
+	return s
+}
+
+// gauge and counter are one of each kind.
+func gauge(name, help string, read func() int64, legacy ...string) stats.Stat {
+	return one(stats.Gauge, name, help, read, legacy...)
+}
+
+func counter(name, help string, read func() int64, legacy ...string) stats.Stat {
+	return one(stats.Counter, name, help, read, legacy...)
+}
+
+// hidden is a legacy JSON name whose value no metric has.
+func hidden(legacy string, read func() int64) stats.Stat {
+	s := one(stats.Gauge, "legacy_"+legacy, "", read, legacy)
+	s.Hidden = true
+	return s
+}
+
+// byLabel is a figure with one label, one series per value.
+func byLabel(kind stats.Kind, name, help, label string, values []string, read func(value string) int64, legacy map[string]string) stats.Stat {
+	return stats.Stat{Name: name, Help: help, Kind: kind, Labels: []string{label}, Legacy: legacy,
+		Read: func(emit func(float64, ...string)) {
+			for _, v := range values {
+				emit(float64(read(v)), v)
+			}
+		}}
+}
+
+// buildTable is the plugin's figures, read from the stages' counts.
+func (p *Plugin) buildTable() *stats.Table {
+	return stats.New(append(append(p.sessionStats(), p.publishStats()...), p.connectionStats()...)...)
+}
+
+// sessionStats are the figures of the sessions and the store.
+func (p *Plugin) sessionStats() []stats.Stat {
+	t := &p.tracker.Stats
+	st := p.store.Stats
+	ends := func(reason string) int64 {
+		r := presence.EndReason(reason)
+		v := t.EndedBy[r.Index()].Load()
+		switch r {
+		case presence.EndTakeover:
+			v = p.hook.Stats.Takeovers.Load()
+		case presence.EndTimeout:
+			v += st().Reaped
+		case presence.EndNodeLost:
+			v += st().Swept
+		}
+		return v
+	}
+	reasons := make([]string, len(presence.EndReasons))
+	for i, r := range presence.EndReasons {
+		reasons[i] = string(r)
+	}
+	return []stats.Stat{
+		gauge("sessions", "Sessions this node tracks (its MQTT connections with presence).", func() int64 { return int64(p.tracker.Len()) }, "tracked_sessions"),
+		gauge("tracker_queue_depth", "Session writes waiting for the store or being written.", t.Depth.Load),
+		gauge("tracker_retrying", "Session writes waiting to be tried again after a store failure.", t.Retrying.Load),
+		gauge("feed_queue_depth", "Store events waiting for the pump (changes coalesce per user).", p.feed.Depth),
+		counter("sessions_opened_total", "Sessions this node opened in the store.", t.Opened.Load, "sessions_opened"),
+		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
+			"reason", reasons, ends, nil),
+		hidden("sessions_ended", t.Ended.Load),
+		counter("session_updates_total", "Session status or text updates this node wrote to the store.", t.Updated.Load, "sessions_updated"),
+		counter("stale_writes_total", "Writes the store refused as stale (a session at an epoch no longer live).", t.Stale.Load, "stale_writes"),
+		counter("stale_events_total", "Connection events of a replaced connection, ignored.", t.StaleEvents.Load, "stale_events"),
+		counter("store_errors_total", "Store calls that failed (tried again).", t.Errors.Load, "store_errors"),
+		counter("sessions_lost_total", "Sessions the store no longer had at renewal (opened again).", t.Lost.Load, "lost_sessions"),
+		counter("idle_entered_total", "Sessions shown idle for want of activity (presence.idle_after).", t.IdleEntered.Load, "idle_entered"),
+		counter("idle_left_total", "Sessions brought back from idle by activity.", t.IdleLeft.Load, "idle_left"),
+		counter("redis_outages_total", "Times Redis became unreachable (0 with the memory store).", func() int64 { return st().Outages }, "redis_outages"),
+		counter("redis_resets_total", "Times Redis was found to have lost this node's sessions.", func() int64 { return st().Resets }, "redis_resets"),
+		counter("redis_reloads_total", "Full loads from Redis after a (re)subscription to the change feed.", func() int64 { return st().Reloads }, "redis_reloads"),
+		counter("redis_nodes_swept_total", "Dead node incarnations whose sessions this node swept.", func() int64 { return st().NodesLost }, "redis_nodes_lost"),
+		hidden("redis_swept", func() int64 { return st().Swept }),
+		counter("redis_feed_errors_total", "Undecodable change feed messages.", func() int64 { return st().FeedErrors }, "redis_feed_errors"),
+		counter("redis_tombstones_total", "Users Redis lost altogether, recorded offline.", func() int64 { return st().Tombstones }, "redis_tombstones"),
+	}
+}
+
+// publishStats are the figures of what observers are shown.
+func (p *Plugin) publishStats() []stats.Stat {
+	pb, pc, d := &p.publisher.Stats, &p.pacer.Stats, &p.delivery.Stats
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	users := byLabel(stats.Gauge, "users", "Users by the status this node shows observers (its retained presence).", "status", names,
+		func(s string) int64 { return int64(p.publisher.Statuses()[presence.Status(s)]) }, map[string]string{"": "retained_users"})
+	transitions := stats.Stat{Name: "status_transitions_total", Kind: stats.Counter, Labels: []string{"from", "to"},
+		Help: "Status changes observers were shown by this node's retained publishes, from (none: the first this node showed of the user) to.",
+		Read: p.meters.transitions}
+	draining := func() int64 {
+		if p.NodeState() == presence.NodeDraining {
+			return 1
+		}
+		return 0
+	}
+	return []stats.Stat{
+		users, transitions,
+		gauge("publish_queue_depth", "Users whose shown change waits for the publish rate (presence.publish_rate).", pc.Queued.Load),
+		gauge("publish_queue_depth_max", "The most users that ever waited for the publish rate at once.", pc.MaxQueued.Load),
+		gauge("users_held", "Users with a change held back from observers now (offline grace, debounce, dwell).", pc.Holding.Load, "users_in_grace"),
+		gauge("commits_unpublished", "Users with a committed change not yet published (timed for presenced_commit_to_publish_seconds).", func() int64 { return int64(p.meters.pending()) }),
+		gauge("node_draining", "1 while this node drains, else 0.", draining),
+		gauge("subscribers_lagging", "Subscribers missing presence now (sent again, with a backoff).", d.Lagging.Load, "subscribers_lagging"),
+		counter("publishes_total", "Retained presence messages published.", pb.Published.Load, "published"),
+		counter("publish_errors_total", "Retained publishes that failed.", pb.Errors.Load),
+		counter("publishes_old_total", "Changes not published: their version was not above the one shown.", pb.Old.Load, "old_versions_dropped"),
+		counter("offline_users_forgotten_total", "Offline users forgotten after the retention, their retained presence removed.", pb.Forgotten.Load, "offline_users_forgotten"),
+		counter("changes_held_total", "Changes held back from observers by the pacing.", pc.Held.Load, "changes_held"),
+		counter("blinks_hidden_total", "Held changes replaced before they were shown: blinks no observer saw.", pc.Hidden.Load, "blinks_hidden"),
+		counter("held_released_total", "Held changes shown at their due time.", pc.Released.Load, "held_released"),
+		counter("publish_coalesced_total", "Changes waiting for the publish rate replaced by a newer one.", pc.Coalesced.Load, "publish_queue_coalesced"),
+		counter("deliveries_dropped_total", "Presence deliveries dropped for a subscriber's full queue (sent again later).", d.Dropped.Load, "dropped_full_queue"),
+		counter("deliveries_resent_total", "Presence messages sent again to subscribers that missed them.", d.Resent.Load, "resent"),
+		counter("retained_repeats_refused_total", "Retained copies refused to a subscriber that had them live.", d.Repeats.Load, "retained_repeats_refused"),
+		counter("slow_subscribers_disconnected_total", "Subscribers disconnected for falling too far behind.", d.SlowExpelled.Load, "slow_subscribers_disconnected"),
+	}
+}
+
+// connectionStats are the figures of the connections' hooks.
+func (p *Plugin) connectionStats() []stats.Stat {
+	h, l, dr := &p.hook.Stats, &p.limits.Stats, &p.drain.Stats
+	refusals := map[string]*atomic.Int64{
+		"bad_identity": &h.BadIdentity, "client_id_taken": &h.ClientIDTaken, "per_address_limit": &l.PerAddress,
+		"takeover_battle": &h.BattleRefused, "draining": &dr.Refused,
+	}
+	sets := map[string]*atomic.Int64{"invalid": &h.SetRejected, "rate_limited": &h.SetLimited}
+	return []stats.Stat{
+		gauge("connections", "MQTT connections open on the broker (mochi's count).", func() int64 { return atomic.LoadInt64(&p.srv.Info.ClientsConnected) }),
+		counter("takeovers_total", "Connections that took over a live connection with the same client id.", h.Takeovers.Load, "takeovers"),
+		counter("takeover_battles_total", "Takeover battles detected (two clients taking one client id over in turn).", h.Battles.Load, "takeover_battles"),
+		counter("takeover_battle_ids_evicted_total", "Client ids the takeover battle detector forgot for its bound.", h.BattleEvicted.Load, "takeover_battle_ids_evicted"),
+		byLabel(stats.Counter, "connect_refusals_total", "CONNECTs presence refused, by cause.", "cause",
+			[]string{"bad_identity", "client_id_taken", "per_address_limit", "takeover_battle", "draining"},
+			func(c string) int64 { return refusals[c].Load() },
+			map[string]string{"bad_identity": "bad_identity", "client_id_taken": "client_id_taken", "per_address_limit": "refused_per_address",
+				"takeover_battle": "takeover_battle_refused", "draining": "drain_refused"}),
+		counter("sessions_kicked_total", "Oldest sessions ended for a user's session limit (presence.max_sessions_per_user).", h.SessionsKicked.Load, "sessions_kicked_over_limit"),
+		counter("status_sets_total", "presence/set messages accepted.", h.SetAccepted.Load, "set_accepted"),
+		byLabel(stats.Counter, "status_sets_refused_total", "presence/set messages refused, by cause.", "cause", []string{"invalid", "rate_limited"},
+			func(c string) int64 { return sets[c].Load() }, map[string]string{"invalid": "set_rejected", "rate_limited": "set_rate_limited"}),
+		counter("writes_denied_total", "Publishes refused under the presence prefix (read-only but for presence/set).", h.WritesDenied.Load, "writes_denied"),
+		counter("wills_discarded_total", "Wills under the presence prefix rewritten away (never delivered raw).", h.WillsDiscarded.Load, "wills_discarded"),
+		counter("wills_suppressed_total", "Wills of connections taken over or moved by a drain, cleared (a takeover or a move is no death).",
+			func() int64 { return h.WillsSuppressed.Load() + dr.WillsCleared.Load() }, "wills_suppressed"),
+		counter("keepalive_capped_total", "Connections held to the keep-alive ceiling (mqtt.max_keepalive).", l.KeepAliveCapped.Load, "keepalive_capped"),
+		counter("filters_refused_total", "Topic filters refused for the subscription limits.", l.FiltersRefused.Load, "filters_refused"),
+		counter("connections_abandoned_total", "Connections that ended before their CONNACK, cleaned up.", h.Abandoned.Load, "connections_abandoned"),
+		counter("drain_moved_total", "Connections a drain asked to move.", dr.Moved.Load, "drain_moved"),
+	}
 }
 
 // RuntimeStats are the Go runtime's figures that explain the process's
@@ -92,66 +234,4 @@ func ReadRuntimeStats() RuntimeStats {
 		HeapInuse:  m.HeapInuse, HeapAlloc: m.HeapAlloc, HeapIdle: m.HeapIdle, HeapReleased: m.HeapReleased,
 		StackInuse: m.StackInuse, Sys: m.Sys, GCSys: m.GCSys, OtherSys: m.OtherSys, NextGC: m.NextGC, NumGC: m.NumGC,
 	}
-}
-
-// Stats returns every counter of the plugin (and the Redis store's, zero
-// with the in-memory store).
-func (p *Plugin) Stats() Stats {
-	t, pb, h, d := &p.Tracker.Stats, &p.Publisher.Stats, &p.Hook.Stats, &p.Delivery.Counters
-	s := Stats{
-		Node:            p.cfg.NodeID,
-		Connections:     atomic.LoadInt64(&p.srv.Info.ClientsConnected),
-		TrackedSessions: p.Tracker.Len(),
-		RetainedUsers:   p.Publisher.Users(),
-		TrackerDepth:    t.Depth.Load(),
-		TrackerRetrying: t.Retrying.Load(),
-		FeedDepth:       p.feed.Depth(),
-		Held:            p.Pacer.Stats.Held.Load(),
-		HiddenBlinks:    p.Pacer.Stats.Hidden.Load(),
-		Released:        p.Pacer.Stats.Released.Load(),
-		Holding:         p.Pacer.Stats.Holding.Load(),
-		PublishQueue:    p.Pacer.Stats.Queued.Load(),
-		PublishQueueMax: p.Pacer.Stats.MaxQueued.Load(),
-		Coalesced:       p.Pacer.Stats.Coalesced.Load(),
-		Opened:          t.Opened.Load(),
-		Ended:           t.Ended.Load(),
-		Updated:         t.Updated.Load(),
-		StaleWrites:     t.Stale.Load(),
-		StaleEvents:     t.StaleEvents.Load(),
-		StoreErrors:     t.Errors.Load(),
-		LostSessions:    t.Lost.Load(),
-		IdleEntered:     t.IdleEntered.Load(),
-		IdleLeft:        t.IdleLeft.Load(),
-		Published:       pb.Published.Load(),
-		OldVersions:     pb.Old.Load(),
-		SetAccepted:     h.SetAccepted.Load(),
-		SetRejected:     h.SetRejected.Load(),
-		WritesDenied:    h.WritesDenied.Load(),
-		WillsDiscarded:  h.WillsDiscarded.Load(),
-		WillsSuppressed: h.WillsSuppressed.Load() + p.Drainer.Stats.WillsCleared.Load(),
-		BadIdentity:     h.BadIdentity.Load(),
-		ClientIDTaken:   h.ClientIDTaken.Load(),
-		PerAddress:      p.Limits.Stats.PerAddress.Load(),
-		KeepAliveCapped: p.Limits.Stats.KeepAliveCapped.Load(),
-		SessionsKicked:  h.SessionsKicked.Load(),
-		SetLimited:      h.SetLimited.Load(),
-		FiltersRefused:  p.Limits.Stats.FiltersRefused.Load(),
-		Abandoned:       h.Abandoned.Load(),
-		Takeovers:       h.Takeovers.Load(),
-		Battles:         h.Battles.Load(),
-		BattleRefused:   h.BattleRefused.Load(),
-		BattleEvicted:   h.BattleEvicted.Load(),
-		Forgotten:       pb.Forgotten.Load(),
-		DroppedForQueue: d.Dropped.Load(),
-		Resent:          d.Resent.Load(),
-		Repeats:         d.Repeats.Load(),
-		SlowExpelled:    d.SlowExpelled.Load(),
-		Lagging:         d.Lagging.Load(),
-		NodeState:       string(p.NodeState()),
-		DrainRefused:    p.Drainer.Stats.Refused.Load(),
-		DrainMoved:      p.Drainer.Stats.Moved.Load(),
-		Runtime:         ReadRuntimeStats(),
-	}
-	s.Stats = p.store.Stats()
-	return s
 }

@@ -3,7 +3,9 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 )
@@ -15,6 +17,7 @@ import (
 // any time (a SIGHUP reading admin.token_file again).
 type Token struct {
 	sum     atomic.Pointer[[sha256.Size]byte] // of the token; nil: no token, every request refused
+	file    string                            // the file the token is read from (LoadToken), "" for none
 	Refused atomic.Int64                      // requests refused for a missing or wrong token
 }
 
@@ -55,4 +58,33 @@ func (t *Token) allows(header string) bool {
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 	return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
+
+// LoadToken returns the token given, or read from file (trimmed) when file
+// is set: admin.token or admin.token_file. Reload reads the file again.
+func LoadToken(token, file string) (*Token, error) {
+	t := &Token{file: file}
+	if file == "" {
+		t.Set(token)
+		return t, nil
+	}
+	return t, t.Reload()
+}
+
+// Reload reads the token file again (on SIGHUP); a token given as a value
+// stays as it is. On an error the token in use is kept.
+func (t *Token) Reload() error {
+	if t.file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(t.file)
+	if err != nil {
+		return fmt.Errorf("admin.token_file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return fmt.Errorf("admin.token_file %s: empty", t.file)
+	}
+	t.Set(token)
+	return nil
 }

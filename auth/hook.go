@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/listener"
@@ -73,7 +74,7 @@ type HookOptions struct {
 	// when the claim is present, for each connection accepted. It must not
 	// block. Nil: claims are ignored.
 	Groups func(user string, groups []string)
-	Log    zerolog.Logger
+	Log    *slog.Logger
 	Now    func() time.Time
 }
 
@@ -84,6 +85,9 @@ type account struct {
 
 // NewHook returns the hook.
 func NewHook(o HookOptions) *Hook {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -163,9 +167,7 @@ func (a *Hook) clientIDDenied(clientID string, id Identity) string {
 }
 
 func (a *Hook) logRefusal(cl *mqtt.Client, username string, err error) {
-	if ev := a.logs.event(a.o.Log, a.o.Now()); ev != nil {
-		ev.Str("remote", cl.Net.Remote).Str("client", cl.ID).Str("username", username).Err(err).Msg("connection refused")
-	}
+	a.logs.log(a.o.Log, a.o.Now(), "connection refused", "remote", cl.Net.Remote, "client", cl.ID, "username", username, "err", err)
 }
 
 // OnConnectAuthenticate lets in what OnConnect did not refuse.

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
+	"log/slog"
 )
 
 // logLimiter lets through one log line per interval and counts the rest,
@@ -17,15 +17,16 @@ type logLimiter struct {
 	suppressed atomic.Int64
 }
 
-// event returns the event to log to, with the number of lines suppressed
-// since the last one, or nil when this one is suppressed.
-func (l *logLimiter) event(log zerolog.Logger, now time.Time) *zerolog.Event {
+// log logs msg with args at info, with the number of lines suppressed since
+// the last one, unless this one is suppressed.
+func (l *logLimiter) log(log *slog.Logger, now time.Time, msg string, args ...any) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.mu.Unlock()
 		l.suppressed.Add(1)
-		return nil
+		return
 	}
 	l.last = now
-	return log.Info().Int64("suppressed_since_last", l.suppressed.Swap(0))
+	l.mu.Unlock()
+	log.Info(msg, append(args, "suppressed_since_last", l.suppressed.Swap(0))...)
 }

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/internal/wire"
@@ -62,7 +63,7 @@ type Delivery struct {
 	server    *mqtt.Server
 	slowAfter time.Duration
 	now       func() time.Time
-	log       zerolog.Logger
+	log       *slog.Logger
 
 	fence       sync.RWMutex
 	subscribing sync.Map                   // *mqtt.Client -> *subscription
@@ -72,11 +73,11 @@ type Delivery struct {
 	mu      sync.Mutex
 	lagging map[*mqtt.Client]*lag
 
-	Counters DeliveryCounters
+	Stats Stats
 }
 
-// DeliveryCounters are the hook's counts, read with atomic loads.
-type DeliveryCounters struct {
+// Stats are the hook's counts, read with atomic loads.
+type Stats struct {
 	Dropped      atomic.Int64 // presence messages mochi dropped for a full subscriber queue
 	Repeats      atomic.Int64 // retained copies refused to a subscriber that had them live (Guard)
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
@@ -122,11 +123,14 @@ type DeliveryOptions struct {
 	// before it is disconnected as a slow consumer (default 10s).
 	SlowAfter time.Duration
 	Now       func() time.Time // the clock of backoffs and SlowAfter (default time.Now)
-	Log       zerolog.Logger
+	Log       *slog.Logger
 }
 
 // NewDelivery returns the hook.
 func NewDelivery(o DeliveryOptions) *Delivery {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.SlowAfter <= 0 {
 		o.SlowAfter = 10 * time.Second
 	}
@@ -171,7 +175,7 @@ func (d *Delivery) Publish(user string, version uint64, targets []*mqtt.Client, 
 	d.live.Store(nil)
 	d.fence.Unlock()
 	if targets != nil {
-		d.Counters.Resent.Add(int64(len(targets)))
+		d.Stats.Resent.Add(int64(len(targets)))
 	}
 	d.settle(p)
 }
@@ -260,7 +264,7 @@ func (d *Delivery) settle(p *publishing) {
 func (d *Delivery) unlag(cl *mqtt.Client) {
 	if _, ok := d.lagging[cl]; ok {
 		delete(d.lagging, cl)
-		d.Counters.Lagging.Add(-1)
+		d.Stats.Lagging.Add(-1)
 	}
 }
 
@@ -383,7 +387,7 @@ func (d *Delivery) mayDeliver(cl *mqtt.Client, topic string) bool {
 		if retained && had {
 			// It got this user live while it did not hold the fence; the
 			// retained copy read after is the same version or older.
-			d.Counters.Repeats.Add(1)
+			d.Stats.Repeats.Add(1)
 			return false
 		}
 	}
@@ -461,7 +465,7 @@ func (d *Delivery) OnPublishDropped(cl *mqtt.Client, pk packets.Packet) {
 	if !ok {
 		return
 	}
-	d.Counters.Dropped.Add(1)
+	d.Stats.Dropped.Add(1)
 	if p := d.live.Load(); p != nil && p.topic == pk.TopicName {
 		if p.missed == nil { // made on the first miss: most publishes miss no one
 			p.missed = make(map[*mqtt.Client]struct{})
@@ -480,7 +484,7 @@ func (d *Delivery) miss(cl *mqtt.Client, user string, version uint64) {
 	if l == nil {
 		l = &lag{missed: make(map[string]uint64), since: now}
 		d.lagging[cl] = l
-		d.Counters.Lagging.Add(1)
+		d.Stats.Lagging.Add(1)
 	}
 	l.missed[user] = max(l.missed[user], version)
 	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)
@@ -542,14 +546,14 @@ func (d *Delivery) Tidy(now time.Time) {
 		}
 		if now.Sub(l.since) > d.slowAfter {
 			slow = append(slow, cl)
-			d.log.Warn().Str("client", cl.ID).Int("missed_users", len(l.missed)).Dur("for", d.slowAfter).
-				Msg("disconnecting a slow subscriber: it has not taken the presence sent again")
+			d.log.Warn("disconnecting a slow subscriber: it has not taken the presence sent again",
+				"client", cl.ID, "missed_users", len(l.missed), "for", d.slowAfter)
 			d.unlag(cl)
 		}
 	}
 	d.mu.Unlock()
 	for _, cl := range slow {
-		d.Counters.SlowExpelled.Add(1)
+		d.Stats.SlowExpelled.Add(1)
 		// Stop closes the socket without writing to it (a DISCONNECT
 		// would wait on the very queue that is full).
 		cl.Stop(packets.ErrPendingClientWritesExceeded)

@@ -9,7 +9,6 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/hooks"
 )
@@ -20,7 +19,7 @@ func newDeliveryServer(t *testing.T, n int) (*clock, *Delivery, *Guard, []*mqtt.
 	t.Helper()
 	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.now, Log: zerolog.Nop()})
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.now, Log: nil})
 	g := NewGuard(GuardOptions{Delivery: d})
 	var cls []*mqtt.Client
 	for i := range n {
@@ -65,13 +64,13 @@ func TestDeliveryMissedBackoffAndSettle(t *testing.T) {
 	}
 	// Sent again to a only, and taken: a misses nothing any more.
 	d.Publish("amy", 5, []*mqtt.Client{a}, func() {})
-	if d.Counters.Lagging.Load() != 0 || len(d.TakeMissing(10, clk.now().Add(time.Hour))) != 0 {
-		t.Fatalf("still lagging after a delivery: %d", d.Counters.Lagging.Load())
+	if d.Stats.Lagging.Load() != 0 || len(d.TakeMissing(10, clk.now().Add(time.Hour))) != 0 {
+		t.Fatalf("still lagging after a delivery: %d", d.Stats.Lagging.Load())
 	}
 	// An older version sent does not satisfy a newer miss.
 	d.miss(a, "amy", 9)
 	d.Publish("amy", 8, nil, func() {})
-	if d.Counters.Lagging.Load() != 1 {
+	if d.Stats.Lagging.Load() != 1 {
 		t.Fatalf("a delivery of version 8 settled a miss of version 9")
 	}
 }
@@ -91,7 +90,7 @@ func TestGuardTargetsAndDrops(t *testing.T) {
 	if !allowedA || allowedB {
 		t.Fatalf("resend allowed to a %v, to b %v; want only a", allowedA, allowedB)
 	}
-	if d.Counters.Lagging.Load() != 1 {
+	if d.Stats.Lagging.Load() != 1 {
 		t.Fatalf("a drop during the resend settled the miss")
 	}
 	d.Publish("bob", 1, nil, func() {
@@ -122,8 +121,8 @@ func TestDeliveryTidyExpelsOnlyTheStuck(t *testing.T) {
 	}
 	clk.advance(600 * time.Millisecond)
 	d.Tidy(clk.now())
-	if !stuck.Closed() || d.Counters.SlowExpelled.Load() != 1 {
-		t.Fatalf("the stuck subscriber was not disconnected (expelled %d)", d.Counters.SlowExpelled.Load())
+	if !stuck.Closed() || d.Stats.SlowExpelled.Load() != 1 {
+		t.Fatalf("the stuck subscriber was not disconnected (expelled %d)", d.Stats.SlowExpelled.Load())
 	}
 	if busy.Closed() {
 		t.Fatal("the subscriber that took amy's presence was disconnected")

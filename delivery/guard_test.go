@@ -6,7 +6,6 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
@@ -41,7 +40,7 @@ func TestGuardNodesPrivate(t *testing.T) {
 	user, svc := cls[0], cls[1]
 	user.Properties.Username = []byte("alice")
 	svc.Properties.Username = []byte("ops")
-	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: quietTracker{}, Log: zerolog.Nop(),
+	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: quietTracker{}, Log: nil,
 		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
 	for _, cl := range cls {
 		h.OnSessionEstablish(cl, packets.Packet{})

@@ -53,7 +53,7 @@ func (s *Stage) SetGroups(ctx context.Context, groups map[string][]string) error
 	for g := range groups {
 		s.fileGroups[g] = struct{}{}
 	}
-	s.o.Log.Info().Int("groups", len(groups)).Msg("groups file written to the store")
+	s.o.Log.Info("groups file written to the store", "groups", len(groups))
 	return nil
 }
 
@@ -87,7 +87,7 @@ func (s *Stage) readChanged() error {
 		s.readMu.Unlock()
 	}
 	if err != nil {
-		s.o.Log.Debug().Err(err).Msg("groups not read; trying again")
+		s.o.Log.Debug("groups not read; trying again", "err", err)
 	}
 	return err
 }
@@ -192,7 +192,7 @@ func (s *Stage) writeDirtyClaims() error {
 	var failed error
 	for user, groups := range dirty {
 		if err := s.writeClaims(user, groups); err != nil {
-			s.o.Log.Debug().Err(err).Str("user", user).Msg("claimed groups not written; trying again")
+			s.o.Log.Debug("claimed groups not written; trying again", "err", err, "user", user)
 			s.claimsMu.Lock()
 			if _, newer := s.claimsDirty[user]; !newer {
 				s.claimsDirty[user] = groups

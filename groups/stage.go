@@ -6,8 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
@@ -60,7 +61,7 @@ type Options struct {
 	Window     time.Duration // at most one delta per group per window (presence.group_batch)
 	File       string        // presence.groups_file; empty: none
 	Now        func() time.Time
-	Log        zerolog.Logger
+	Log        *slog.Logger
 	Store      Store
 	Presence   Presence
 	Outlet     Outlet
@@ -105,6 +106,9 @@ type Stage struct {
 
 // New returns the stage; Load then Start it.
 func New(o Options) *Stage {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -80,7 +79,7 @@ func (published) Current(string) (presence.Shown, bool) { return presence.Shown{
 func TestWatchNeverWaitsOnTheStore(t *testing.T) {
 	gs := gatedStore{Memory: store.NewMemory(presence.NewRules(nil), time.Now, func(store.Event) {}), gate: make(chan struct{})}
 	out := &outlet{retained: map[string]roster.Snapshot{}}
-	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: zerolog.Nop(), Store: gs, Presence: published{}, Outlet: out,
+	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: nil, Store: gs, Presence: published{}, Outlet: out,
 		Viewer: func(*mqtt.Client) (string, bool) { return "", true }})
 	ctx := context.Background()
 	if err := gs.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {

@@ -35,7 +35,7 @@ func (s *Stage) leadLoop() {
 		if s.index.Len() == 0 { // no group: nothing to lead, no lease to keep
 			if l.leading {
 				l.leading = false
-				s.o.Log.Info().Msg("group topics: no group left to lead")
+				s.o.Log.Info("group topics: no group left to lead")
 			}
 			continue
 		}
@@ -70,13 +70,13 @@ func (s *Stage) keepLease(ctx context.Context, l *leader, now time.Time, ttl tim
 	case err != nil:
 	case ok && !l.leading:
 		l.leading, l.leaseAt = true, now
-		s.o.Log.Info().Msg("group topics: this node leads")
+		s.o.Log.Info("group topics: this node leads")
 	case ok:
 		l.leaseAt = now
 	case !ok && l.leading:
 		l.leading = false
 		s.unwatchBoard()
-		s.o.Log.Info().Msg("group topics: another node leads")
+		s.o.Log.Info("group topics: another node leads")
 	}
 	if err != nil && l.leading && now.Sub(l.leaseAt) >= ttl {
 		l.leading = false
@@ -122,7 +122,7 @@ func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
 			return 0
 		}
 		if !ok {
-			s.o.Log.Warn().Str("group", d.Group).Uint64("follows", d.Follows).Msg("group batch refused: the log moved on; read again")
+			s.o.Log.Warn("group batch refused: the log moved on; read again", "group", d.Group, "follows", d.Follows)
 			s.board.Unwatch(d.Group)
 			gen = 0
 		}
@@ -256,16 +256,16 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 func (s *Stage) advance(snap roster.Snapshot, to []*mqtt.Client, live any) {
 	b, err := json.Marshal(snap)
 	if err != nil {
-		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group snapshot")
+		s.o.Log.Error("group snapshot", "err", err, "group", snap.Group)
 		return
 	}
 	l, err := json.Marshal(live)
 	if err != nil {
-		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group message")
+		s.o.Log.Error("group message", "err", err, "group", snap.Group)
 		return
 	}
 	if err := s.o.Outlet.Advance(s.topics+snap.Group, to, b, l); err != nil {
-		s.o.Log.Warn().Err(err).Str("group", snap.Group).Msg("group topic not published")
+		s.o.Log.Warn("group topic not published", "err", err, "group", snap.Group)
 	}
 }
 
@@ -329,7 +329,7 @@ func (s *Stage) unwatchDeleted() {
 func (s *Stage) retain(snap roster.Snapshot) {
 	b, err := json.Marshal(snap)
 	if err != nil {
-		s.o.Log.Error().Err(err).Str("group", snap.Group).Msg("group snapshot")
+		s.o.Log.Error("group snapshot", "err", err, "group", snap.Group)
 		return
 	}
 	s.o.Outlet.Retain(s.topics+snap.Group, b)

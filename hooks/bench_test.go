@@ -14,7 +14,6 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/hooks"
@@ -58,8 +57,8 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 		tb.Fatal(err)
 	}
 	for _, h := range []mqtt.Hook{
-		hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: zerolog.Nop()}),
-		hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: zerolog.Nop()}),
+		hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: nil}),
+		hooks.NewLimits(hooks.LimitsOptions{Server: srv, ServerKeepAlive: 60 * time.Second, Log: nil}),
 	} {
 		if err := srv.AddHook(h, nil); err != nil {
 			tb.Fatal(err)
@@ -69,12 +68,12 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 		Prefix:  "presence",
 		Server:  srv,
 		Tracker: nopTracker{},
-		Log:     zerolog.Nop(),
+		Log:     nil,
 	})
 	if err := srv.AddHook(h, nil); err != nil {
 		tb.Fatal(err)
 	}
-	d := delivery.NewDelivery(delivery.DeliveryOptions{Prefix: "presence", Server: srv, Log: zerolog.Nop()})
+	d := delivery.NewDelivery(delivery.DeliveryOptions{Prefix: "presence", Server: srv, Log: nil})
 	if err := srv.AddHook(d, nil); err != nil {
 		tb.Fatal(err)
 	}
@@ -207,7 +206,7 @@ func BenchmarkOnPublishSet(b *testing.B) {
 func BenchmarkOnPublishActivity(b *testing.B) {
 	newHook := func(b *testing.B, activity bool) (*hooks.Presence, func(id string) *mqtt.Client) {
 		srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-		h := hooks.New(hooks.Options{Prefix: "presence", Server: srv, Tracker: nopTracker{}, Log: zerolog.Nop(), Activity: activity})
+		h := hooks.New(hooks.Options{Prefix: "presence", Server: srv, Tracker: nopTracker{}, Log: nil, Activity: activity})
 		return h, func(id string) *mqtt.Client {
 			client, server := net.Pipe()
 			b.Cleanup(func() { _ = client.Close(); _ = server.Close() })

@@ -7,9 +7,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/wire"
 )
@@ -23,7 +24,7 @@ type DrainOptions struct {
 	// Server is the broker the hook is added to: it answers a refused
 	// CONNECT through it, and Run moves its clients.
 	Server *mqtt.Server
-	Log    zerolog.Logger
+	Log    *slog.Logger
 	// Now is Run's clock (default time.Now).
 	Now func() time.Time
 }
@@ -68,6 +69,9 @@ type Drain struct {
 
 // NewDrain returns the hook.
 func NewDrain(o DrainOptions) *Drain {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -201,7 +205,7 @@ func (d *Drain) Tidy() {
 func (d *Drain) Run(ctx context.Context, rate int) DrainResult {
 	rate = max(rate, 1)
 	start := d.o.Now()
-	d.o.Log.Info().Int("rate", rate).Int("connections", len(d.open())).Msg("draining: clients are asked to move")
+	d.o.Log.Info("draining: clients are asked to move", "rate", rate, "connections", len(d.open()))
 	var res DrainResult
 	for {
 		list := d.open()
@@ -212,7 +216,7 @@ func (d *Drain) Run(ctx context.Context, rate int) DrainResult {
 			due := start.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
 			if wait := due.Sub(d.o.Now()); wait > 0 && !d.sleep(ctx, wait) {
 				res.Left = len(d.open())
-				d.o.Log.Warn().Int("moved", res.Moved).Int("left", res.Left).Dur("took", d.o.Now().Sub(start)).Msg("drain timed out")
+				d.o.Log.Warn("drain timed out", "moved", res.Moved, "left", res.Left, "took", d.o.Now().Sub(start))
 				return res
 			}
 			if d.Move(cl) {
@@ -224,7 +228,7 @@ func (d *Drain) Run(ctx context.Context, rate int) DrainResult {
 		}
 	}
 	res.Left = len(d.open())
-	d.o.Log.Info().Int("moved", res.Moved).Int("left", res.Left).Dur("took", d.o.Now().Sub(start)).Msg("drained")
+	d.o.Log.Info("drained", "moved", res.Moved, "left", res.Left, "took", d.o.Now().Sub(start))
 	return res
 }
 

@@ -11,7 +11,6 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -31,7 +30,7 @@ func (quietTracker) Disconnect(presence.ConnID, string, presence.EndReason)     
 // with ErrDrained (so it ends as drain) after clearing its will.
 func TestDrainRefusesAndMoves(t *testing.T) {
 	srv := mqtt.New(&mqtt.Options{InlineClient: true})
-	h := NewDrain(DrainOptions{Server: srv, Log: zerolog.Nop()})
+	h := NewDrain(DrainOptions{Server: srv, Log: nil})
 	a, b := net.Pipe()
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	go func() { // the client's side: read and drop whatever the broker writes
@@ -72,9 +71,9 @@ func TestDrainRefusesAndMoves(t *testing.T) {
 // and before presence records it: mochi stops at the first OnConnect error.
 func TestDrainRefusesBeforeLimitsCount(t *testing.T) {
 	srv := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
-	d := NewDrain(DrainOptions{Server: srv, Log: zerolog.Nop()})
-	l := NewLimits(LimitsOptions{Server: srv, MaxPerAddress: 1, Log: zerolog.Nop()})
-	p := New(Options{Prefix: "presence", Server: srv, Tracker: quietTracker{}, Log: zerolog.Nop()})
+	d := NewDrain(DrainOptions{Server: srv, Log: nil})
+	l := NewLimits(LimitsOptions{Server: srv, MaxPerAddress: 1, Log: nil})
+	p := New(Options{Prefix: "presence", Server: srv, Tracker: quietTracker{}, Log: nil})
 	for _, h := range []mqtt.Hook{d, l, p, &Authenticator{}} {
 		if err := srv.AddHook(h, nil); err != nil {
 			t.Fatal(err)
@@ -146,7 +145,7 @@ func drainServer(t *testing.T, n int) (*mqtt.Server, *Drain, *fakeTime, []*mqtt.
 		cls = append(cls, cl)
 	}
 	clk := &fakeTime{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	d := NewDrain(DrainOptions{Server: srv, Log: zerolog.Nop(), Now: clk.Now})
+	d := NewDrain(DrainOptions{Server: srv, Log: nil, Now: clk.Now})
 	d.sleep = clk.sleep
 	return srv, d, clk, cls
 }
@@ -232,7 +231,7 @@ func TestPresenceAsksTheDrain(t *testing.T) {
 	srv := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
 	moved := map[*mqtt.Client]bool{}
 	ends := &endsTracker{}
-	p := New(Options{Prefix: "presence", Server: srv, Tracker: ends, Log: zerolog.Nop(),
+	p := New(Options{Prefix: "presence", Server: srv, Tracker: ends, Log: nil,
 		Moved: func(cl *mqtt.Client) bool { return moved[cl] }})
 	var cls []*mqtt.Client
 	for _, id := range []string{"alice-phone", "bob-phone"} {

@@ -9,9 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/connack"
 )
@@ -21,7 +22,7 @@ type LimitsOptions struct {
 	// Server answers a refused CONNECT with its CONNACK (without one, only
 	// a 3.1.1 client is answered).
 	Server *mqtt.Server
-	Log    zerolog.Logger
+	Log    *slog.Logger
 
 	ServerKeepAlive time.Duration  // given to clients that connect with keep-alive 0
 	MaxKeepAlive    time.Duration  // the keep-alive ceiling, ServerKeepAlive included
@@ -76,6 +77,9 @@ type address struct {
 
 // NewLimits returns the hook.
 func NewLimits(o LimitsOptions) *Limits {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string)}
 }
 
@@ -109,7 +113,7 @@ var errPerAddress = errors.New("presence: too many connections from one address"
 func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if l.o.MaxPerAddress > 0 && !l.count(cl, remoteIP(cl.Net.Remote)) {
 		l.Stats.PerAddress.Add(1)
-		l.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: too many from one address")
+		l.o.Log.Debug("connection refused: too many from one address", "client", cl.ID, "remote", cl.Net.Remote)
 		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errPerAddress
 	}

@@ -12,7 +12,6 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/connack"
 )
@@ -81,7 +80,7 @@ func TestLimitsKeepAlive(t *testing.T) {
 // address has no limit, and one address does not limit another.
 func TestLimitsPerAddress(t *testing.T) {
 	srv := mqtt.New(nil)
-	l := NewLimits(LimitsOptions{MaxPerAddress: 2, Unlimited: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Log: zerolog.Nop()})
+	l := NewLimits(LimitsOptions{MaxPerAddress: 2, Unlimited: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, Log: nil})
 	connect := func(cl *mqtt.Client) error { return l.OnConnect(cl, packets.Packet{}) }
 	const busy = "10.0.0.1"
 	c1, c2 := clientFrom(srv, "c1", busy+":1"), clientFrom(srv, "c2", busy+":2")
@@ -239,7 +238,7 @@ func (r *refuser) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 func newLimitsServer(t *testing.T, after ...mqtt.Hook) (*mqtt.Server, *Limits) {
 	t.Helper()
 	srv := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
-	l := NewLimits(LimitsOptions{Server: srv, MaxPerAddress: 1, Log: zerolog.Nop()})
+	l := NewLimits(LimitsOptions{Server: srv, MaxPerAddress: 1, Log: nil})
 	for _, h := range append([]mqtt.Hook{l}, after...) {
 		if err := srv.AddHook(h, nil); err != nil {
 			t.Fatal(err)

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/internal/wire"
@@ -58,7 +59,7 @@ type Options struct {
 	// of a connection taken over, and answers a refused CONNECT itself.
 	Server  *mqtt.Server
 	Tracker Tracker
-	Log     zerolog.Logger
+	Log     *slog.Logger
 
 	MaxSessionsPerUser int // live sessions of one user on this node; one more ends the oldest as kicked
 	SetRate            int // presence/set per second per session
@@ -138,6 +139,9 @@ type link struct {
 
 // New returns the hook.
 func New(o Options) *Presence {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -197,7 +201,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if err != nil {
 		h.Stats.BadIdentity.Add(1)
-		h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Err(err).Msg("connection refused: bad identity")
+		h.o.Log.Info("connection refused: bad identity", "client", cl.ID, "remote", cl.Net.Remote, "err", err)
 		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
@@ -205,14 +209,13 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
 		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
 			h.Stats.ClientIDTaken.Add(1)
-			h.o.Log.Info().Str("client", cl.ID).Str("remote", cl.Net.Remote).Str("username", string(cl.Properties.Username)).
-				Msg("connection refused: the client id is another user's session")
+			h.o.Log.Info("connection refused: the client id is another user's session", "client", cl.ID, "remote", cl.Net.Remote, "username", string(cl.Properties.Username))
 			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
 			h.Stats.BattleRefused.Add(1)
-			h.o.Log.Debug().Str("client", cl.ID).Str("remote", cl.Net.Remote).Msg("connection refused: takeover battle")
+			h.o.Log.Debug("connection refused: takeover battle", "client", cl.ID, "remote", cl.Net.Remote)
 			connack.Refuse(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
 		}
@@ -287,8 +290,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.mu.Unlock()
 	if oldest != nil {
 		h.Stats.SessionsKicked.Add(1)
-		h.o.Log.Info().Str("user", id.User).Str("client", oldest.ID).Int("max", h.o.MaxSessionsPerUser).
-			Msg("session limit: ending the user's oldest session")
+		h.o.Log.Info("session limit: ending the user's oldest session", "user", id.User, "client", oldest.ID, "max", h.o.MaxSessionsPerUser)
 		// Its end goes to the tracker before the new session, so that
 		// observers do not see one session too many in between; its
 		// OnDisconnect then finds nothing left to end.
@@ -311,11 +313,9 @@ func (h *Presence) tookOver(id, user string) {
 	switch {
 	case v.Episode:
 		h.Stats.Battles.Add(1)
-		h.o.Log.Warn().Str("client", id).Str("user", user).Int("takeovers", v.InWindow).
-			Dur("window", h.o.Battle.Window).Time("refused_until", v.Until).
-			Msg("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off")
+		h.o.Log.Warn("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off", "client", id, "user", user, "takeovers", v.InWindow, "window", h.o.Battle.Window, "refused_until", v.Until)
 	case v.Detected:
-		h.o.Log.Debug().Str("client", id).Str("user", user).Time("refused_until", v.Until).Msg("takeover battle goes on: longer back-off")
+		h.o.Log.Debug("takeover battle goes on: longer back-off", "client", id, "user", user, "refused_until", v.Until)
 	}
 }
 
@@ -559,13 +559,13 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	l, hasUser := h.link(cl)
 	if pk.TopicName != h.set || !hasUser {
 		h.Stats.WritesDenied.Add(1)
-		h.o.Log.Debug().Str("client", cl.ID).Str("topic", pk.TopicName).Msg("publish refused: presence topics are read-only")
+		h.o.Log.Debug("publish refused: presence topics are read-only", "client", cl.ID, "topic", pk.TopicName)
 		return h.refuse(cl, pk, packets.ErrNotAuthorized)
 	}
 	req, err := presence.ParseSetRequest(pk.Payload)
 	if err != nil {
 		h.Stats.SetRejected.Add(1)
-		h.o.Log.Debug().Str("client", cl.ID).Err(err).Msg("presence/set refused")
+		h.o.Log.Debug("presence/set refused", "client", cl.ID, "err", err)
 		if cl.Properties.ProtocolVersion < 5 {
 			return pk, packets.CodeSuccessIgnore
 		}
@@ -577,7 +577,7 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
 		}
 		h.Stats.SetLimited.Add(1)
-		h.o.Log.Debug().Str("client", cl.ID).Msg("presence/set over the rate")
+		h.o.Log.Debug("presence/set over the rate", "client", cl.ID)
 		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 			return pk, packets.CodeSuccessIgnore // acknowledged as usual, dropped
 		}

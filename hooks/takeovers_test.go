@@ -3,11 +3,10 @@ package hooks
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // The battle detector, on a fake clock: what a takeover brings and which
@@ -152,13 +151,13 @@ func TestBattlesList(t *testing.T) {
 func TestBattleLoggedOncePerEpisode(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := New(Options{Log: zerolog.New(&buf), Now: func() time.Time { return now },
+	h := New(Options{Log: slog.New(slog.NewJSONHandler(&buf, nil)), Now: func() time.Time { return now },
 		Battle: BattleOptions{Takeovers: 3, Window: 10 * time.Second, Backoff: time.Second, MaxBackoff: 4 * time.Second}})
 	for range 20 { // one takeover a second: a further battle each time the back-off ran out
 		h.tookOver("phone", "alice")
 		now = now.Add(time.Second)
 	}
-	if got := strings.Count(buf.String(), `"level":"warn"`); got != 1 {
+	if got := strings.Count(buf.String(), `"level":"WARN"`); got != 1 {
 		t.Fatalf("%d warn lines, want 1:\n%s", got, buf.String())
 	}
 	for _, want := range []string{`"client":"phone"`, `"user":"alice"`, `"takeovers":3`} {
@@ -174,7 +173,7 @@ func TestBattleLoggedOncePerEpisode(t *testing.T) {
 	for range 3 {
 		h.tookOver("phone", "alice")
 	}
-	if got := strings.Count(buf.String(), `"level":"warn"`); got != 2 || h.Stats.Battles.Load() != 2 {
+	if got := strings.Count(buf.String(), `"level":"WARN"`); got != 2 || h.Stats.Battles.Load() != 2 {
 		t.Fatalf("after a quiet window: %d warn lines, %d battles; want 2 and 2", got, h.Stats.Battles.Load())
 	}
 	if got := h.Battles(); len(got) != 1 || got[0].ClientID != "phone" || got[0].User != "alice" {

@@ -23,13 +23,12 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/gorilla/websocket"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 
+	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
-	"github.com/presenced/presenced/node"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -43,12 +42,12 @@ const (
 	rcPacketIDInUse    = 0x91
 )
 
-// authNode is a node of the binary's composition (package node) for the
-// tests that need what startNode does not give: the authentication
-// counters (Stats().Auth) and the node's log.
+// authNode is a node of the binary's composition (presenced.Broker) for
+// the tests that need what startNode does not give: the authentication
+// figures and the node's log.
 type authNode struct {
-	*node.Node
-	log *binBuffer // the node's zerolog lines and mochi's slog records, JSON
+	*presenced.Broker
+	log *binBuffer // every record the node logs (presence's, mochi's), JSON
 }
 
 // authConfig is startNode's config (random loopback ports, Redis with
@@ -77,7 +76,7 @@ func authConfig(t *testing.T, edit func(*configs.Config)) configs.Config {
 	return cfg
 }
 
-// startAuthNode starts a node (node.New and Start) whose log goes to a
+// startAuthNode starts a node (presenced.NewBroker and Start) whose log goes to a
 // buffer; it is stopped at cleanup.
 func startAuthNode(t *testing.T, edit func(*configs.Config)) *authNode {
 	t.Helper()
@@ -87,10 +86,9 @@ func startAuthNode(t *testing.T, edit func(*configs.Config)) *authNode {
 	if testing.Verbose() {
 		w = io.MultiWriter(buf, testLogWriter{t})
 	}
-	n, err := node.New(cfg, zerolog.New(w).Level(zerolog.DebugLevel),
-		slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	n, err := presenced.NewBroker(cfg, slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
-		t.Fatalf("node.New: %v", err)
+		t.Fatalf("presenced.NewBroker: %v", err)
 	}
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -102,7 +100,22 @@ func startAuthNode(t *testing.T, edit func(*configs.Config)) *authNode {
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return &authNode{Node: n, log: buf}
+	return &authNode{Broker: n, log: buf}
+}
+
+// authCounts are the authentication's figures (auth_connects_total by
+// result).
+type authCounts struct{ Accepted, Anonymous, Refused, ClientIDDenied int64 }
+
+// authStats returns the authentication's figures, nil without an
+// authentication method.
+func (n *authNode) authStats() *authCounts {
+	s := n.Stats()
+	if !slices.Contains(s.Names(), "auth_connects_total") {
+		return nil
+	}
+	of := func(r string) int64 { return s.Of("auth_connects_total", r) }
+	return &authCounts{Accepted: of("accepted"), Anonymous: of("anonymous"), Refused: of("refused"), ClientIDDenied: of("client_id_denied")}
 }
 
 // logLines returns the node's log lines whose message is msg.
@@ -110,7 +123,7 @@ func (n *authNode) logLines(msg string) []map[string]any {
 	var out []map[string]any
 	for _, l := range strings.Split(n.log.String(), "\n") {
 		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["message"] == msg {
+		if json.Unmarshal([]byte(l), &m) == nil && m[slog.MessageKey] == msg {
 			out = append(out, m)
 		}
 	}
@@ -337,7 +350,7 @@ func TestAuthPassword(t *testing.T) {
 		t.Errorf("the unknown user mallory has presence")
 	}
 
-	s := n.Stats().Auth
+	s := n.authStats()
 	if s == nil || s.Refused != 16 || s.Accepted != 5 || s.Anonymous != 0 || s.ClientIDDenied != 0 {
 		t.Errorf("auth counters %+v, want refused 16, accepted 5 (ops and alice x4), no anonymous, no client_id_denied", s)
 	}
@@ -486,7 +499,7 @@ func TestAuthJWT(t *testing.T) {
 		t.Errorf("a refused client id has a session: %+v", p.Sessions)
 	}
 
-	s := n.Stats().Auth
+	s := n.authStats()
 	// accepted: svc x2, alice x3, late, pinned, bob-phone; refused: 3 x 2
 	// versions; client id: 4.
 	if s == nil || s.Accepted != 8 || s.Refused != 6 || s.ClientIDDenied != 4 || s.Anonymous != 0 {
@@ -551,7 +564,7 @@ func TestAuthClientIDTheft(t *testing.T) {
 		if s, ok := ctSessionOf(marker, "c-1"); !ok || len(marker.Sessions) != 1 || marker.Status != presence.Away {
 			t.Errorf("alice after the theft: %+v (session %+v)", marker, s)
 		}
-		if got := n.Presence.Hook.Stats.ClientIDTaken.Load(); got != 2 {
+		if got := n.Stats().Of("connect_refusals_total", "client_id_taken"); got != 2 {
 			t.Errorf("client_id_taken %d, want 2", got)
 		}
 
@@ -606,7 +619,7 @@ func TestAuthClientIDTheft(t *testing.T) {
 			t.Errorf("alice as alice/phone: CONNACK %#x, want 0", code)
 		}
 		obs.waitFor("alice", "session alice/phone", hasSession("alice/phone"))
-		if s := n.Stats().Auth; s == nil || s.ClientIDDenied != 2 {
+		if s := n.authStats(); s == nil || s.ClientIDDenied != 2 {
 			t.Errorf("auth counters %+v, want client_id_denied 2", s)
 		}
 		obs.check()
@@ -640,7 +653,7 @@ func TestAuthAnonymousObserver(t *testing.T) {
 			t.Errorf("v%d alice without a password: CONNACK %#x, want %#x", v, code, refusedCode(v))
 		}
 	}
-	if s := n.Stats().Auth; s == nil || s.Anonymous != 1 || s.Accepted != 1 || s.Refused != 2 {
+	if s := n.authStats(); s == nil || s.Anonymous != 1 || s.Accepted != 1 || s.Refused != 2 {
 		t.Errorf("auth counters %+v, want anonymous 1, accepted 1, refused 2", s)
 	}
 	if p, _ := anon.last("alice"); p.Status != presence.Online || p.Text == "anon" || len(p.Sessions) != 1 {
@@ -717,11 +730,11 @@ func TestAuthVisibilitySelf(t *testing.T) {
 	bob.check()
 
 	cfg := authConfig(t, func(c *configs.Config) { c.Presence.Visibility = configs.VisibilitySelf })
-	if nn, err := node.New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil {
+	if nn, err := presenced.NewBroker(cfg, slog.New(slog.DiscardHandler)); err == nil {
 		_ = nn.Stop(context.Background())
-		t.Errorf("node.New accepted visibility self without an authentication method")
+		t.Errorf("presenced.NewBroker accepted visibility self without an authentication method")
 	} else if !strings.Contains(err.Error(), "visibility") {
-		t.Errorf("node.New: %v, want an error naming presence.visibility", err)
+		t.Errorf("presenced.NewBroker: %v, want an error naming presence.visibility", err)
 	}
 }
 

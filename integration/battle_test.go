@@ -170,7 +170,7 @@ func TestTakeoverBattleIsDamped(t *testing.T) {
 	why := func(b *battler) string { v, _ := b.lastErr.Load().(string); return v }
 
 	testkit.Wait(t, waitTimeout, "the battle detected", func() error {
-		return testkit.Why(n.Stats().Battles > 0, fmt.Sprintf("%d takeovers, v5 %q v3 %q", n.Stats().Takeovers, why(b5), why(b3)))
+		return testkit.Why(n.Stats().Get("takeover_battles_total") > 0, fmt.Sprintf("%d takeovers, v5 %q v3 %q", n.Stats().Get("takeovers_total"), why(b5), why(b3)))
 	})
 	detected, before := time.Now(), published()
 
@@ -200,14 +200,14 @@ func TestTakeoverBattleIsDamped(t *testing.T) {
 		}
 	}
 	s := n.Stats()
-	if s.Battles != 1 {
-		t.Errorf("takeover_battles %d, want 1 (one episode)", s.Battles)
+	if s.Get("takeover_battles_total") != 1 {
+		t.Errorf("takeover_battles %d, want 1 (one episode)", s.Get("takeover_battles_total"))
 	}
-	if refused := b5.refused.Load() + b3.refused.Load(); s.BattleRefused != refused {
-		t.Errorf("takeover_battle_refused %d, the clients saw %d refusals", s.BattleRefused, refused)
+	if refused := b5.refused.Load() + b3.refused.Load(); s.Of("connect_refusals_total", "takeover_battle") != refused {
+		t.Errorf("takeover_battle_refused %d, the clients saw %d refusals", s.Of("connect_refusals_total", "takeover_battle"), refused)
 	}
-	if connects := b5.connects.Load() + b3.connects.Load(); s.Takeovers != connects-1 {
-		t.Errorf("takeovers %d, the clients connected %d times (all but the first a takeover)", s.Takeovers, connects)
+	if connects := b5.connects.Load() + b3.connects.Load(); s.Get("takeovers_total") != connects-1 {
+		t.Errorf("takeovers %d, the clients connected %d times (all but the first a takeover)", s.Get("takeovers_total"), connects)
 	}
 
 	// The user stays online throughout.
@@ -227,7 +227,7 @@ func TestTakeoverBattleIsDamped(t *testing.T) {
 	t.Logf("retained publishes of %s: before damping %d in %s (%.1f/s, %.0f/min); damped %d in %s (%.2f/s, %.0f/min); "+
 		"%d takeovers, %d refused (v5 %d, v3 %d)", user, before, detected.Sub(start).Round(time.Millisecond), rateBefore, rateBefore*60,
 		after-before, end.Sub(detected).Round(time.Millisecond), rateAfter, rateAfter*60,
-		s.Takeovers, s.BattleRefused, b5.refused.Load(), b3.refused.Load())
+		s.Get("takeovers_total"), s.Of("connect_refusals_total", "takeover_battle"), b5.refused.Load(), b3.refused.Load())
 	if rateAfter*5 > rateBefore {
 		t.Errorf("damping cut the publish rate from %.1f/s only to %.1f/s", rateBefore, rateAfter)
 	}

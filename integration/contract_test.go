@@ -330,7 +330,7 @@ func TestInvalidSetPayloads(t *testing.T) {
 		t.Fatalf("the node closed the connection")
 	}
 	// The QoS 0 publishes were read before the marker, on the same connection.
-	if got := n.Presence.Hook.Stats.SetRejected.Load(); got != int64(2*len(invalid)) {
+	if got := n.Stats().Of("status_sets_refused_total", "invalid"); got != int64(2*len(invalid)) {
 		t.Errorf("set_rejected %d, want %d", got, 2*len(invalid))
 	}
 	_, body := adminGet(t, n, "/api/v1/users/gus")
@@ -577,7 +577,7 @@ func TestIdentityFromClientID(t *testing.T) {
 	if code, body := adminGet(t, n, "/api/v1/users/watcher"); code != http.StatusNotFound {
 		t.Errorf("GET /api/v1/users/watcher: %d %s", code, body)
 	}
-	if got := n.Presence.Tracker.Len(); got != 1 {
+	if got := n.Stats().Get("sessions"); got != 1 {
 		t.Errorf("tracked connections: %d, want 1 (bob/phone only)", got)
 	}
 	for _, u := range ctTopics(obs) {
@@ -601,10 +601,10 @@ func TestBadUserNameRefused(t *testing.T) {
 			t.Errorf("user %q: CONNACK reason %#x, want %#x", user, ack.ReasonCode, rcBadUserNameOrPass)
 		}
 	}
-	if got := n.Presence.Hook.Stats.BadIdentity.Load(); got != 4 {
+	if got := n.Stats().Of("connect_refusals_total", "bad_identity"); got != 4 {
 		t.Errorf("bad_identity %d, want 4", got)
 	}
-	if got := n.Presence.Tracker.Len(); got != 0 {
+	if got := n.Stats().Get("sessions"); got != 0 {
 		t.Errorf("tracked connections: %d, want 0", got)
 	}
 }
@@ -763,7 +763,7 @@ func TestUntrackableClientIDRefused(t *testing.T) {
 		testkit.Wait(t, 2*time.Second, "user "+user+": CONNECT accepted, so online", func() error {
 			p, ok := obs.last(user)
 			return testkit.Why(ok && p.Status == presence.Online,
-				fmt.Sprintf("presence %+v (tracked connections %d, stats %+v)", p, n.Presence.Tracker.Len(), n.Stats()))
+				fmt.Sprintf("presence %+v (tracked connections %d, stats %+v)", p, n.Stats().Get("sessions"), n.Stats()))
 		})
 	}
 	obs.check()

@@ -144,7 +144,7 @@ func TestDrainMovesClientsAtTheRate(t *testing.T) {
 	lost := v3Lost(t, n.MQTTAddr(), "old-phone", "old")
 	users = append(users, "old")
 	testkit.Wait(t, waitTimeout, "5 sessions", func() error {
-		s := n.Stats().Opened
+		s := n.Stats().Get("sessions_opened_total")
 		return testkit.Why(s == 5, fmt.Sprintf("%d opened", s))
 	})
 
@@ -184,8 +184,8 @@ func TestDrainMovesClientsAtTheRate(t *testing.T) {
 	}
 	testkit.Wait(t, waitTimeout, "the drain's counts", func() error {
 		st := n.Stats()
-		return testkit.Why(st.DrainMoved == 5 && st.DrainRefused == 2 && st.WillsSuppressed == 4,
-			fmt.Sprintf("moved %d (want 5), refused %d (want 2), wills suppressed %d (want 4)", st.DrainMoved, st.DrainRefused, st.WillsSuppressed))
+		return testkit.Why(st.Get("drain_moved_total") == 5 && st.Of("connect_refusals_total", "draining") == 2 && st.Get("wills_suppressed_total") == 4,
+			fmt.Sprintf("moved %d (want 5), refused %d (want 2), wills suppressed %d (want 4)", st.Get("drain_moved_total"), st.Of("connect_refusals_total", "draining"), st.Get("wills_suppressed_total")))
 	})
 	if n.cfg.Redis.Addrs != nil {
 		return // the end reasons: TestMultiNodeDrain reads them from another node

@@ -90,7 +90,7 @@ func TestGroupsVisibility(t *testing.T) {
 	}
 	// The store reports the change; the node reads the group again.
 	testkit.Wait(t, time.Second, "bob out of the team", func() error {
-		return testkit.Why(!n.Presence.Groups().Member("team", "bob"), "still a member")
+		return testkit.Why(!n.Presence().Groups().Member("team", "bob"), "still a member")
 	})
 	t.Logf("bob's removal applied %v after the reload", time.Since(removed).Round(time.Millisecond))
 	if rc := alice.publish(t, "presence/set", `{"status":"away","text":"gone fishing"}`, 1, false); rc != 0 {
@@ -273,7 +273,7 @@ func TestGroupsJWTClaim(t *testing.T) {
 	}
 	alice := dial5(t, n.MQTTAddr(), "alice-1", "", withPassword(token("alice", "team", "bad/name")))
 	on := bob.waitStatus("alice", presence.Online) // introduced once the claim is written
-	if g := n.Presence.Groups().GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
+	if g := n.Presence().Groups().GroupsOf("alice"); len(g) != 1 || g[0] != "team" {
 		t.Fatalf("alice's groups %v, want [team] (an invalid name is ignored)", g)
 	}
 	// alice comes back with a token that claims no group: out of the team.
@@ -281,7 +281,7 @@ func TestGroupsJWTClaim(t *testing.T) {
 	bob.waitStatus("alice", presence.Offline)
 	alice = dial5(t, n.MQTTAddr(), "alice-2", "", withPassword(token("alice")))
 	testkit.Wait(t, time.Second, "alice out of the team", func() error {
-		return testkit.Why(!n.Presence.Groups().Member("team", "alice"), "still a member")
+		return testkit.Why(!n.Presence().Groups().Member("team", "alice"), "still a member")
 	})
 	if rc := alice.publish(t, "presence/set", `{"status":"busy"}`, 1, false); rc != 0 {
 		t.Fatalf("alice's set: %#x", rc)

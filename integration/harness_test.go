@@ -19,7 +19,6 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
-	"github.com/rs/zerolog"
 
 	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/admin"
@@ -27,15 +26,15 @@ import (
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
-	"github.com/presenced/presenced/node"
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/stats"
 )
 
 // waitTimeout bounds every poll in these tests.
 const waitTimeout = 10 * time.Second
 
 // testNode is a real broker on random loopback ports, in this process: the
-// binary's composition (package node, presenced's listeners), or with
+// binary's composition (presenced.Broker, presenced's listeners), or with
 // INTEGRATION_FORM=embedded a mochi server built the way an embedding program
 // builds it, with mochi's own listeners and allow-all authentication hook,
 // and presence attached (presenced.Attach).
@@ -52,8 +51,8 @@ func (n *testNode) MQTTAddr() string  { return n.mqttAddr }
 func (n *testNode) WSAddr() string    { return n.wsAddr }
 func (n *testNode) AdminAddr() string { return n.adminAddr }
 
-// Stats returns presence's counters.
-func (n *testNode) Stats() presenced.Stats { return n.Presence.Stats() }
+// Stats returns presence's figures.
+func (n *testNode) Stats() stats.Snapshot { return n.Presence.Stats() }
 
 // embedded reports whether the suite runs against the embedded form.
 func embedded() bool { return os.Getenv("INTEGRATION_FORM") == "embedded" }
@@ -80,16 +79,16 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Optio
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := zerolog.Nop()
+	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
-		log = zerolog.New(zerolog.ConsoleWriter{Out: testLogWriter{t}}).Level(zerolog.DebugLevel)
+		log = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	if embedded() {
 		return startEmbedded(t, cfg, log, opts...)
 	}
-	n, err := node.New(cfg, log, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	n, err := presenced.NewBroker(cfg, log, opts...)
 	if err != nil {
-		t.Fatalf("node.New: %v", err)
+		t.Fatalf("presenced.NewBroker: %v", err)
 	}
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatalf("Start: %v", err)
@@ -101,7 +100,7 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Optio
 			t.Errorf("Stop: %v", err)
 		}
 	})
-	return &testNode{Server: n.Server, Presence: n.Presence, cfg: cfg, form: "binary",
+	return &testNode{Server: n.Server(), Presence: n.Presence(), cfg: cfg, form: "binary",
 		mqttAddr: n.MQTTAddr(), wsAddr: n.WSAddr(), adminAddr: n.AdminAddr()}
 }
 
@@ -110,7 +109,7 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Optio
 // listeners, an authentication hook that lets everyone in, presence as the
 // access authority (presenced.WithACL), and the admin API on a listener of
 // its own.
-func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ...presenced.Option) *testNode {
+func startEmbedded(t *testing.T, cfg configs.Config, log *slog.Logger, opts ...presenced.Option) *testNode {
 	t.Helper()
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumClientWritesPending = int32(cfg.MQTT.MaxWritesPending)
@@ -150,8 +149,9 @@ func startEmbedded(t *testing.T, cfg configs.Config, log zerolog.Logger, opts ..
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: admin.Handler(admin.Source{Ready: p.Ready, Retained: p.Retained, User: p.User,
-		Stats: func() any { return p.Stats() }, Held: p.Held, Holds: p.Holds, Battles: p.Battles, Metrics: metrics}), ReadHeaderTimeout: 10 * time.Second}
+	src := p.AdminSource(false)
+	src.Metrics = metrics
+	hs := &http.Server{Handler: admin.Handler(src), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan struct{})
 	go func() { defer close(served); _ = hs.Serve(ln) }()
 	// mochi's WebSocket listener binds in Serve: wait until it answers.

@@ -43,22 +43,22 @@ func TestHeartbeatCostRedis(t *testing.T) {
 		conns = append(conns, rawMQTT(t, n.MQTTAddr(), i, uint16(keepalive/time.Second)))
 	}
 	testkit.Wait(t, 30*time.Second, "every session opened", func() error {
-		return testkit.Why(n.Stats().Opened == clients, fmt.Sprintf("%d opened", n.Stats().Opened))
+		return testkit.Why(n.Stats().Get("sessions_opened_total") == clients, fmt.Sprintf("%d opened", n.Stats().Get("sessions_opened_total")))
 	})
 	testkit.Wait(t, 30*time.Second, "the tracker idle", func() error {
-		return testkit.Why(n.Stats().TrackerDepth == 0, fmt.Sprintf("tracker queue depth %d", n.Stats().TrackerDepth))
+		return testkit.Why(n.Stats().Get("tracker_queue_depth") == 0, fmt.Sprintf("tracker queue depth %d", n.Stats().Get("tracker_queue_depth")))
 	})
 
 	// One bulk renewal of every session, as the node does every renew_interval.
 	before := srv.Info(t, "total_commands_processed")
-	if err := n.Presence.Tracker.Renew(context.Background()); err != nil {
+	if err := n.Presence.Renew(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if first := srv.Info(t, "total_commands_processed") - before - 1; first > 4*clients+10 {
 		t.Fatalf("first bulk renewal cost %d commands for %d sessions", first, clients)
 	}
 	before = srv.Info(t, "total_commands_processed")
-	if err := n.Presence.Tracker.Renew(context.Background()); err != nil {
+	if err := n.Presence.Renew(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	renewCost := srv.Info(t, "total_commands_processed") - before - 1 // minus the INFO itself

@@ -62,7 +62,7 @@ func TestIdleAfter(t *testing.T) {
 	if p, _ := o.last("ann"); p.Status != presence.Idle {
 		t.Fatalf("ann %s after PINGREQs, want idle (keep-alive is not activity)", p.Status)
 	}
-	updated := n.Presence.Tracker.Stats.Updated.Load()
+	updated := n.Stats().Get("session_updates_total")
 
 	// A PUBLISH anywhere brings her back at once: one store write.
 	start := time.Now()
@@ -71,7 +71,7 @@ func TestIdleAfter(t *testing.T) {
 	}
 	o.waitStatus("ann", presence.Online)
 	t.Logf("idle -> online %s after the PUBLISH", time.Since(start))
-	if got := n.Presence.Tracker.Stats.Updated.Load() - updated; got != 1 {
+	if got := n.Stats().Get("session_updates_total") - updated; got != 1 {
 		t.Errorf("store writes to bring ann back: %d, want 1", got)
 	}
 
@@ -115,8 +115,8 @@ func TestIdleAfter(t *testing.T) {
 		t.Errorf("wes %s, want away", p.Status)
 	}
 	st := n.Stats()
-	if st.IdleEntered < 3 || st.IdleLeft < 3 {
-		t.Errorf("idle_entered %d idle_left %d, want at least 3 each", st.IdleEntered, st.IdleLeft)
+	if st.Get("idle_entered_total") < 3 || st.Get("idle_left_total") < 3 {
+		t.Errorf("idle_entered %d idle_left %d, want at least 3 each", st.Get("idle_entered_total"), st.Get("idle_left_total"))
 	}
 	o.check()
 }

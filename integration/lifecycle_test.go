@@ -168,7 +168,7 @@ func TestTakeoverNeverShowsOffline(t *testing.T) {
 			t.Fatalf("observer saw %s during a takeover", h.Status)
 		}
 	}
-	if got := n.Presence.Hook.Stats.WillsSuppressed.Load(); got != 2 {
+	if got := n.Stats().Get("wills_suppressed_total"); got != 2 {
 		t.Errorf("wills suppressed: %d, want 2", got)
 	}
 	obs.mu.Lock()

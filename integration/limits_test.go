@@ -506,7 +506,7 @@ func TestSessionLimit(t *testing.T) {
 				ids = append(ids, id(i))
 				obs.waitFor("alice", fmt.Sprintf("%d sessions", i), hasSessions(ids...))
 			}
-			if k := n.Stats().SessionsKicked; k != 0 {
+			if k := n.Stats().Get("sessions_kicked_total"); k != 0 {
 				t.Fatalf("sessions_kicked_over_limit %d at the limit, want 0", k)
 			}
 
@@ -539,7 +539,7 @@ func TestSessionLimit(t *testing.T) {
 			} else if most > limit {
 				t.Logf("observers saw %d sessions of alice for a moment", most)
 			}
-			if k := n.Stats().SessionsKicked; k != 1 {
+			if k := n.Stats().Get("sessions_kicked_total"); k != 1 {
 				t.Errorf("sessions_kicked_over_limit %d, want 1", k)
 			}
 			_, ended := sessionsOf(t, n, "alice")
@@ -559,7 +559,7 @@ func TestSessionLimit(t *testing.T) {
 					t.Errorf("%s closed by a takeover of %s", other, id(2))
 				}
 			}
-			if k := n.Stats().SessionsKicked; k != 1 {
+			if k := n.Stats().Get("sessions_kicked_total"); k != 1 {
 				t.Errorf("sessions_kicked_over_limit %d after a takeover, want still 1", k)
 			}
 			// A marker proves the observer is up to date: the sessions are
@@ -653,9 +653,9 @@ func TestConnectThenReset(t *testing.T) {
 				clients++
 			}
 		}
-		return testkit.Why(s.TrackedSessions == 0 && s.Connections == 0 && clients == 0,
+		return testkit.Why(s.Get("sessions") == 0 && s.Get("connections") == 0 && clients == 0,
 			fmt.Sprintf("tracked %d, connections %d, mochi clients %d, tracker queue %d",
-				s.TrackedSessions, s.Connections, clients, s.TrackerDepth))
+				s.Get("sessions"), s.Get("connections"), clients, s.Get("tracker_queue_depth")))
 	})
 	if n.form == "binary" {
 		testkit.Wait(t, waitTimeout, "no connection open in the listener", func() error {
@@ -692,13 +692,13 @@ func TestConnectThenReset(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&heap)
 	t.Logf("%s form: %d CONNECT-then-RST sent in %v, settled %v later; %d sessions opened, %d ended, %d connections cleaned up as abandoned; live heap %+.1f MiB",
-		n.form, total, sent.Round(time.Millisecond), settled.Round(time.Millisecond), st.Opened, st.Ended, st.Abandoned,
+		n.form, total, sent.Round(time.Millisecond), settled.Round(time.Millisecond), st.Get("sessions_opened_total"), st.Sum("session_ends_total"), st.Get("connections_abandoned_total"),
 		mib(int64(heap.HeapAlloc)-int64(heapBefore)))
-	if st.Abandoned == 0 {
+	if st.Get("connections_abandoned_total") == 0 {
 		t.Errorf("connections_abandoned 0: no connection reset before its CONNACK, the test proves nothing")
 	}
-	if st.PerAddress != 0 {
-		t.Fatalf("refused_per_address %d: no source address had more than %d of %d connections", st.PerAddress, total/sources, perAddr)
+	if st.Of("connect_refusals_total", "per_address_limit") != 0 {
+		t.Fatalf("refused_per_address %d: no source address had more than %d of %d connections", st.Of("connect_refusals_total", "per_address_limit"), total/sources, perAddr)
 	}
 
 	// The per-address records are back to zero: one source address opens
@@ -711,7 +711,7 @@ func TestConnectThenReset(t *testing.T) {
 	if rc := hello(t, conn, 4, "probe-over", "", 60); rc != rc3Unavailable {
 		t.Errorf("connection %d from %s: CONNACK %#x, want %#x", perAddr+1, source(0), rc, rc3Unavailable)
 	}
-	if got := n.Stats().PerAddress; got != 1 {
+	if got := n.Stats().Of("connect_refusals_total", "per_address_limit"); got != 1 {
 		t.Errorf("refused_per_address %d, want 1", got)
 	}
 	// Nothing of the storm came back late: the probes are all there is.
@@ -721,8 +721,8 @@ func TestConnectThenReset(t *testing.T) {
 			clients++
 		}
 	}
-	if s := n.Stats(); s.TrackedSessions != 0 || clients != 0 {
-		t.Errorf("after the probes: %d tracked sessions, %d clients of the storm", s.TrackedSessions, clients)
+	if s := n.Stats(); s.Get("sessions") != 0 || clients != 0 {
+		t.Errorf("after the probes: %d tracked sessions, %d clients of the storm", s.Get("sessions"), clients)
 	}
 }
 
@@ -755,7 +755,7 @@ func TestPerAddressLimit(t *testing.T) {
 		t.Errorf("sixth connection (3.1.1): CONNACK %#x, want %#x", rc, rc3Unavailable)
 	}
 	closedBy(t, c3, waitTimeout, "the refused 3.1.1 connection")
-	if got := n.Stats().PerAddress; got != 2 {
+	if got := n.Stats().Of("connect_refusals_total", "per_address_limit"); got != 2 {
 		t.Errorf("refused_per_address %d, want 2", got)
 	}
 
@@ -771,7 +771,7 @@ func TestPerAddressLimit(t *testing.T) {
 	obs.waitStatus("pa-0", presence.Offline)
 	rawSession(t, n.MQTTAddr(), busy, 5, "pa-5-dev", "pa-5")
 	obs.waitStatus("pa-5", presence.Online)
-	if got := n.Stats().PerAddress; got != 2 {
+	if got := n.Stats().Of("connect_refusals_total", "per_address_limit"); got != 2 {
 		t.Errorf("refused_per_address %d after one left, want still 2", got)
 	}
 	for _, u := range []string{"px5", "px3"} {
@@ -844,14 +844,14 @@ func TestSetRate(t *testing.T) {
 	const sent = 30 + 10 + 15
 	testkit.Wait(t, waitTimeout, "every set accepted or counted", func() error {
 		s := n.Stats()
-		return testkit.Why(s.SetAccepted+s.SetLimited == sent && s.SetRejected == 0,
-			fmt.Sprintf("accepted %d + limited %d, rejected %d, of %d", s.SetAccepted, s.SetLimited, s.SetRejected, sent))
+		return testkit.Why(s.Get("status_sets_total")+s.Of("status_sets_refused_total", "rate_limited") == sent && s.Of("status_sets_refused_total", "invalid") == 0,
+			fmt.Sprintf("accepted %d + limited %d, rejected %d, of %d", s.Get("status_sets_total"), s.Of("status_sets_refused_total", "rate_limited"), s.Of("status_sets_refused_total", "invalid"), sent))
 	})
 	s := n.Stats()
 	v3Limited := 15 - 10 // its own bucket: at least 5 beyond the burst
-	if q0 := s.SetLimited - int64(len(refused)); q0 < 1+int64(v3Limited) {
+	if q0 := s.Of("status_sets_refused_total", "rate_limited") - int64(len(refused)); q0 < 1+int64(v3Limited) {
 		t.Errorf("set_rate_limited %d: %d QoS 1 refusals, so %d QoS 0 and 3.1.1 sets dropped; want at least %d",
-			s.SetLimited, len(refused), q0, 1+v3Limited)
+			s.Of("status_sets_refused_total", "rate_limited"), len(refused), q0, 1+v3Limited)
 	}
 
 	// A marker once a token is back (each early try is refused and
@@ -863,8 +863,8 @@ func TestSetRate(t *testing.T) {
 		return testkit.Why(rc == 0, fmt.Sprintf("PUBACK %#x", rc))
 	})
 	obs.waitFor("rita", "the marker", func(p presence.Aggregate) bool { return p.Text == "marker" })
-	if s2 := n.Stats(); s2.SetLimited != s.SetLimited+int64(tries-1) || s2.SetAccepted != s.SetAccepted+1 {
-		t.Errorf("after %d marker tries: accepted %d, limited %d (were %d, %d)", tries, s2.SetAccepted, s2.SetLimited, s.SetAccepted, s.SetLimited)
+	if s2 := n.Stats(); s2.Of("status_sets_refused_total", "rate_limited") != s.Of("status_sets_refused_total", "rate_limited")+int64(tries-1) || s2.Get("status_sets_total") != s.Get("status_sets_total")+1 {
+		t.Errorf("after %d marker tries: accepted %d, limited %d (were %d, %d)", tries, s2.Get("status_sets_total"), s2.Of("status_sets_refused_total", "rate_limited"), s.Get("status_sets_total"), s.Of("status_sets_refused_total", "rate_limited"))
 	}
 	for _, p := range obs.history("rita") {
 		if slices.Contains(refused, p.Text) {
@@ -872,7 +872,7 @@ func TestSetRate(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 30 QoS 1 sets accepted in %v, %d refused with 0x96; set_rate_limited %d, set_accepted %d",
-		len(accepted), took.Round(time.Millisecond), len(refused), s.SetLimited, s.SetAccepted)
+		len(accepted), took.Round(time.Millisecond), len(refused), s.Of("status_sets_refused_total", "rate_limited"), s.Get("status_sets_total"))
 	obs.check()
 }
 
@@ -907,7 +907,7 @@ func TestSubscriptionLimits(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("SUBACK %x, want %x (granted, too deep, too long, granted, granted, a fourth)", got, want)
 	}
-	if got := n.Stats().FiltersRefused; got != 3 {
+	if got := n.Stats().Get("filters_refused_total"); got != 3 {
 		t.Errorf("filters_refused %d, want 3", got)
 	}
 	// 4 levels and 32 bytes exactly are allowed, but this is a fourth filter.
@@ -926,7 +926,7 @@ func TestSubscriptionLimits(t *testing.T) {
 	if got := subscribe(edge); !bytes.Equal(got, []byte{1}) {
 		t.Errorf("a filter in the freed place: SUBACK %x, want granted", got)
 	}
-	if got := n.Stats().FiltersRefused; got != 4 {
+	if got := n.Stats().Get("filters_refused_total"); got != 4 {
 		t.Errorf("filters_refused %d, want 4", got)
 	}
 
@@ -959,7 +959,7 @@ func TestSubscriptionLimits(t *testing.T) {
 	if err != nil || typ != 0x90 || len(body) != 3 || body[2] != rc3SubFailure {
 		t.Errorf("3.1.1 SUBACK %#x %x (%v), want return code %#x", typ, body, err, rc3SubFailure)
 	}
-	if got := n.Stats().FiltersRefused; got != 5 {
+	if got := n.Stats().Get("filters_refused_total"); got != 5 {
 		t.Errorf("filters_refused %d, want 5", got)
 	}
 }
@@ -997,7 +997,7 @@ func TestKeepAliveCeiling(t *testing.T) {
 	for _, u := range []string{"kai", "uma", "vera", "vic"} {
 		obs.waitStatus(u, presence.Online)
 	}
-	if got := n.Stats().KeepAliveCapped; got != 4 {
+	if got := n.Stats().Get("keepalive_capped_total"); got != 4 {
 		t.Errorf("keepalive_capped %d, want 4 (the observer's 30 s, kai, vera, vic)", got)
 	}
 	for _, u := range []string{"vera", "vic"} {
@@ -1056,7 +1056,7 @@ func TestCapsMaxConnections(t *testing.T) {
 	sendDisconnect(t, conns[0])
 	obs.waitStatus("mc-0", presence.Offline)
 	testkit.Wait(t, waitTimeout, "four connections", func() error {
-		c := n.Stats().Connections
+		c := n.Stats().Get("connections")
 		return testkit.Why(c == 4, fmt.Sprintf("%d connections", c))
 	})
 	rawSession(t, n.MQTTAddr(), "", 5, "mc-4-dev", "mc-4")

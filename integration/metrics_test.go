@@ -115,7 +115,7 @@ func TestMetrics(t *testing.T) {
 			what      string
 			got, want float64
 		}{
-			{"sessions", s.value("presenced_sessions"), float64(n.Presence.Tracker.Len())},
+			{"sessions", s.value("presenced_sessions"), float64(n.Stats().Get("sessions"))},
 			{"sessions (bob's only)", s.value("presenced_sessions"), 1},
 			{"connections", s.value("presenced_connections"), float64(atomic.LoadInt64(&n.Server.Info.ClientsConnected))},
 			{"users busy", s.value("presenced_users", "status=busy"), 1},

@@ -85,7 +85,7 @@ func TestMQTT311Client(t *testing.T) {
 	if got := ctSince(obs, "vic", busy.Version); len(got) != 1 || got[0].Status != presence.Away || got[0].Version != marker.Version {
 		t.Errorf("after the invalid payloads the observer saw %+v, want only away/marker", got)
 	}
-	if got := n.Presence.Hook.Stats.SetRejected.Load(); got != 3 {
+	if got := n.Stats().Of("status_sets_refused_total", "invalid"); got != 3 {
 		t.Errorf("set_rejected %d, want 3", got)
 	}
 	for _, topic := range ctTopicsBut(obs, "presence/nodes/") {

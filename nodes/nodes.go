@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rs/zerolog"
+	"log/slog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -30,7 +30,7 @@ type Options struct {
 	Prefix string        // the topic prefix, e.g. "presence"
 	Every  time.Duration // how often this node announces itself (default 3 s)
 	Now    func() time.Time
-	Log    zerolog.Logger
+	Log    *slog.Logger
 	Store  Store
 	Outlet Outlet
 	// Sessions counts this node's sessions, for its announcements.
@@ -57,6 +57,9 @@ type Nodes struct {
 
 // New returns the stage, this node up; Start starts the announcer.
 func New(o Options) *Nodes {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Every <= 0 {
 		o.Every = 3 * time.Second
 	}
@@ -70,7 +73,7 @@ func New(o Options) *Nodes {
 // Start announces this node up, and again every Options.Every until Stop.
 func (n *Nodes) Start(ctx context.Context) {
 	if err := n.Announce(ctx, presence.NodeUp); err != nil {
-		n.o.Log.Warn().Err(err).Msg("node state up not announced; announced again in a few seconds")
+		n.o.Log.Warn("node state up not announced; announced again in a few seconds", "err", err)
 	}
 	n.wg.Add(1)
 	go func() {
@@ -85,7 +88,7 @@ func (n *Nodes) Start(ctx context.Context) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), n.o.Every)
 			if err := n.Announce(ctx, ""); err != nil {
-				n.o.Log.Debug().Err(err).Msg("node state not announced; announced again in a few seconds")
+				n.o.Log.Debug("node state not announced; announced again in a few seconds", "err", err)
 			}
 			cancel()
 		}
@@ -142,7 +145,7 @@ func (n *Nodes) Announced(st presence.NodeStatus) {
 	}
 	n.known[st.Node] = st
 	if err := n.o.Outlet.Announce(n.topics+st.Node, b); err != nil {
-		n.o.Log.Warn().Err(err).Str("node", st.Node).Msg("node state not published")
+		n.o.Log.Warn("node state not published", "err", err, "node", st.Node)
 	}
 }
 
@@ -164,7 +167,7 @@ func (n *Nodes) Lost(node, incarnation string) {
 		ctx, cancel := context.WithTimeout(context.Background(), n.o.Every)
 		defer cancel()
 		if err := n.o.Store.AnnounceNode(ctx, st); err != nil {
-			n.o.Log.Warn().Err(err).Str("node", node).Msg("lost node not announced down")
+			n.o.Log.Warn("lost node not announced down", "err", err, "node", node)
 		}
 	}()
 }

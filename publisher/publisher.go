@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
+	"log/slog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -28,7 +28,7 @@ type Broker interface {
 type Publisher struct {
 	broker    Broker
 	prefix    string
-	log       zerolog.Logger
+	log       *slog.Logger
 	published func(a presence.Aggregate, before presence.Shown)
 
 	mu       sync.Mutex
@@ -62,7 +62,7 @@ type view struct {
 type Options struct {
 	Prefix string // the topic prefix, e.g. "presence"
 	Broker Broker
-	Log    zerolog.Logger
+	Log    *slog.Logger
 	// Published, when set, is told of every aggregate published, with what
 	// observers were shown of its user before (the group topics and the
 	// metrics follow the published presence through it). It is called on
@@ -72,6 +72,9 @@ type Options struct {
 
 // New returns a publisher.
 func New(o Options) *Publisher {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Publisher{broker: o.Broker, prefix: o.Prefix, log: o.Log, published: o.Published,
 		views: make(map[string]view), byStatus: make(map[presence.Status]int)}
 }
@@ -94,7 +97,7 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	p.mu.Unlock()
 	if err := p.broker.Publish(a.User, a.Version, p.Topic(a.User), payload); err != nil {
 		p.Stats.Errors.Add(1)
-		p.log.Error().Err(err).Str("user", a.User).Msg("retained publish failed")
+		p.log.Error("retained publish failed", "err", err, "user", a.User)
 		return
 	}
 	p.mu.Lock()

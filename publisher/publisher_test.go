@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/presenced/presenced/presence"
 )
 
@@ -60,7 +58,7 @@ func (s *sink) snapshot() []string {
 // current state again, unchanged.
 func TestPublisherVersionsAndResend(t *testing.T) {
 	s := &sink{}
-	p := New(Options{Prefix: "presence", Broker: s, Log: zerolog.Nop()})
+	p := New(Options{Prefix: "presence", Broker: s, Log: nil})
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Offline, Version: 4}) // late
 	p.Publish(presence.Aggregate{User: "amy", Status: presence.Online, Version: 5})  // duplicate
@@ -98,7 +96,7 @@ func TestPublisherVersionsAndResend(t *testing.T) {
 // presence removed; online users and recent ones are kept.
 func TestPublisherForget(t *testing.T) {
 	s := &sink{}
-	p := New(Options{Prefix: "presence", Broker: s, Log: zerolog.Nop()})
+	p := New(Options{Prefix: "presence", Broker: s, Log: nil})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	p.Publish(presence.Aggregate{User: "old", Status: presence.Offline, Version: 1, LastSeen: t0})
 	p.Publish(presence.Aggregate{User: "recent", Status: presence.Offline, Version: 1, LastSeen: t0.Add(time.Hour)})
@@ -128,7 +126,7 @@ func TestPublisherForget(t *testing.T) {
 // The counts by status follow every publish, status change, old version
 // refused and forget.
 func TestPublisherStatuses(t *testing.T) {
-	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: zerolog.Nop()})
+	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: nil})
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	want := func(step string, w map[presence.Status]int) {
 		t.Helper()
@@ -163,7 +161,7 @@ func TestPublished(t *testing.T) {
 		before presence.Shown
 	}
 	var calls []call
-	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: zerolog.Nop(), Published: func(a presence.Aggregate, before presence.Shown) {
+	p := New(Options{Prefix: "presence", Broker: &sink{}, Log: nil, Published: func(a presence.Aggregate, before presence.Shown) {
 		calls = append(calls, call{a, before})
 	}})
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -188,7 +186,7 @@ func TestPublished(t *testing.T) {
 	if _, ok := p.Current("bob"); ok {
 		t.Error("bob was never published")
 	}
-	failing := New(Options{Prefix: "presence", Broker: &failBroker{}, Log: zerolog.Nop(), Published: func(presence.Aggregate, presence.Shown) {
+	failing := New(Options{Prefix: "presence", Broker: &failBroker{}, Log: nil, Published: func(presence.Aggregate, presence.Shown) {
 		t.Error("a failed publish was reported as published")
 	}})
 	failing.Publish(on)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/presenced/presenced/presence"
 )
 
@@ -22,7 +20,7 @@ type pacerRig struct {
 
 func newPacerRig(t *testing.T, rules presence.Pacing, rate, burst int) *pacerRig {
 	r := &pacerRig{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), ver: map[string]uint64{}}
-	r.pub = New(Options{Prefix: "presence", Broker: &sink{}, Log: zerolog.Nop(), Published: func(a presence.Aggregate, _ presence.Shown) {
+	r.pub = New(Options{Prefix: "presence", Broker: &sink{}, Log: nil, Published: func(a presence.Aggregate, _ presence.Shown) {
 		r.shown = append(r.shown, a)
 	}})
 	r.q = NewPacer(rules, rate, burst, r.pub)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -101,7 +99,7 @@ func TestFeedCarriesTheCause(t *testing.T) {
 		col := &causes{}
 		r := NewRedis(RedisOptions{
 			Client: srv.Client(t), Prefix: "t:" + t.Name() + ":", Node: "n1",
-			NodeTTL: 3 * time.Second, Retention: time.Hour, Log: zerolog.Nop(), Report: col.report,
+			NodeTTL: 3 * time.Second, Retention: time.Hour, Log: nil, Report: col.report,
 		})
 		if err := r.Start(context.Background()); err != nil {
 			t.Fatal(err)

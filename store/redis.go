@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"log/slog"
+
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -35,7 +36,7 @@ type RedisOptions struct {
 	Authoritative []string
 	NodeTTL       time.Duration // the node record's TTL
 	Retention     time.Duration // how long an offline user is kept
-	Log           zerolog.Logger
+	Log           *slog.Logger
 	// Report receives every event: committed changes (from the change
 	// feed and from loads), resets and swept nodes. It must return at once.
 	Report func(Event)
@@ -61,7 +62,7 @@ type Redis struct {
 	auth      string
 	nodeTTL   time.Duration
 	retention time.Duration
-	log       zerolog.Logger
+	log       *slog.Logger
 	report    func(Event)
 	now       func() time.Time
 
@@ -108,6 +109,9 @@ type redisCounters struct {
 
 // NewRedis returns a Redis store; Start begins its background work.
 func NewRedis(o RedisOptions) *Redis {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	now := o.Now
 	if now == nil {
 		now = time.Now
@@ -213,7 +217,7 @@ func (r *Redis) fail(op string, err error) error {
 	r.out.Unlock()
 	if start {
 		r.stats.outages.Add(1)
-		r.log.Warn().Err(err).Str("op", op).Msg("redis unreachable: presence changes are held and written when it answers")
+		r.log.Warn("redis unreachable: presence changes are held and written when it answers", "err", err, "op", op)
 	}
 	return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
 }
@@ -237,7 +241,7 @@ func (r *Redis) up() {
 		return
 	}
 	r.failoverAt.Store(now.UnixNano())
-	r.log.Info().Dur("lasted", now.Sub(since)).Int64("failed_calls", failed).Msg("redis answers again")
+	r.log.Info("redis answers again", "lasted", now.Sub(since), "failed_calls", failed)
 	select { // check the node record now: Redis may have come back empty
 	case r.kick <- struct{}{}:
 	default:
@@ -360,7 +364,7 @@ func (r *Redis) claim(ctx context.Context) error {
 			return fmt.Errorf("%w: node_id %q is held by a live node (incarnation %s refreshes its record); give each node its own --node-id", ErrNodeIDInUse, r.node, h)
 		case ttl < r.nodeTTL*2/3-margin || time.Now().After(deadline):
 			// Not refreshed when it should have been: the holder is dead.
-			r.log.Info().Str("node", r.node).Str("incarnation", h).Msg("taking over the record of a previous run of this node")
+			r.log.Info("taking over the record of a previous run of this node", "node", r.node, "incarnation", h)
 			return r.fail("claim", r.c.Set(ctx, key, inc, r.nodeTTL).Err())
 		}
 		holder, lastTTL = h, ttl
@@ -470,7 +474,7 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 		// before its replica had it. It is written again; the sessions are
 		// checked against the store (an audit), not reopened.
 		r.failoverAt.Store(time.Now().UnixNano())
-		r.log.Warn().Str("node", r.node).Msg("this node's record was gone (a Redis failover?) but its incarnation was not swept: record written again, sessions audited")
+		r.log.Warn("this node's record was gone (a Redis failover?) but its incarnation was not swept: record written again, sessions audited", "node", r.node)
 		r.report(Event{Kind: Recovered, Settle: r.settle()})
 		return false, nil
 	}
@@ -515,7 +519,7 @@ func (r *Redis) watchMasters(ctx context.Context) {
 	r.mu.Unlock()
 	if changed {
 		r.failoverAt.Store(time.Now().UnixNano())
-		r.log.Warn().Msg("a Redis Cluster master was replaced: sessions audited")
+		r.log.Warn("a Redis Cluster master was replaced: sessions audited")
 		cc.ReloadState(ctx)
 		r.report(Event{Kind: Recovered, Settle: r.settle()})
 	}
@@ -560,7 +564,7 @@ func (r *Redis) reset(ctx context.Context) {
 	r.inc = newIncarnation()
 	r.registered = make(map[string]time.Time)
 	r.mu.Unlock()
-	r.log.Warn().Str("node", r.node).Msg("redis lost this node's record (restarted empty, or this node was cut off): opening every session again")
+	r.log.Warn("redis lost this node's record (restarted empty, or this node was cut off): opening every session again", "node", r.node)
 	if err := r.register(ctx); err != nil {
 		return // the next refresh finds the record missing again and retries
 	}

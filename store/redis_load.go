@@ -40,7 +40,7 @@ func (r *Redis) listen() {
 				var d roster.Delta
 				if err := json.Unmarshal([]byte(m.Payload), &d); err != nil || presence.ValidGroup(d.Group) != nil || d.Version != d.Follows+1 {
 					r.stats.feedErrors.Add(1)
-					r.log.Error().Err(err).Msg("undecodable group batch")
+					r.log.Error("undecodable group batch", "err", err)
 					continue
 				}
 				r.report(Event{Kind: GroupBatch, Delta: &d})
@@ -49,7 +49,7 @@ func (r *Redis) listen() {
 			if m.Channel == r.k.groupFeed() {
 				if presence.ValidGroup(m.Payload) != nil {
 					r.stats.feedErrors.Add(1)
-					r.log.Error().Str("group", m.Payload).Msg("bad group name on the group feed")
+					r.log.Error("bad group name on the group feed", "group", m.Payload)
 					continue
 				}
 				r.report(Event{Kind: GroupChanged, Group: m.Payload})
@@ -58,7 +58,7 @@ func (r *Redis) listen() {
 			e, err := decodeFeed([]byte(m.Payload))
 			if err != nil {
 				r.stats.feedErrors.Add(1)
-				r.log.Error().Err(err).Msg("undecodable change on the feed")
+				r.log.Error("undecodable change on the feed", "err", err)
 				continue
 			}
 			r.report(e)
@@ -117,7 +117,7 @@ func (r *Redis) Load(ctx context.Context) error {
 			}
 			_, p, ok, err := decodeUser(user, h)
 			if err != nil {
-				r.log.Error().Err(err).Str("user", user).Msg("undecodable user record")
+				r.log.Error("undecodable user record", "err", err, "user", user)
 				continue
 			}
 			if ok {

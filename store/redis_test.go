@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
@@ -43,7 +42,7 @@ func newRedisStore(t *testing.T, c redis.UniversalClient, node string) (*Redis, 
 	col := &events{}
 	r := NewRedis(RedisOptions{
 		Client: c, Prefix: "t:" + t.Name() + ":", Node: node, Authoritative: []string{"desktop"},
-		NodeTTL: 3 * time.Second, Retention: time.Hour, Log: zerolog.Nop(), Report: col.report,
+		NodeTTL: 3 * time.Second, Retention: time.Hour, Log: nil, Report: col.report,
 	})
 	if err := r.Start(context.Background()); err != nil {
 		t.Fatalf("start: %v", err)
@@ -341,7 +340,7 @@ func TestRedisNodeIDInUse(t *testing.T) {
 	first, _ := newRedisStore(t, c, "twin")
 	twin := NewRedis(RedisOptions{
 		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
-		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+		Retention: time.Hour, Log: nil, Report: func(Event) {},
 	})
 	start := time.Now()
 	err := twin.Start(context.Background())
@@ -354,7 +353,7 @@ func TestRedisNodeIDInUse(t *testing.T) {
 	first.halt() // a crash
 	again := NewRedis(RedisOptions{
 		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
-		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+		Retention: time.Hour, Log: nil, Report: func(Event) {},
 	})
 	start = time.Now()
 	if err := again.Start(context.Background()); err != nil {
@@ -371,7 +370,7 @@ func TestRedisNodeIDInUse(t *testing.T) {
 	again.Stop() // clean: the record goes with it
 	last := NewRedis(RedisOptions{
 		Client: c, Prefix: "t:" + t.Name() + ":", Node: "twin", NodeTTL: 3 * time.Second,
-		Retention: time.Hour, Log: zerolog.Nop(), Report: func(Event) {},
+		Retention: time.Hour, Log: nil, Report: func(Event) {},
 	})
 	start = time.Now()
 	if err := last.Start(context.Background()); err != nil {

@@ -4,8 +4,9 @@ import (
 	"context"
 	"time"
 
+	"log/slog"
+
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -102,7 +103,7 @@ type Config struct {
 	Retention     time.Duration    // how long an offline user is kept
 	ReapInterval  time.Duration    // how often expired sessions are reaped
 	Now           func() time.Time // the clock (memory: of everything; Redis: of the sweep's grace); nil: time.Now
-	Log           zerolog.Logger
+	Log           *slog.Logger
 	// Report receives every event (a Feed's Push); it must return at once.
 	Report func(Event)
 	Redis  *RedisConfig

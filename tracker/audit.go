@@ -50,7 +50,7 @@ func (t *Tracker) Audit(ctx context.Context, published map[string]uint64) (Audit
 		}
 	}
 	if len(lost) > 0 {
-		t.log.Warn().Int("users", len(lost)).Msg("audit: the store lost the latest writes of some users: their sessions are opened again")
+		t.log.Warn("audit: the store lost the latest writes of some users: their sessions are opened again", "users", len(lost))
 		t.ReassertUsers(lost)
 	}
 	res.Reopened = len(lost)

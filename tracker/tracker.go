@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rs/zerolog"
+	"log/slog"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -50,7 +50,7 @@ type Tracker struct {
 	plan    presence.Plan
 	idle    presence.IdleRules
 	outage  func(error) bool
-	log     zerolog.Logger
+	log     *slog.Logger
 	seed    maphash.Seed
 	shards  []*queue
 	retryIn time.Duration
@@ -112,7 +112,7 @@ type Options struct {
 	// store logs once per outage itself: the tracker logs those writes at
 	// debug level only. Nil: none.
 	Outage func(error) bool
-	Log    zerolog.Logger
+	Log    *slog.Logger
 	// Idle says after how long without activity a session is shown idle
 	// (CheckIdle); zero: never.
 	Idle presence.IdleRules
@@ -148,6 +148,9 @@ func (t *Tracker) observe(op Op, start time.Time) {
 
 // New returns a tracker writing to store; Start starts its workers.
 func New(store Store, o Options) *Tracker {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if o.Shards <= 0 {
 		o.Shards = 4
 	}
@@ -447,18 +450,18 @@ func (t *Tracker) outcome(op, id string, err error) presence.Outcome {
 		return presence.Done
 	case errors.Is(err, presence.ErrStaleEpoch) || errors.Is(err, presence.ErrNotLive):
 		t.Stats.Stale.Add(1)
-		t.log.Debug().Str("op", op).Str("session", id).Err(err).Msg("stale write rejected")
+		t.log.Debug("stale write rejected", "op", op, "session", id, "err", err)
 		return presence.Stale
 	case refused(err):
-		t.log.Warn().Str("op", op).Str("session", id).Err(err).Msg("write refused")
+		t.log.Warn("write refused", "op", op, "session", id, "err", err)
 		return presence.Refused
 	}
 	t.Stats.Errors.Add(1)
-	ev := t.log.Warn()
+	level := slog.LevelWarn
 	if t.outage(err) {
-		ev = t.log.Debug() // the store logs an outage once
+		level = slog.LevelDebug // the store logs an outage once
 	}
-	ev.Str("op", op).Str("session", id).Err(err).Msg("store write failed; will retry")
+	t.log.Log(context.Background(), level, "store write failed; will retry", "op", op, "session", id, "err", err)
 	return presence.Failed
 }
 
@@ -710,7 +713,7 @@ func (t *Tracker) Renew(ctx context.Context) error {
 		s.mu.Unlock()
 		if lost {
 			t.Stats.Lost.Add(1)
-			t.log.Warn().Str("user", r.User).Str("session", r.ID).Uint64("epoch", r.Epoch).Msg("store no longer had a live session; opening it again")
+			t.log.Warn("store no longer had a live session; opening it again", "user", r.User, "session", r.ID, "epoch", r.Epoch)
 			t.enqueue(s)
 		}
 	}

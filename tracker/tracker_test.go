@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/store"
@@ -53,7 +51,7 @@ func newTestTracker(t *testing.T) (*Tracker, *countingStore, *testkit.Changes, *
 	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	f := &testkit.Changes{}
 	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.Now, func(e store.Event) { f.Add(e.Aggregate) })}
-	tr := New(cs, Options{Node: "n1", TTL: time.Minute, Shards: 2, Log: zerolog.Nop()})
+	tr := New(cs, Options{Node: "n1", TTL: time.Minute, Shards: 2, Log: nil})
 	return tr, cs, f, clk
 }
 
@@ -293,7 +291,7 @@ func TestTrackerIdle(t *testing.T) {
 	f := &testkit.Changes{}
 	cs := &countingStore{Memory: store.NewMemory(presence.NewRules(nil), clk.Now, func(e store.Event) { f.Add(e.Aggregate) })}
 	const after = time.Minute
-	tr := New(cs, Options{Node: "n1", TTL: time.Hour, Shards: 2, Log: zerolog.Nop(),
+	tr := New(cs, Options{Node: "n1", TTL: time.Hour, Shards: 2, Log: nil,
 		Idle: presence.IdleRules{Default: after, Devices: map[string]time.Duration{"sensor": 0}}})
 	tr.Start()
 	defer tr.Stop()

@@ -11,8 +11,11 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
+	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/configs"
-	"github.com/presenced/presenced/node"
+	"github.com/presenced/presenced/store"
 )
 
 func main() {
@@ -37,7 +40,7 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "presenced: %v\n", err)
 		return 2
 	}
-	log, mochiLog, err := NewLogger(stdout, cfg.Log.Level, cfg.Log.Format)
+	log, slogLog, err := NewLogger(stdout, cfg.Log.Level, cfg.Log.Format)
 	if err != nil {
 		fmt.Fprintf(stderr, "presenced: %v\n", err)
 		return 2
@@ -48,9 +51,10 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	gc := applyGCDefaults(env)
 	log.Info().Int("gc_percent", gc.GCPercent).Int64("memory_limit", gc.MemoryLimit).Str("memory_limit_from", gc.LimitFrom).
 		Msg("Go GC settings (0: as GOGC / GOMEMLIMIT in the environment, or Go's own)")
-	n, err := node.New(cfg, log, mochiLog.With("component", "mochi"))
+	redis.SetLogger(store.RedisLogger(slogLog.With("component", "go-redis")))
+	n, err := presenced.NewBroker(cfg, slogLog)
 	if err != nil {
-		log.Error().Err(err).Msg("cannot build node")
+		log.Error().Err(err).Msg("cannot build the broker")
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -91,10 +91,9 @@ func main() {
 	if err != nil {
 		fatal(log, "metrics", err)
 	}
-	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(admin.Source{
-		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
-		Held: p.Held, Holds: p.Holds, Battles: p.Battles, Metrics: metrics,
-	})}
+	src := p.AdminSource(false) // no token in front of it: the API may not write groups
+	src.Metrics = metrics
+	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(src)}
 	go func() {
 		if err := api.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 			log.Error("admin API stopped", "error", err)

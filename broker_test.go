@@ -1,14 +1,12 @@
-package node
+package presenced
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
 	"github.com/presenced/presenced/configs"
@@ -16,7 +14,7 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
-func testConfig() configs.Config {
+func brokerConfig() configs.Config {
 	cfg := configs.Defaults()
 	cfg.NodeID = "unit"
 	cfg.MQTT.Addr, cfg.MQTT.WSAddr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
@@ -24,9 +22,9 @@ func testConfig() configs.Config {
 }
 
 // Stop stops every goroutine the node started, including connections'.
-func TestNodeStopLeavesNoGoroutines(t *testing.T) {
+func TestBrokerStopLeavesNoGoroutines(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	n, err := New(testConfig(), zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := NewBroker(brokerConfig(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,14 +44,14 @@ func TestNodeStopLeavesNoGoroutines(t *testing.T) {
 }
 
 // A port in use stops the start with an error naming the key.
-func TestNodeStartFailsOnPortInUse(t *testing.T) {
+func TestBrokerStartFailsOnPortInUse(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	for _, key := range []string{"mqtt.addr", "mqtt.ws_addr", "admin.addr"} {
-		cfg := testConfig()
+		cfg := brokerConfig()
 		switch key {
 		case "mqtt.addr":
 			cfg.MQTT.Addr = ln.Addr().String()
@@ -62,7 +60,7 @@ func TestNodeStartFailsOnPortInUse(t *testing.T) {
 		case "admin.addr":
 			cfg.Admin.Addr = ln.Addr().String()
 		}
-		n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		n, err := NewBroker(cfg, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,9 +84,9 @@ func TestNodeStartFailsOnPortInUse(t *testing.T) {
 // that the interval is 0: it asserts what that stood for, that presence
 // survives the purge, and that another retained message does not.
 func TestRetainedPresenceNeverExpires(t *testing.T) {
-	cfg := testConfig()
+	cfg := brokerConfig()
 	cfg.MQTT.RetainedExpiry = configs.Duration(2 * time.Second)
-	n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := NewBroker(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,26 +94,26 @@ func TestRetainedPresenceNeverExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Stop(context.Background()) }()
-	if got := n.Server.Options.Capabilities.MaximumMessageExpiryInterval; got != 2 {
+	if got := n.Server().Options.Capabilities.MaximumMessageExpiryInterval; got != 2 {
 		t.Fatalf("MaximumMessageExpiryInterval = %d, want 2", got)
 	}
-	n.Presence.Publisher.Publish(presence.Aggregate{User: "zoe", Status: presence.Offline, Version: 7})
-	if err := n.Server.Publish("other/topic", []byte("x"), true, 0); err != nil {
+	n.presence.publisher.Publish(presence.Aggregate{User: "zoe", Status: presence.Offline, Version: 7})
+	if err := n.Server().Publish("other/topic", []byte("x"), true, 0); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Wait(t, 5*time.Second, "presence retained", func() error {
-		_, ok := n.Server.Topics.Retained.Get("presence/users/zoe")
+		_, ok := n.Server().Topics.Retained.Get("presence/users/zoe")
 		return testkit.Why(ok, "not retained")
 	})
 	// The other message goes within the interval and the purge's second.
 	testkit.Wait(t, 10*time.Second, "other retained message purged", func() error {
-		_, ok := n.Server.Topics.Retained.Get("other/topic")
+		_, ok := n.Server().Topics.Retained.Get("other/topic")
 		return testkit.Why(!ok, "still retained")
 	})
 	// Presence has outlived two full intervals since it was published.
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
-		if _, ok := n.Server.Topics.Retained.Get("presence/users/zoe"); !ok {
+		if _, ok := n.Server().Topics.Retained.Get("presence/users/zoe"); !ok {
 			t.Fatal("retained presence was purged")
 		}
 		time.Sleep(50 * time.Millisecond)

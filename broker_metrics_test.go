@@ -1,21 +1,19 @@
-package node
+package presenced
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/rs/zerolog"
 	"golang.org/x/crypto/bcrypt"
 )
 
 // The node's collector passes Prometheus's lint and shows each listener,
 // the authentication's results and the admin port's refusals.
-func TestNodeCollector(t *testing.T) {
+func TestBrokerCollector(t *testing.T) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -24,10 +22,10 @@ func TestNodeCollector(t *testing.T) {
 	if err := os.WriteFile(file, []byte("alice:"+string(hash)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := testConfig()
+	cfg := brokerConfig()
 	cfg.Auth.PasswordFile = file
 	cfg.Admin.Token = "tok"
-	n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := NewBroker(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +33,7 @@ func TestNodeCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Stop(context.Background()) })
-	c := collector{n}
+	c := n.table
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)

@@ -1,15 +1,12 @@
-package node
+package presenced
 
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 )
 
 // /api/v1/stats carries the Go runtime's figures, with presence and
@@ -17,9 +14,9 @@ import (
 func TestStatsRuntimeFigures(t *testing.T) {
 	for _, mode := range []string{"on", "off"} {
 		t.Run("presence "+mode, func(t *testing.T) {
-			cfg := testConfig()
+			cfg := brokerConfig()
 			cfg.Presence.Mode = mode
-			n, err := New(cfg, zerolog.Nop(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			n, err := NewBroker(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,423 @@
+package presenced
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/admin"
+	"github.com/presenced/presenced/delivery"
+	"github.com/presenced/presenced/groups"
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/nodes"
+	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/publisher"
+	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/stats"
+	"github.com/presenced/presenced/store"
+	"github.com/presenced/presenced/tracker"
+)
+
+// ErrNoInlineClient: the server was built without Options.InlineClient,
+// which presence needs to publish.
+var ErrNoInlineClient = errors.New("presenced: the mochi server needs Options.InlineClient")
+
+// Option changes how the plugin is built.
+type Option func(*Plugin)
+
+// WithLogger sets the logger (default: the server's, mochi's
+// Options.Logger).
+func WithLogger(l *slog.Logger) Option { return func(p *Plugin) { p.log = l } }
+
+// WithClock sets the clock of the in-memory store and of the sweep's grace
+// (tests).
+func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = now } }
+
+// WithACL makes presence the server's access authority: policy is the
+// program's decision, and presence adds its own for presence topics on top
+// (delivery.Guard). mochi grants what any hook allows, so the program must
+// then add no other hook that answers OnACLCheck (mochi's auth.Hook and
+// auth.AllowHook do: authenticate with hooks.Authenticator instead). A nil
+// policy allows everything. Without WithACL, presence works beside the
+// program's access hooks, except that a message sent again for a
+// subscriber that missed it reaches every subscriber of that user, and a
+// subscriber whose writer is stuck may receive its first version of a user
+// twice (observers drop a version not above the last, see the README).
+func WithACL(policy delivery.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
+
+// WithServiceAccounts says which connections are service accounts, which
+// may read all presence, "#" and $SYS (with WithACL; the users listed in
+// presence.observers are too). Without it and without presence.observers,
+// every connection is one: presence does not know the program's accounts.
+func WithServiceAccounts(service func(cl *mqtt.Client) bool) Option {
+	return func(p *Plugin) { p.service = service }
+}
+
+// WithRedisClient uses c instead of a client built from the redis section;
+// the plugin does not close it.
+func WithRedisClient(c redis.UniversalClient) Option { return func(p *Plugin) { p.redisC = c } }
+
+// Plugin is presence attached to one mochi server: the stages, composed
+// (see the package doc), and nothing else.
+type Plugin struct {
+	cfg     Config
+	srv     *mqtt.Server
+	log     *slog.Logger
+	now     func() time.Time
+	redisC  redis.UniversalClient // WithRedisClient's
+	acl     *delivery.Policy
+	service func(cl *mqtt.Client) bool
+
+	// The stages, in the order the data flows.
+	drain     *hooks.Drain  // refuses CONNECTs and moves clients while the node drains
+	limits    *hooks.Limits // the broker's limits on one connection
+	hook      *hooks.Presence
+	tracker   *tracker.Tracker
+	store     store.Store
+	feed      *store.Feed
+	pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
+	publisher *publisher.Publisher
+	groups    *groups.Stage
+	nodes     *nodes.Nodes
+	delivery  *delivery.Delivery
+	outlet    *delivery.Outlet
+
+	meters *meters      // what only the figures count (metrics.go)
+	table  *stats.Table // every figure (stats.go)
+
+	auditing   atomic.Bool // an audit runs
+	auditAgain atomic.Bool // a Recovered came during it
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	startOnce sync.Once
+	stopOnce  sync.Once
+	started   bool
+}
+
+// trackerShards is how many workers write to the store side by side.
+const trackerShards = 4
+
+// Attach builds presence for srv and adds its hooks, in the order package
+// hooks gives. Call it before srv.Serve, then Start.
+func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
+	if !srv.Options.InlineClient {
+		return nil, ErrNoInlineClient
+	}
+	cfg, err := cfg.complete()
+	if err != nil {
+		return nil, fmt.Errorf("presenced: %w", err)
+	}
+	p := &Plugin{cfg: cfg, srv: srv, log: srv.Log, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), meters: newMeters()}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Presence.Visibility != VisibilityOpen && p.acl == nil {
+		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
+	}
+	p.build()
+	return p, p.addHooks()
+}
+
+// logFor is the logger of one component.
+func (p *Plugin) logFor(component string) *slog.Logger { return p.log.With("component", component) }
+
+// build makes the stages and wires them, each to the small interfaces of
+// the next.
+func (p *Plugin) build() {
+	cfg, srv := p.cfg, p.srv
+	p.store = store.Open(p.storeConfig())
+	p.tracker = tracker.New(p.store, tracker.Options{
+		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL, Shards: trackerShards,
+		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
+		Log:    p.logFor("tracker"), Idle: cfg.Presence.idleRules(), Observe: p.meters.observe,
+	})
+	service := p.service
+	if service == nil && len(cfg.Presence.Observers) == 0 {
+		service = func(*mqtt.Client) bool { return true }
+	}
+	p.drain = hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: p.logFor("drain")})
+	l := cfg.Limits
+	p.limits = hooks.NewLimits(hooks.LimitsOptions{
+		Server: srv, Log: p.logFor("limits"), ServerKeepAlive: cfg.ServerKeepAlive, MaxKeepAlive: l.MaxKeepAlive,
+		MaxPerAddress: l.MaxConnectionsPerAddress, Unlimited: l.AddressLimitExempt,
+		MaxSubscriptions: l.MaxSubscriptions, MaxTopicLength: l.MaxTopicLength, MaxTopicLevels: l.MaxTopicLevels,
+	})
+	p.hook = hooks.New(hooks.Options{
+		Prefix:   cfg.Presence.TopicPrefix,
+		Identity: hooks.IdentityRule{FromClientID: cfg.Identity.FromClientID, Separator: cfg.Identity.Separator},
+		Server:   srv, Tracker: p.tracker, Log: p.logFor("hook"),
+		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser, SetRate: cfg.Presence.SetRate, SetBurst: cfg.Presence.SetBurst,
+		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),
+		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
+	})
+	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
+	p.outlet = delivery.NewOutlet(srv, p.delivery)
+	p.publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: p.logFor("publisher"),
+		Published: func(a presence.Aggregate, before presence.Shown) {
+			p.meters.published(a, before, time.Now())
+			p.groups.Note(a)
+		}})
+	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
+	p.groups = groups.New(groups.Options{
+		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
+		File: cfg.Presence.GroupsFile, Now: p.now, Log: p.logFor("groups"),
+		Store: p.store, Presence: p.publisher, Outlet: p.outlet, Viewer: p.hook.Viewer, Introduce: p.introduce,
+	})
+	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
+		Store: p.store, Outlet: p.outlet, Sessions: p.hook.Sessions})
+	p.table = p.buildTable()
+}
+
+// addHooks adds the hooks to the server, in the order package hooks gives.
+func (p *Plugin) addHooks() error {
+	list := []mqtt.Hook{p.drain, p.limits, p.hook, &groups.Hook{Stage: p.groups}, p.delivery}
+	if p.acl != nil {
+		list = append(list, delivery.NewGuard(delivery.GuardOptions{
+			Delivery: p.delivery, Viewers: p.hook, Policy: *p.acl,
+			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
+			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
+		}))
+	}
+	for _, h := range list {
+		if err := p.srv.AddHook(h, nil); err != nil {
+			return fmt.Errorf("presenced: add hook %s: %w", h.ID(), err)
+		}
+	}
+	return nil
+}
+
+// battleOptions turns presence.takeover_battle into the hook's options.
+func battleOptions(c TakeoverBattle) hooks.BattleOptions {
+	if c.Takeovers < 0 {
+		return hooks.BattleOptions{}
+	}
+	return hooks.BattleOptions{Takeovers: c.Takeovers, Window: c.Window, Backoff: c.Backoff, MaxBackoff: c.MaxBackoff}
+}
+
+// visibility maps presence.visibility onto the groups stage's.
+func visibility(v Visibility) groups.Visibility {
+	switch v {
+	case VisibilitySelf:
+		return groups.Private
+	case VisibilityGroups:
+		return groups.ByGroups
+	}
+	return groups.Open
+}
+
+// storeConfig is the store's part of the configuration.
+func (p *Plugin) storeConfig() store.Config {
+	c, r := p.cfg, p.cfg.Redis
+	sc := store.Config{
+		Node: c.NodeID, Authoritative: c.Presence.AuthoritativeDevices,
+		Retention: c.Presence.OfflineRetention, ReapInterval: c.Presence.ReapInterval,
+		Now: p.now, Log: p.logFor("redis"), Report: p.push,
+	}
+	if len(r.Addrs) == 0 && p.redisC == nil {
+		return sc
+	}
+	sc.Retention, sc.ReapInterval = r.Retention, c.Presence.RenewInterval
+	sc.Redis = &store.RedisConfig{
+		Client: p.redisC, Addrs: r.Addrs, Cluster: r.Cluster,
+		SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword,
+		Username: r.Username, Password: r.Password, DB: r.DB,
+		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize,
+		KeyPrefix: r.KeyPrefix, NodeTTL: r.NodeTTL, SweepInterval: r.SweepInterval,
+	}
+	return sc
+}
+
+// Start connects the store (with Redis: claims the node id, which fails
+// with store.ErrNodeIDInUse while another live node holds it), publishes
+// every presence it holds, and starts the workers. When it returns, every
+// known user's presence is retained.
+func (p *Plugin) Start(ctx context.Context) error {
+	err := errors.New("presenced: already started")
+	p.startOnce.Do(func() { err = p.start(ctx) })
+	return err
+}
+
+func (p *Plugin) start(ctx context.Context) error {
+	if err := p.store.Start(ctx); err != nil {
+		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
+	}
+	if err := p.store.Load(ctx); err != nil {
+		p.store.Stop()
+		return fmt.Errorf("initial load: %w", err)
+	}
+	p.handle(p.feed.Take())
+	if err := p.groups.Load(ctx); err != nil {
+		p.store.Stop()
+		return err
+	}
+	p.tracker.Start()
+	p.groups.Start()
+	p.started = true
+	p.wg.Add(1)
+	go p.pump()
+	p.nodes.Start(ctx)
+	p.every("renew", p.cfg.Presence.RenewInterval, p.cfg.Presence.RenewInterval, p.tracker.Renew)
+	for _, task := range p.store.Tasks() {
+		p.every(task.Name, task.Every, task.Budget, task.Run)
+	}
+	if rules := p.cfg.Presence.idleRules(); rules.Enabled() {
+		every := idleCheckEvery(rules.Shortest())
+		p.every("idle", every, every, func(context.Context) error {
+			p.tracker.CheckIdle(p.now())
+			return nil
+		})
+	}
+	storeName := "memory"
+	if len(p.cfg.Redis.Addrs) > 0 || p.redisC != nil {
+		storeName = "redis"
+	}
+	p.log.Info("presence started", "node", p.cfg.NodeID, "store", storeName)
+	return nil
+}
+
+// idleCheckEvery is how often the idle checker runs: a quarter of the
+// shortest idle time, at most a second, so a session shows idle at most
+// that late.
+func idleCheckEvery(shortest time.Duration) time.Duration {
+	return min(max(shortest/4, 10*time.Millisecond), time.Second)
+}
+
+// Stop writes the ends of the sessions that ended (close the server first,
+// so that every connection has ended as "shutdown"), waiting at most until
+// ctx ends, announces the node down, publishes what is pending, then stops
+// every goroutine and waits for them.
+func (p *Plugin) Stop(ctx context.Context) error {
+	var err error
+	p.stopOnce.Do(func() {
+		if !p.started {
+			return
+		}
+		if ferr := p.tracker.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("presenced: write the sessions' ends: %w", ferr)
+		}
+		if aerr := p.nodes.Announce(ctx, presence.NodeDown); aerr != nil {
+			p.log.Warn("node state down not announced; the other nodes sweep this one", "err", aerr)
+		}
+		close(p.stop)
+		p.wg.Wait()
+		p.nodes.Stop()
+		p.groups.Stop()
+		p.tracker.Stop()
+		p.store.Stop()
+		p.log.Info("presence stopped")
+	})
+	return err
+}
+
+// Ready reports whether the store answers (false: degraded, still serving).
+func (p *Plugin) Ready() bool { return p.store.Ready() }
+
+// Config returns the configuration in use, defaults applied.
+func (p *Plugin) Config() Config { return p.cfg }
+
+// NodeState returns this node's state: up, draining or down.
+func (p *Plugin) NodeState() presence.NodeState { return p.nodes.State() }
+
+// Retained returns the retained payload of user, as observers receive it.
+func (p *Plugin) Retained(user string) ([]byte, bool) { return p.publisher.Get(user) }
+
+// User returns a user's whole record from the store: account, live and
+// recently ended sessions with their end reasons.
+func (p *Plugin) User(ctx context.Context, user string) (presence.User, bool, error) {
+	return p.store.User(ctx, user)
+}
+
+// Held returns the change held back from observers of user (the offline
+// grace, the disconnect debounce, the dwell), if any.
+func (p *Plugin) Held(user string) (publisher.Hold, bool) { return p.pacer.Hold(user, p.now()) }
+
+// Holds is what Plugin.Holds returns.
+type Holds struct {
+	Held     []publisher.Hold `json:"held"`                // every change held back from observers
+	Flapping []string         `json:"flapping"`            // the users who flap
+	Queued   int64            `json:"publish_queue_depth"` // users waiting for the publish rate
+}
+
+// Holds lists every change held back from observers, the users who flap,
+// and how many wait for the publish rate.
+func (p *Plugin) Holds() Holds {
+	held, flapping := p.pacer.Holds(p.now())
+	if held == nil {
+		held = []publisher.Hold{}
+	}
+	if flapping == nil {
+		flapping = []string{}
+	}
+	return Holds{Held: held, Flapping: flapping, Queued: p.pacer.Stats.Queued.Load()}
+}
+
+// Battles returns the takeover battles going on on this node.
+func (p *Plugin) Battles() []hooks.Battle { return p.hook.Battles() }
+
+// Renew renews every session's store-side expiry now (it runs every
+// presence.renew_interval), opening again any the store lost.
+func (p *Plugin) Renew(ctx context.Context) error { return p.tracker.Renew(ctx) }
+
+// Groups returns the groups stage: who belongs to which group, the group
+// topics kept here, and the store the admin API writes groups through.
+func (p *Plugin) Groups() *groups.Stage { return p.groups }
+
+// ReloadGroups reads presence.groups_file again and writes it to the store
+// (see groups.Stage.ReloadFile).
+func (p *Plugin) ReloadGroups() error { return p.groups.ReloadFile() }
+
+// SetGroups writes groups (name -> members) to the store as ReloadGroups
+// does with the file's.
+func (p *Plugin) SetGroups(ctx context.Context, g map[string][]string) error {
+	return p.groups.SetGroups(ctx, g)
+}
+
+// ClaimGroups records the groups a user's token claims (see
+// groups.Stage.Claim); it never waits for the store.
+func (p *Plugin) ClaimGroups(user string, g []string) { p.groups.Claim(user, g) }
+
+// GroupSnapshot returns a group's snapshot (the admin API's).
+func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) { return p.groups.Snapshot(group) }
+
+// AdminSource is what the admin API (package admin) reads of presence: its
+// data, for admin.Handler. writes says whether the API may write groups
+// (only behind a token). The program adds what is its own: Drain and
+// Draining, Metrics, Pprof, and Stats if it has more figures than presence.
+func (p *Plugin) AdminSource(writes bool) admin.Source {
+	src := admin.Source{
+		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
+		Held:  func(user string) (any, bool) { return p.Held(user) },
+		Holds: func() any { return p.Holds() }, Battles: p.Battles,
+		Group: p.groups.Snapshot, Groups: p.groups.Sizes,
+		Draining: func() bool { return p.NodeState() != presence.NodeUp },
+	}
+	if writes {
+		g := p.groups.Store()
+		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup
+	}
+	return src
+}
+
+// introduce sends user's current presence to the subscriptions to it of the
+// viewers who now may read it (they could not before): the groups stage's
+// Introduce, on the pump's goroutine.
+func (p *Plugin) introduce(user string, may func(viewer string) bool) {
+	to := p.outlet.Subscribers(p.publisher.Topic(user), func(cl *mqtt.Client) bool {
+		u, service := p.hook.Viewer(cl)
+		return !service && u != "" && may(u)
+	})
+	if len(to) > 0 {
+		p.publisher.Resend(user, p.outlet.SendTo(user, to))
+	}
+}
