@@ -216,7 +216,10 @@ func (b *Broker) listen() error {
 	if b.adminToken != nil {
 		h = b.adminToken.Wrap(h)
 	}
-	b.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// The HTTP server's own complaints (a malformed request, a TLS handshake
+	// that failed) go to the log like every line, at debug level.
+	b.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(b.log.With("component", "admin").Handler(), slog.LevelDebug)}
 	return nil
 }
 

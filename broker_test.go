@@ -110,12 +110,9 @@ func TestRetainedPresenceNeverExpires(t *testing.T) {
 		_, ok := n.Server().Topics.Retained.Get("other/topic")
 		return testkit.Why(!ok, "still retained")
 	})
-	// Presence has outlived two full intervals since it was published.
-	deadline := time.Now().Add(4 * time.Second)
-	for time.Now().Before(deadline) {
-		if _, ok := n.Server().Topics.Retained.Get("presence/users/zoe"); !ok {
-			t.Fatal("retained presence was purged")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	// Presence outlives two full intervals since it was published.
+	testkit.During(t, 4*time.Second, "retained presence kept", func() error {
+		_, ok := n.Server().Topics.Retained.Get("presence/users/zoe")
+		return testkit.Why(ok, "retained presence was purged")
+	})
 }

@@ -15,29 +15,83 @@
 //	_ = srv.Close()          // every connection ends as "shutdown"
 //	_ = p.Stop(ctx)          // writes those ends, stops and waits
 //
-// The data flows one way, one package per stage:
+// The binary's whole broker (listeners, authentication, the admin port),
+// configured from presenced.yaml, is NewBroker; cmd/presenced is a short
+// main over it.
 //
-//	mochi event ─> hooks.Presence ─> tracker ─> store ─> feed ─> publisher ─> retained presence/users/{user}
-//	                                                                 ╰─> hooks.Delivery: in order, once, per subscriber
+// # The floor plan
 //
-// hooks.Presence translates connection events and returns at once; the
-// tracker turns each connection's wanted state into store writes
-// (presence.Plan decides which); the store (memory or Redis) commits them
-// atomically, epoch-checked, and reports every change on its feed; the
-// pump, here, hands changes to the publisher and acts on the store's other
-// reports (a reset, a node lost); the publisher retains each new version;
-// hooks.Delivery makes each subscriber receive a user's versions in order
-// (and, with WithACL, each once), and makes good what mochi dropped for a
-// full queue. presence, the
-// pure core, holds the types and every rule, and imports nothing of these.
+// This package is a façade: it builds the stages and wires each to the
+// small interfaces of the next (Attach), runs the pump, and holds no stage
+// logic of its own. The data flows one way, one package per stage:
 //
-// What presence needs from the server: Options.InlineClient (presence is
-// published by the broker itself; Attach fails without it) and an
-// authentication hook of the program's (mochi refuses every connection
-// without one). Attach adds its hooks and sets no capability. When
-// Capabilities.MaximumMessageExpiryInterval is above 0, mochi purges
-// retained messages older than that; presence stores its own retained
-// messages again every quarter of it, so they never expire while true.
+//	mochi event ─> hooks ─> tracker ─> store ─> feed ─> pump ─> publisher (pacer, publisher) ─> delivery (outlet) ─> mochi
+//	                                       │                     ├─> groups (membership, group topics) ─┘
+//	                                       │                     └─> nodes (node topics) ──────────────┘
+//	                                       └─ the pure core, presence (and roster), holds the types and every rule
+//
+//   - hooks: presence's mochi hooks (Drain, Limits, Presence): translate a
+//     connection's events and return at once; nothing on the packet path
+//     waits on the store, and no hook publishes presence.
+//   - tracker: each connection's wanted state turned into store writes
+//     (presence.Plan decides which), batched; after a failover it audits
+//     the store (Audit).
+//   - store: memory or Redis (one Lua script per operation, epoch-checked);
+//     the one store.Store interface, lifecycle included; every committed
+//     change is reported on the feed.
+//   - the pump (pump.go): the one goroutine that hands the feed's events to
+//     the stages that act on them, in order, and runs their timers.
+//   - publisher: the Pacer decides when a change is shown (grace,
+//     debounce, dwell, flap control, the publish rate) and the Publisher
+//     publishes it, through one port.
+//   - groups and nodes: the group topics and the node topics, stages of
+//     their own that reach the broker through the same outlet.
+//   - delivery: where the publish path ends, at the broker: the Outlet, and
+//     the Delivery and Guard hooks that make each subscriber receive a
+//     user's versions in order, once.
+//   - stats: one table of figures, for /api/v1/stats and /metrics alike.
+//
+// # Goroutines
+//
+// Every goroutine has an owner and a way to stop; Stop (and Broker.Stop)
+// stops them all and waits: here, the pump, one per periodic task (renew,
+// the store's Tasks, idle) and a short-lived one per audit and per
+// tombstone wait; the tracker's workers; the store's (Redis: the feed
+// listener, the refresher, the registrar); the groups stage's reader,
+// claims writer and leader loop; the nodes stage's announcer.
+//
+// # Lock order
+//
+// Each lock is listed before the locks that may be taken while it is held;
+// no lock that many clients share is held across a socket write.
+//
+//   - delivery: the fence (a publish or retain of presence holds it for
+//     writing, a SUBSCRIBE reading retained presence for reading), then
+//     Delivery.mu, then a subscription's mu.
+//   - groups: topicMu, then the delivery fence (a snapshot retained and its
+//     delta published as one step); readMu, fileMu and claimsMu are each
+//     held alone, and no lock of the stage across a store call.
+//   - hooks: Presence.mu, then a link's rate bucket; Limits.mu, the gate's
+//     and the battles' mu are held alone.
+//   - tracker: Tracker.mu, then a slot's or an account's mu; no lock
+//     while the store is called.
+//   - publisher: Pacer.mu and Publisher.mu are never held while
+//     publishing (never with the delivery fence).
+//   - store: Memory.mu while a change is reported to the feed (then the
+//     Feed's mu, a leaf); the Redis store's mu and outage lock are held
+//     alone, never across a call to Redis.
+//   - nodes: send, then mu.
+//   - roster: each structure's mu is a leaf.
+//
+// # What presence needs from the server
+//
+// Options.InlineClient (presence is published by the broker itself;
+// Attach fails without it) and an authentication hook of the program's
+// (mochi refuses every connection without one). Attach adds its hooks and
+// sets no capability. When Capabilities.MaximumMessageExpiryInterval is
+// above 0, mochi purges retained messages older than that; presence stores
+// its own retained messages again every quarter of it, so they never
+// expire while true.
 //
 // mochi grants an access that any hook allows, so presence can refuse a
 // delivery only where it is the server's only OnACLCheck: WithACL makes it

@@ -11,15 +11,16 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // newDeliveryServer returns a mochi server (no listener) with a Delivery
 // and a Guard, and n clients subscribed to presence/users/+.
-func newDeliveryServer(t *testing.T, n int) (*clock, *Delivery, *Guard, []*mqtt.Client) {
+func newDeliveryServer(t *testing.T, n int) (*testkit.Clock, *Delivery, *Guard, []*mqtt.Client) {
 	t.Helper()
 	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	clk := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.now, Log: nil})
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Second, Now: clk.Now})
 	g := NewGuard(GuardOptions{Delivery: d})
 	var cls []*mqtt.Client
 	for i := range n {
@@ -32,39 +33,33 @@ func newDeliveryServer(t *testing.T, n int) (*clock, *Delivery, *Guard, []*mqtt.
 	return clk, d, g, cls
 }
 
-// clock is a clock the test moves.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time          { return c.t }
-func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
 // What a subscriber missed is offered again after its backoff, which
 // doubles with each miss in a row; a delivery it takes ends it.
 func TestDeliveryMissedBackoffAndSettle(t *testing.T) {
 	clk, d, _, cls := newDeliveryServer(t, 2)
 	a := cls[0]
 	d.miss(a, "amy", 5)
-	if got := d.TakeMissing(10, clk.now()); len(got) != 0 {
+	if got := d.TakeMissing(10, clk.Now()); len(got) != 0 {
 		t.Fatalf("offered before the backoff passed: %v", got)
 	}
-	clk.advance(minBackoff)
-	got := d.TakeMissing(10, clk.now())
+	clk.Advance(minBackoff)
+	got := d.TakeMissing(10, clk.Now())
 	if len(got) != 1 || len(got["amy"]) != 1 || got["amy"][0] != a {
 		t.Fatalf("TakeMissing = %v, want amy for a", got)
 	}
-	if got := d.TakeMissing(10, clk.now()); len(got) != 0 {
+	if got := d.TakeMissing(10, clk.Now()); len(got) != 0 {
 		t.Fatalf("offered twice in a row: %v", got)
 	}
 	d.miss(a, "amy", 5) // dropped again: the backoff doubles
-	if got := d.TakeMissing(10, clk.now().Add(minBackoff+minBackoff/2)); len(got) != 0 {
+	if got := d.TakeMissing(10, clk.Now().Add(minBackoff+minBackoff/2)); len(got) != 0 {
 		t.Fatalf("offered before the doubled backoff: %v", got)
 	}
-	if got := d.TakeMissing(10, clk.now().Add(2*minBackoff)); len(got["amy"]) != 1 {
+	if got := d.TakeMissing(10, clk.Now().Add(2*minBackoff)); len(got["amy"]) != 1 {
 		t.Fatalf("not offered after the doubled backoff: %v", got)
 	}
 	// Sent again to a only, and taken: a misses nothing any more.
 	d.Publish("amy", 5, []*mqtt.Client{a}, func() {})
-	if d.Stats.Lagging.Load() != 0 || len(d.TakeMissing(10, clk.now().Add(time.Hour))) != 0 {
+	if d.Stats.Lagging.Load() != 0 || len(d.TakeMissing(10, clk.Now().Add(time.Hour))) != 0 {
 		t.Fatalf("still lagging after a delivery: %d", d.Stats.Lagging.Load())
 	}
 	// An older version sent does not satisfy a newer miss.
@@ -110,17 +105,17 @@ func TestDeliveryTidyExpelsOnlyTheStuck(t *testing.T) {
 	d.miss(stuck, "amy", 5)
 	d.miss(busy, "amy", 5)
 	d.miss(busy, "bob", 3)
-	clk.advance(600 * time.Millisecond)
+	clk.Advance(600 * time.Millisecond)
 	// busy takes amy's next version (still missing bob's); stuck does not.
 	d.Publish("amy", 6, nil, func() {
 		d.OnPublishDropped(stuck, packets.Packet{TopicName: "presence/users/amy", Payload: []byte(`{"user":"amy","status":"online","text":"","version":6}`)})
 	})
-	d.Tidy(clk.now())
+	d.Tidy(clk.Now())
 	if stuck.Closed() || busy.Closed() {
 		t.Fatal("disconnected before SlowAfter")
 	}
-	clk.advance(600 * time.Millisecond)
-	d.Tidy(clk.now())
+	clk.Advance(600 * time.Millisecond)
+	d.Tidy(clk.Now())
 	if !stuck.Closed() || d.Stats.SlowExpelled.Load() != 1 {
 		t.Fatalf("the stuck subscriber was not disconnected (expelled %d)", d.Stats.SlowExpelled.Load())
 	}

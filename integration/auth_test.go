@@ -50,30 +50,10 @@ type authNode struct {
 	log *binBuffer // every record the node logs (presence's, mochi's), JSON
 }
 
-// authConfig is startNode's config (random loopback ports, Redis with
-// INTEGRATION_STORE=redis) changed by edit, with defaults applied and
-// validated.
+// authConfig is startNode's config without its pacingOff.
 func authConfig(t *testing.T, edit func(*configs.Config)) configs.Config {
 	t.Helper()
-	cfg := configs.Defaults()
-	cfg.NodeID = "node-a"
-	cfg.MQTT.Addr = "127.0.0.1:0"
-	cfg.MQTT.WSAddr = "127.0.0.1:0"
-	cfg.Admin.Addr = "127.0.0.1:0"
-	if os.Getenv("INTEGRATION_STORE") == "redis" {
-		srv := redistest.Start(t)
-		cfg.Redis.Addrs = []string{srv.Addr()}
-		cfg.Redis.NodeTTL = configs.Duration(3 * time.Second)
-		cfg.Redis.SweepInterval = configs.Duration(500 * time.Millisecond)
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	return cfg
+	return nodeConfig(t, edit)
 }
 
 // startAuthNode starts a node (presenced.NewBroker and Start) whose log goes to a

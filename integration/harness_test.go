@@ -57,8 +57,10 @@ func (n *testNode) Stats() stats.Snapshot { return n.Presence.Stats() }
 // embedded reports whether the suite runs against the embedded form.
 func embedded() bool { return os.Getenv("INTEGRATION_FORM") == "embedded" }
 
-// startNode starts a node with defaults changed by edit, stopped at cleanup.
-func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Option) *testNode {
+// nodeConfig is the config of a test node: random loopback ports, Redis
+// (a server of the test's own) with INTEGRATION_STORE=redis, the defaults
+// changed by each of edits in turn, applied and validated.
+func nodeConfig(t *testing.T, edits ...func(*configs.Config)) configs.Config {
 	t.Helper()
 	cfg := configs.Defaults()
 	cfg.NodeID = "node-a"
@@ -71,14 +73,23 @@ func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Optio
 		cfg.Redis.NodeTTL = configs.Duration(3 * time.Second)
 		cfg.Redis.SweepInterval = configs.Duration(500 * time.Millisecond)
 	}
-	pacingOff(&cfg)
-	if edit != nil {
-		edit(&cfg)
+	for _, edit := range edits {
+		if edit != nil {
+			edit(&cfg)
+		}
 	}
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	return cfg
+}
+
+// startNode starts a node with defaults changed by edit (the pacing off:
+// pacingOff), stopped at cleanup.
+func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Option) *testNode {
+	t.Helper()
+	cfg := nodeConfig(t, pacingOff, edit)
 	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
