@@ -91,6 +91,18 @@ const (
 // The writes answer 403 unless the API is guarded by a token.
 func Handler(src Source) http.Handler {
 	mux := http.NewServeMux()
+	healthRoutes(mux, src)
+	userRoutes(mux, src)
+	operationRoutes(mux, src)
+	if src.Group != nil {
+		groupRoutes(mux, src)
+	}
+	debugRoutes(mux, src)
+	return mux
+}
+
+// healthRoutes serves /healthz and /readyz.
+func healthRoutes(mux *http.ServeMux, src Source) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
@@ -109,6 +121,11 @@ func Handler(src Source) http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+}
+
+// userRoutes serves the users' presence: one user, one user's sessions, a
+// batch of users.
+func userRoutes(mux *http.ServeMux, src Source) {
 	mux.HandleFunc("GET /api/v1/users/{user}", func(w http.ResponseWriter, r *http.Request) {
 		payload, ok := src.Retained(r.PathValue("user"))
 		if !ok {
@@ -142,21 +159,6 @@ func Handler(src Source) http.Handler {
 			Held    any                `json:"held"`
 		}{u.Name, u.Account, nonNil(u.Sessions), nonNil(u.Ended), held})
 	})
-	mux.HandleFunc("GET /api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, src.Stats())
-	})
-	if src.Holds != nil {
-		mux.HandleFunc("GET /api/v1/held", func(w http.ResponseWriter, _ *http.Request) {
-			writeJSON(w, src.Holds())
-		})
-	}
-	mux.HandleFunc("GET /api/v1/battles", func(w http.ResponseWriter, _ *http.Request) {
-		var list []hooks.Battle
-		if src.Battles != nil {
-			list = src.Battles()
-		}
-		writeJSON(w, map[string]any{"battles": nonNil(list)})
-	})
 	mux.HandleFunc("POST /api/v1/users/batch", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Users []string `json:"users"`
@@ -178,6 +180,26 @@ func Handler(src Source) http.Handler {
 		}
 		writeJSON(w, map[string]any{"users": out})
 	})
+}
+
+// operationRoutes serves the node's counters, what it holds back, its
+// takeover battles and, with Source.Drain, the drain.
+func operationRoutes(mux *http.ServeMux, src Source) {
+	mux.HandleFunc("GET /api/v1/stats", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, src.Stats())
+	})
+	if src.Holds != nil {
+		mux.HandleFunc("GET /api/v1/held", func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, src.Holds())
+		})
+	}
+	mux.HandleFunc("GET /api/v1/battles", func(w http.ResponseWriter, _ *http.Request) {
+		var list []hooks.Battle
+		if src.Battles != nil {
+			list = src.Battles()
+		}
+		writeJSON(w, map[string]any{"battles": nonNil(list)})
+	})
 	if src.Drain != nil {
 		mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, _ *http.Request) {
 			started := src.Drain()
@@ -186,16 +208,17 @@ func Handler(src Source) http.Handler {
 			_ = json.NewEncoder(w).Encode(map[string]any{"state": "draining", "started": started})
 		})
 	}
-	if src.Group != nil {
-		groupRoutes(mux, src)
-	}
+}
+
+// debugRoutes serves /metrics (with Source.Metrics) and /debug/pprof/
+// (with Source.Pprof).
+func debugRoutes(mux *http.ServeMux, src Source) {
 	if src.Metrics != nil {
 		mux.Handle("GET /metrics", src.Metrics)
 	}
 	if src.Pprof {
 		profiling(mux)
 	}
-	return mux
 }
 
 // groupRoutes serves the group endpoints.

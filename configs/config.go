@@ -572,14 +572,37 @@ func joinKeyErrors(errs []*keyError) error {
 	return errors.Join(list...)
 }
 
+// validate lists every problem with c, one section at a time; Validate and
+// Load report them in this order.
 func (c Config) validate() []*keyError {
 	var v validator
+	c.validateNodeID(&v)
+	c.validateLog(&v)
+	c.validateMQTT(&v)
+	c.validateAdmin(&v)
+	c.validateIdentity(&v)
+	c.validatePresence(&v)
+	c.validateAuth(&v)
+	c.validateTLS(&v)
+	c.validateRedis(&v)
+	c.validateDrain(&v)
+	return v.errs
+}
 
+// validateNodeID checks node_id.
+func (c Config) validateNodeID(v *validator) {
 	v.check("node_id", validNodeID(c.NodeID))
+}
 
+// validateLog checks the log section.
+func (c Config) validateLog(v *validator) {
 	v.check("log.level", oneOf(c.Log.Level, "debug", "info", "warn", "error"))
 	v.check("log.format", oneOf(c.Log.Format, "json", "console"))
+}
 
+// validateMQTT checks the mqtt section: the listeners, the keep-alives, the
+// per-connection buffers, the broker's limits and the WebSocket origins.
+func (c Config) validateMQTT(v *validator) {
 	v.check("mqtt.addr", validAddr(c.MQTT.Addr))
 	v.check("mqtt.ws_addr", validAddr(c.MQTT.WSAddr))
 	v.check("mqtt.ws_addr", distinctAddr(c.MQTT.WSAddr, "mqtt.addr", c.MQTT.Addr))
@@ -619,7 +642,11 @@ func (c Config) validate() []*keyError {
 			v.add("mqtt.ws_allowed_origins", "item %d must be an origin such as https://app.example.com (got %q)", i, o)
 		}
 	}
+}
 
+// validateAdmin checks the admin section: its listener must differ from the
+// MQTT ones and, reachable beyond this machine, needs a token.
+func (c Config) validateAdmin(v *validator) {
 	v.check("admin.addr", validAddr(c.Admin.Addr))
 	if c.Admin.Token != "" && c.Admin.TokenFile != "" {
 		v.add("admin.token", "set admin.token or admin.token_file, not both")
@@ -631,10 +658,17 @@ func (c Config) validate() []*keyError {
 	}
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr))
+}
 
+// validateIdentity checks the identity section.
+func (c Config) validateIdentity(v *validator) {
 	v.check("identity.user_from", oneOf(c.Identity.UserFrom, UserFromUsername, UserFromClientID))
 	v.check("identity.separator", validSeparator(c.Identity.Separator))
+}
 
+// validatePresence checks the presence section, with its takeover_battle and
+// flap subsections and the per-device idle_after_devices.
+func (c Config) validatePresence(v *validator) {
 	v.check("presence.mode", oneOf(c.Presence.Mode, "on", "off"))
 	v.check("presence.topic_prefix", validTopicName(c.Presence.TopicPrefix))
 	v.check("presence.authoritative_devices", validDevices(c.Presence.AuthoritativeDevices))
@@ -691,7 +725,11 @@ func (c Config) validate() []*keyError {
 			v.add("presence.idle_after_devices", "%s must be 0 (never) or at least %s (got %s)", label, minIdleAfter, d)
 		}
 	}
+}
 
+// validateAuth checks the auth section; auth.cert_user_from needs
+// tls.client_ca_file.
+func (c Config) validateAuth(v *validator) {
 	if p := oneOf(c.Auth.CertUserFrom, "", "cn", "san"); p != "" {
 		v.add("auth.cert_user_from", "must be empty, cn or san (got %q)", c.Auth.CertUserFrom)
 	} else if c.Auth.CertUserFrom != "" && c.TLS.ClientCAFile == "" {
@@ -700,6 +738,11 @@ func (c Config) validate() []*keyError {
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
 	}
+}
+
+// validateTLS checks the tls section: the certificate and key go together,
+// client certificates need them, and requiring one needs a client CA.
+func (c Config) validateTLS(v *validator) {
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
 		v.add("tls.cert_file", "tls.cert_file and tls.key_file go together")
 	}
@@ -709,7 +752,11 @@ func (c Config) validate() []*keyError {
 	if c.TLS.RequireClientCert && c.TLS.ClientCAFile == "" {
 		v.add("tls.require_client_cert", "needs tls.client_ca_file")
 	}
+}
 
+// validateRedis checks the redis section: the addresses and topology, the
+// key prefix, the timeouts, the pool and the node and retention durations.
+func (c Config) validateRedis(v *validator) {
 	for _, a := range c.Redis.Addrs {
 		if p := validAddr(a); p != "" || a == Off {
 			v.add("redis.addrs", "must be host:port addresses (got %q)", a)
@@ -741,12 +788,13 @@ func (c Config) validate() []*keyError {
 	if c.Redis.Retention < Duration(time.Minute) {
 		v.add("redis.retention", "must be at least 1m (got %s)", c.Redis.Retention)
 	}
+}
 
+// validateDrain checks the drain section.
+func (c Config) validateDrain(v *validator) {
 	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
 	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
 	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
-
-	return v.errs
 }
 
 type validator struct{ errs []*keyError }

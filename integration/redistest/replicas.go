@@ -51,57 +51,106 @@ func StartClusterWithReplicas(t testing.TB, masters, replicasPerMaster int) *Clu
 	if replicasPerMaster < 0 {
 		t.Fatalf("redistest: %d replicas per master", replicasPerMaster)
 	}
-	c := &Cluster{}
 	total := masters * (1 + replicasPerMaster)
+	c := startReplicaClusterNodes(t, total)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("redistest: cluster %v: %s%s", c.Addrs(), fmt.Sprintf(format, args...), c.tails())
+	}
+	masterOf := replicaLayout(masters, replicasPerMaster)
+
+	if err := c.configureNodes(masters); err != nil {
+		fail("%v", err)
+	}
+	if err := c.meetAll(); err != nil {
+		fail("%v", err)
+	}
+	deadline := time.Now().Add(clusterTimeout)
+	if err := c.waitMet(deadline); err != nil {
+		fail("the nodes did not meet within %v: %v", clusterTimeout, err)
+	}
+	if err := c.replicate(masterOf); err != nil {
+		fail("%v", err)
+	}
+	if err := c.waitAttached(masterOf, masters, deadline); err != nil {
+		fail("the replicas did not attach within %v: %v", clusterTimeout, err)
+	}
+	if err := c.waitState(total, masters, deadline); err != nil {
+		fail("not ok within %v: %v", clusterTimeout, err)
+	}
+	return c
+}
+
+// startReplicaClusterNodes starts total cluster nodes with
+// replicaClusterArgs, each with its bus port, not yet joined.
+func startReplicaClusterNodes(t testing.TB, total int) *Cluster {
+	t.Helper()
+	c := &Cluster{}
 	for i := 0; i < total; i++ {
 		s := newServer(t, replicaClusterArgs)
 		s.cluster = true
 		s.run(t, true)
 		c.nodes = append(c.nodes, s)
 	}
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("redistest: cluster %v: %s%s", c.Addrs(), fmt.Sprintf(format, args...), c.tails())
-	}
-	// masterOf[i] is the index of node i's master, or -1 for a master.
-	masterOf := make([]int, total)
+	return c
+}
+
+// replicaLayout maps each node of StartClusterWithReplicas to its master:
+// masterOf[i] is the index of node i's master, or -1 for a master. The
+// masters come first, then the replicas of the first master, of the
+// second, and so on.
+func replicaLayout(masters, replicasPerMaster int) []int {
+	masterOf := make([]int, masters*(1+replicasPerMaster))
 	for i := range masterOf {
 		masterOf[i] = -1
 		if i >= masters {
 			masterOf[i] = (i - masters) / replicasPerMaster
 		}
 	}
+	return masterOf
+}
 
+// configureNodes records every node's id, gives each a distinct config
+// epoch, and spreads the slots evenly over the first masters nodes.
+func (c *Cluster) configureNodes(masters int) error {
 	slots := spreadSlots(masters)
 	for i, n := range c.nodes {
 		id, err := query(n.Addr(), []string{"CLUSTER", "MYID"})
 		if err != nil {
-			fail("%s: %v", n.Addr(), err)
+			return fmt.Errorf("%s: %v", n.Addr(), err)
 		}
 		n.setID(id)
 		// Distinct epochs, as redis-cli sets them: no collision to resolve.
 		if _, err := query(n.Addr(), []string{"CLUSTER", "SET-CONFIG-EPOCH", strconv.Itoa(i + 1)}); err != nil {
-			fail("%s: %v", n.Addr(), err)
+			return fmt.Errorf("%s: %v", n.Addr(), err)
 		}
 		if i < masters {
 			r := slots[i]
 			if _, err := query(n.Addr(), []string{"CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(r.lo), strconv.Itoa(r.hi)}); err != nil {
-				fail("%s: %v", n.Addr(), err)
+				return fmt.Errorf("%s: %v", n.Addr(), err)
 			}
 		}
 	}
-	// Every pair meets directly: faster than waiting for gossip to spread.
+	return nil
+}
+
+// meetAll has every pair of nodes meet directly: faster than waiting for
+// gossip to spread.
+func (c *Cluster) meetAll() error {
 	for i, a := range c.nodes {
 		for _, b := range c.nodes[i+1:] {
 			if _, err := query(a.Addr(), []string{"CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(b.port)}); err != nil {
-				fail("%s: %v", a.Addr(), err)
+				return fmt.Errorf("%s: %v", a.Addr(), err)
 			}
 		}
 	}
+	return nil
+}
 
-	deadline := time.Now().Add(clusterTimeout)
-	// A replica can follow a master once it knows it (not in handshake).
-	if err := c.poll(deadline, func(cs conns) error {
+// waitMet polls until every node knows every other (not in handshake, with
+// an address): a replica can follow a master only once it knows it.
+func (c *Cluster) waitMet(deadline time.Time) error {
+	return c.poll(deadline, func(cs conns) error {
 		for _, n := range c.nodes {
 			view, err := cs.nodes(n.Addr())
 			if err != nil {
@@ -115,18 +164,26 @@ func StartClusterWithReplicas(t testing.TB, masters, replicasPerMaster int) *Clu
 			}
 		}
 		return nil
-	}); err != nil {
-		fail("the nodes did not meet within %v: %v", clusterTimeout, err)
-	}
+	})
+}
+
+// replicate has every replica follow its master (CLUSTER REPLICATE).
+func (c *Cluster) replicate(masterOf []int) error {
 	for i, n := range c.nodes {
 		if m := masterOf[i]; m >= 0 {
 			if _, err := query(n.Addr(), []string{"CLUSTER", "REPLICATE", c.nodes[m].id()}); err != nil {
-				fail("%s: %v", n.Addr(), err)
+				return fmt.Errorf("%s: %v", n.Addr(), err)
 			}
 		}
 	}
+	return nil
+}
 
-	if err := c.poll(deadline, func(cs conns) error {
+// waitAttached polls until every node sees every replica attached to its
+// master, and every replica (the nodes after the first masters) reports
+// master_link_status:up.
+func (c *Cluster) waitAttached(masterOf []int, masters int, deadline time.Time) error {
+	return c.poll(deadline, func(cs conns) error {
 		for _, n := range c.nodes {
 			view, err := cs.nodes(n.Addr())
 			if err != nil {
@@ -152,13 +209,7 @@ func StartClusterWithReplicas(t testing.TB, masters, replicasPerMaster int) *Clu
 			}
 		}
 		return nil
-	}); err != nil {
-		fail("the replicas did not attach within %v: %v", clusterTimeout, err)
-	}
-	if err := c.waitState(total, masters, deadline); err != nil {
-		fail("not ok within %v: %v", clusterTimeout, err)
-	}
-	return c
+	})
 }
 
 // Masters are the nodes that run and say they are masters (INFO
