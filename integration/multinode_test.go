@@ -528,6 +528,18 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 			}
 			t.Errorf("node %s logged %d lines with \"redis unreachable\" for one outage, want 1:\n%s", n.id, got, strings.Join(lines, "\n"))
 		}
+		// Every line the process wrote is JSON (log.format json), go-redis's
+		// own included: none on stderr (go-redis's default logger writes
+		// plain text there, several lines a second while Redis is down).
+		for _, l := range strings.Split(strings.TrimSpace(n.p.stdout.String()), "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Errorf("node %s wrote a line that is not JSON: %q", n.id, l)
+			}
+		}
+		if e := strings.TrimSpace(n.p.stderr.String()); e != "" {
+			t.Errorf("node %s wrote to stderr during the outage:\n%s", n.id, e)
+		}
 	}
 }
 
