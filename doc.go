@@ -30,6 +30,8 @@
 //	                                       │                     └─> nodes (node topics) ──────────────┘
 //	                                       └─ the pure core, presence (and roster), holds the types and every rule
 //
+// The stages:
+//
 //   - hooks: presence's mochi hooks (Drain, Limits, Presence): translate a
 //     connection's events and return at once; nothing on the packet path
 //     waits on the store, and no hook publishes presence.
