@@ -2,13 +2,12 @@ package delivery
 
 import (
 	"testing"
-	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/hooks"
-	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 func TestUnshared(t *testing.T) {
@@ -40,7 +39,7 @@ func TestGuardNodesPrivate(t *testing.T) {
 	user, svc := cls[0], cls[1]
 	user.Properties.Username = []byte("alice")
 	svc.Properties.Username = []byte("ops")
-	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: quietTracker{}, Log: nil,
+	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: testkit.NopTracker{}, Log: nil,
 		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
 	for _, cl := range cls {
 		h.OnSessionEstablish(cl, packets.Packet{})
@@ -60,14 +59,3 @@ func TestGuardNodesPrivate(t *testing.T) {
 		}
 	}
 }
-
-// quietTracker takes every event and does nothing.
-type quietTracker struct{}
-
-func (quietTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
-func (quietTracker) Active(presence.ConnID, string)                                      {}
-func (quietTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
-func (quietTracker) Established(presence.ConnID, string)                                 {}
-func (quietTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
-func (quietTracker) LastWords(presence.ConnID, string, string)                           {}
-func (quietTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}

@@ -17,22 +17,10 @@ import (
 
 	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/hooks"
-	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
-// nopTracker takes every event and does nothing: the benchmarks measure the
-// hook and mochi, not the store.
-type nopTracker struct{}
-
-func (nopTracker) Established(presence.ConnID, string)                                 {}
-func (nopTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
-func (nopTracker) LastWords(presence.ConnID, string, string)                           {}
-func (nopTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
-func (nopTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}
-func (nopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
-func (nopTracker) Active(presence.ConnID, string)                                      {}
-
-var _ hooks.Tracker = nopTracker{}
+var _ hooks.Tracker = testkit.NopTracker{}
 
 // newServer builds a mochi server the way node.New does: inline client,
 // retained messages never purged, and either presence's hooks with an
@@ -67,7 +55,7 @@ func newServer(tb testing.TB, withPresence bool) (*mqtt.Server, *hooks.Presence)
 	h := hooks.New(hooks.Options{
 		Prefix:  "presence",
 		Server:  srv,
-		Tracker: nopTracker{},
+		Tracker: testkit.NopTracker{},
 		Log:     nil,
 	})
 	if err := srv.AddHook(h, nil); err != nil {
@@ -206,7 +194,7 @@ func BenchmarkOnPublishSet(b *testing.B) {
 func BenchmarkOnPublishActivity(b *testing.B) {
 	newHook := func(b *testing.B, activity bool) (*hooks.Presence, func(id string) *mqtt.Client) {
 		srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.DiscardHandler)})
-		h := hooks.New(hooks.Options{Prefix: "presence", Server: srv, Tracker: nopTracker{}, Log: nil, Activity: activity})
+		h := hooks.New(hooks.Options{Prefix: "presence", Server: srv, Tracker: testkit.NopTracker{}, Log: nil, Activity: activity})
 		return h, func(id string) *mqtt.Client {
 			client, server := net.Pipe()
 			b.Cleanup(func() { _ = client.Close(); _ = server.Close() })

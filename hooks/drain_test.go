@@ -12,19 +12,9 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
-
-// quietTracker takes every event and does nothing.
-type quietTracker struct{}
-
-func (quietTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
-func (quietTracker) Active(presence.ConnID, string)                                      {}
-func (quietTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
-func (quietTracker) Established(presence.ConnID, string)                                 {}
-func (quietTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
-func (quietTracker) LastWords(presence.ConnID, string, string)                           {}
-func (quietTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}
 
 // While draining, every CONNECT is refused, and Move stops a connection
 // with ErrDrained (so it ends as drain) after clearing its will.
@@ -73,7 +63,7 @@ func TestDrainRefusesBeforeLimitsCount(t *testing.T) {
 	srv := mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)})
 	d := NewDrain(DrainOptions{Server: srv, Log: nil})
 	l := NewLimits(LimitsOptions{Server: srv, MaxPerAddress: 1, Log: nil})
-	p := New(Options{Prefix: "presence", Server: srv, Tracker: quietTracker{}, Log: nil})
+	p := New(Options{Prefix: "presence", Server: srv, Tracker: testkit.NopTracker{}, Log: nil})
 	for _, h := range []mqtt.Hook{d, l, p, &Authenticator{}} {
 		if err := srv.AddHook(h, nil); err != nil {
 			t.Fatal(err)
@@ -213,7 +203,7 @@ func TestDrainTidy(t *testing.T) {
 
 // endsTracker records how sessions end.
 type endsTracker struct {
-	quietTracker
+	testkit.NopTracker
 	mu   sync.Mutex
 	ends []presence.EndReason
 }
