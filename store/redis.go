@@ -95,7 +95,7 @@ type Redis struct {
 	// again (after an open of a user new to it).
 	registerNow chan struct{}
 
-	stats redisCounters
+	stats redisStats
 
 	ownClient  bool          // the store built c, and closes it on Stop
 	sweepEvery time.Duration // the sweep's interval (Tasks)
@@ -103,7 +103,7 @@ type Redis struct {
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
 }
 
-type redisCounters struct {
+type redisStats struct {
 	outages, resets, nodesLost, swept, tombstones, feedErrors, reloads, reaped atomic.Int64
 }
 
