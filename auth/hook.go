@@ -34,7 +34,7 @@ var _ Credentials = (*Authenticator)(nil)
 // OnConnect, so that it can answer each refusal with the CONNACK code that
 // fits and so that presence's hooks, added after it, see the authenticated
 // user: on success it sets the connection's username to the user. It
-// answers no OnACLCheck (presence's hooks.Guard is then the server's one).
+// answers no OnACLCheck (presence's delivery.Guard is then the server's one).
 //
 // Refusals: bad credentials get 0x86 (MQTT 3.1.1: 0x04); a client id the
 // credentials do not allow, 0x85 (3.1.1: 0x02). Each is counted, and logged

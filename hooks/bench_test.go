@@ -22,7 +22,7 @@ import (
 
 var _ hooks.Tracker = testkit.NopTracker{}
 
-// newServer builds a mochi server the way node.New does: inline client,
+// newServer builds a mochi server the way presenced.NewBroker does: inline client,
 // retained messages never purged, and either presence's hooks with an
 // authentication hook that lets everyone in, or (presence off: the bare
 // broker) mochi's allow-all hook.

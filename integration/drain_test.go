@@ -21,7 +21,7 @@ import (
 // Drain tests: a node drained (POST /api/v1/drain here; SIGTERM in
 // TestMultiNodeDrain) tells its clients to move at drain.rate, refuses new
 // ones, ends their sessions as drain, and stops. The drain is the binary's
-// (package node), so these skip in the embedded form.
+// (presenced.Broker), so these skip in the embedded form.
 
 const drainRef = "other.example.com:1883"
 

@@ -7,6 +7,6 @@
 //
 // The publisher is called from one goroutine (the pump) and never blocks on
 // a client: mochi queues each delivery, and a subscriber that cannot take
-// one is the delivery hook's business (hooks.Delivery), which tells the pump
+// one is the delivery hook's business (delivery.Delivery), which tells the pump
 // what to send again, and to whom.
 package publisher
