@@ -1,0 +1,367 @@
+package interest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/internal/testkit"
+)
+
+// fakeStore records what the stage asks of it; fail makes every call fail.
+type fakeStore struct {
+	mu                 sync.Mutex
+	listened, unlisten []string
+	all, allOff        int
+	fail               bool
+}
+
+func (f *fakeStore) call(add func()) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("down")
+	}
+	add()
+	return nil
+}
+
+func (f *fakeStore) Listen(_ context.Context, u []string) error {
+	return f.call(func() { f.listened = append(f.listened, u...) })
+}
+
+func (f *fakeStore) Unlisten(_ context.Context, u []string) error {
+	return f.call(func() { f.unlisten = append(f.unlisten, u...) })
+}
+func (f *fakeStore) ListenAll(context.Context) error   { return f.call(func() { f.all++ }) }
+func (f *fakeStore) UnlistenAll(context.Context) error { return f.call(func() { f.allOff++ }) }
+
+func (f *fakeStore) take() (listened, unlistened []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	listened, unlistened = f.listened, f.unlisten
+	f.listened, f.unlisten = nil, nil
+	return
+}
+
+// fakeGroups records the group topics watched and unwatched.
+type fakeGroups struct{ watched, unwatched []string }
+
+func (g *fakeGroups) Watch(_ *mqtt.Client, filter string) { g.watched = append(g.watched, filter) }
+func (g *fakeGroups) Unwatch(group string)                { g.unwatched = append(g.unwatched, group) }
+
+// rig is a stage on a fake store, a fake clock and fake clients.
+type rig struct {
+	t       *testing.T
+	s       *Stage
+	st      *fakeStore
+	g       *fakeGroups
+	clk     *testkit.Clock
+	srv     *mqtt.Server
+	viewers map[string][2]any // client id -> user, service
+	mates   map[string][]string
+	forgot  []string
+	shown   []string
+	nodes   []bool
+}
+
+const linger = time.Minute
+
+func newRig(t *testing.T, v Visibility) *rig {
+	r := &rig{t: t, st: &fakeStore{}, g: &fakeGroups{}, clk: testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		srv: mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)}), viewers: map[string][2]any{}, mates: map[string][]string{}}
+	r.s = New(Options{Prefix: "presence", Visibility: v, Linger: linger, Now: r.clk.Now, Store: r.st, Groups: r.g,
+		Viewer: func(cl *mqtt.Client) (string, bool) {
+			v := r.viewers[cl.ID]
+			u, _ := v[0].(string)
+			svc, _ := v[1].(bool)
+			return u, svc
+		},
+		Mates:        func(u string) []string { return r.mates[u] },
+		Shown:        func() []string { return r.shown },
+		Forget:       func(u []string) { r.forgot = append(r.forgot, u...) },
+		NodesWatched: func(on bool) { r.nodes = append(r.nodes, on) },
+	})
+	return r
+}
+
+// client connects a client with a session of user ("" an observer).
+func (r *rig) client(id, user string, service bool) *mqtt.Client {
+	a, b := net.Pipe()
+	r.t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	cl := r.srv.NewClient(a, "t", id, false)
+	r.viewers[id] = [2]any{user, service}
+	(&Hook{Stage: r.s}).OnSessionEstablished(cl, packets.Packet{})
+	return cl
+}
+
+func (r *rig) subscribe(cl *mqtt.Client, filters ...string) {
+	pk := packets.Packet{}
+	codes := make([]byte, len(filters))
+	for _, f := range filters {
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f})
+		cl.State.Subscriptions.Add(f, packets.Subscription{Filter: f})
+	}
+	(&Hook{Stage: r.s}).OnSubscribed(cl, pk, codes)
+}
+
+func (r *rig) unsubscribe(cl *mqtt.Client, filters ...string) {
+	pk := packets.Packet{}
+	for _, f := range filters {
+		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f})
+		cl.State.Subscriptions.Delete(f)
+	}
+	(&Hook{Stage: r.s}).OnUnsubscribed(cl, pk)
+}
+
+func (r *rig) reconcile() {
+	r.t.Helper()
+	if err := r.s.reconcile(); err != nil {
+		r.t.Fatalf("reconcile: %v", err)
+	}
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// A subscription to a user's topic makes the node hear (and load) the
+// user and show it; unsubscribed, the user is forgotten a linger later,
+// not before; a second subscription within the linger keeps it.
+func TestInterestAppearsAndLingers(t *testing.T) {
+	r := newRig(t, Open)
+	cl := r.client("obs", "", false)
+	r.subscribe(cl, "presence/users/ann")
+	if !r.s.Shows("ann") || r.s.Shows("bob") {
+		t.Fatalf("shows ann %v, bob %v", r.s.Shows("ann"), r.s.Shows("bob"))
+	}
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"ann"}) {
+		t.Fatalf("listened %v, want [ann]", l)
+	}
+	r.unsubscribe(cl, "presence/users/ann")
+	r.clk.Advance(linger - time.Second)
+	r.reconcile()
+	if _, u := r.st.take(); len(u) != 0 || len(r.forgot) != 0 {
+		t.Fatalf("within the linger: unlistened %v, forgot %v", u, r.forgot)
+	}
+	r.subscribe(cl, "presence/users/ann") // back within the linger
+	r.unsubscribe(cl, "presence/users/ann")
+	r.clk.Advance(linger - time.Second)
+	r.reconcile()
+	if len(r.forgot) != 0 {
+		t.Fatalf("forgot %v: the linger restarts with each release", r.forgot)
+	}
+	r.clk.Advance(2 * time.Second)
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(u, []string{"ann"}) || !slices.Equal(r.forgot, []string{"ann"}) {
+		t.Fatalf("after the linger: unlistened %v, forgot %v", u, r.forgot)
+	}
+	if w, h := r.s.Watching("ann"); w || h {
+		t.Fatalf("ann still watched %v, heard %v", w, h)
+	}
+}
+
+// A session here makes the node hear its user (its versions, for the
+// audit) but not show it; the versions of users not heard are not kept.
+func TestSessionsAreHeardNotShown(t *testing.T) {
+	r := newRig(t, Open)
+	cl := r.client("bob-1", "bob", false)
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) {
+		t.Fatalf("listened %v", l)
+	}
+	if r.s.Shows("bob") {
+		t.Fatal("a session alone shows its user")
+	}
+	r.s.Heard("bob", 7)
+	r.s.Heard("zed", 9)
+	if v := r.s.Versions(); v["bob"] != 7 || len(v) != 1 {
+		t.Fatalf("versions %v", v)
+	}
+	(&Hook{Stage: r.s}).OnDisconnect(cl, nil, true)
+	r.clk.Advance(linger)
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(u, []string{"bob"}) {
+		t.Fatalf("unlistened %v", u)
+	}
+	if len(r.s.Versions()) != 0 {
+		t.Fatalf("versions kept: %v", r.s.Versions())
+	}
+}
+
+// An unrestricted wildcard under visibility open is a firehose: every user
+// is heard and shown; a linger after the last such subscriber, the node
+// goes back to its interest and forgets every user nobody here watches.
+func TestFirehose(t *testing.T) {
+	r := newRig(t, Open)
+	cl := r.client("obs", "", false)
+	watcher := r.client("w", "", false)
+	r.subscribe(watcher, "presence/users/ann")
+	r.subscribe(cl, "presence/users/+")
+	r.reconcile()
+	if r.st.all != 1 || !r.s.Shows("anyone") || !r.s.Firehose() {
+		t.Fatalf("firehose: ListenAll %d, shows %v", r.st.all, r.s.Shows("anyone"))
+	}
+	r.shown = []string{"ann", "bob", "cat"}
+	r.unsubscribe(cl, "presence/users/+")
+	if !r.s.Shows("bob") {
+		t.Fatal("the firehose ended before its linger")
+	}
+	r.clk.Advance(linger)
+	r.reconcile()
+	if r.st.allOff != 1 || r.s.Firehose() || r.s.Shows("bob") || !r.s.Shows("ann") {
+		t.Fatalf("after the linger: UnlistenAll %d, firehose %v, shows bob %v, ann %v", r.st.allOff, r.s.Firehose(), r.s.Shows("bob"), r.s.Shows("ann"))
+	}
+	if f := sorted(r.forgot); !slices.Equal(f, []string{"bob", "cat"}) {
+		t.Fatalf("forgot %v, want bob and cat (ann is watched)", f)
+	}
+	// # and +/users/+ are firehoses too; a service account's wildcard
+	// under visibility groups as well.
+	for _, f := range []string{"#", "+/users/+", "presence/#"} {
+		n := needOfFilter(r.s, f, "", false)
+		if !n.fire {
+			t.Errorf("%s is not a firehose under visibility open", f)
+		}
+	}
+}
+
+// needOfFilter is what one filter needs.
+func needOfFilter(s *Stage, filter, viewer string, service bool) need {
+	return s.needOf(&client{filters: map[string]struct{}{filter: {}}, viewer: viewer, service: service})
+}
+
+// Under visibility groups a user's wildcard needs its group mates (and
+// itself), recomputed when the groups change; a service account's is a
+// firehose; under self, its own user only.
+func TestWildcardUnderVisibility(t *testing.T) {
+	r := newRig(t, ByGroups)
+	r.mates["ann"] = []string{"bob", "cat"}
+	cl := r.client("ann-1", "ann", false)
+	r.subscribe(cl, "presence/users/+")
+	for _, u := range []string{"ann", "bob", "cat"} {
+		if !r.s.Shows(u) {
+			t.Errorf("%s not shown to ann's wildcard", u)
+		}
+	}
+	if r.s.Shows("dan") || r.s.Firehose() {
+		t.Fatal("ann's wildcard made a firehose")
+	}
+	r.reconcile() // ann, bob and cat heard
+	r.mates["ann"] = []string{"bob", "dan"}
+	r.s.Regroup()
+	if !r.s.Shows("dan") {
+		t.Error("dan joined ann's group: not shown")
+	}
+	r.clk.Advance(linger)
+	if err := r.s.reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(r.forgot, "cat") {
+		t.Errorf("cat left ann's groups: not forgotten after the linger (forgot %v)", r.forgot)
+	}
+	if n := needOfFilter(r.s, "presence/users/+", "ops", true); !n.fire {
+		t.Error("a service account's wildcard is not a firehose")
+	}
+	self := newRig(t, Private)
+	if n := needOfFilter(self.s, "#", "ann", false); n.fire || len(n.users) != 1 {
+		t.Errorf("visibility self: # of ann needs %+v, want ann only", n)
+	}
+	if n := needOfFilter(self.s, "presence/+/bob", "ann", false); len(n.users) != 1 {
+		t.Errorf("presence/+/bob needs %+v, want bob", n.users)
+	}
+}
+
+// Refused filters count for nothing; a persistent session keeps its
+// interest after its connection ends, until it expires; a takeover keeps
+// the interest (keyed by client id) and counts one session.
+func TestSubscriptionsLifecycle(t *testing.T) {
+	r := newRig(t, Open)
+	cl := r.client("p", "", false)
+	(&Hook{Stage: r.s}).OnSubscribed(cl, packets.Packet{Filters: packets.Subscriptions{{Filter: "presence/users/ann"}, {Filter: "presence/users/bob"}}},
+		[]byte{0x00, 0x87})
+	if !r.s.Shows("ann") || r.s.Shows("bob") {
+		t.Fatalf("granted ann shown %v, refused bob shown %v", r.s.Shows("ann"), r.s.Shows("bob"))
+	}
+	cl.State.Subscriptions.Add("presence/users/ann", packets.Subscription{Filter: "presence/users/ann"})
+	(&Hook{Stage: r.s}).OnDisconnect(cl, nil, false) // persistent: kept
+	if !r.s.Shows("ann") {
+		t.Fatal("a persistent session's interest ended with its connection")
+	}
+	next := r.srv.NewClient(nil, "t", "p", false) // takes the session over, inheriting the filters
+	next.State.Subscriptions.Add("presence/users/ann", packets.Subscription{Filter: "presence/users/ann"})
+	(&Hook{Stage: r.s}).OnSessionEstablished(next, packets.Packet{})
+	(&Hook{Stage: r.s}).OnClientExpired(cl) // the old client object: not the one kept
+	if !r.s.Shows("ann") {
+		t.Fatal("the taken-over session lost its interest")
+	}
+	(&Hook{Stage: r.s}).OnClientExpired(next)
+	if r.s.Shows("ann") {
+		t.Fatal("an expired session kept its interest")
+	}
+	// A user's sessions counted once each through a takeover.
+	a := r.client("ann-1", "ann", false)
+	b := r.client("ann-1", "ann", false) // the same id: a takeover
+	(&Hook{Stage: r.s}).OnDisconnect(a, nil, true)
+	if r.s.sessions["ann"] != 1 {
+		t.Fatalf("sessions of ann %d, want 1 after a takeover", r.s.sessions["ann"])
+	}
+	(&Hook{Stage: r.s}).OnDisconnect(b, nil, true)
+	if r.s.sessions["ann"] != 0 {
+		t.Fatalf("sessions of ann %d, want 0", r.s.sessions["ann"])
+	}
+}
+
+// A group topic's first subscriber has the groups stage watch it; its
+// last leaving, unwatch it a linger later. The node topics are told when
+// first watched and last left. The leader's members are shown.
+func TestGroupsNodesAndLeader(t *testing.T) {
+	r := newRig(t, Open)
+	a, b := r.client("a", "", false), r.client("b", "", false)
+	r.subscribe(a, "presence/groups/team", "presence/nodes/#")
+	r.subscribe(b, "presence/groups/team")
+	if len(r.g.watched) != 2 || !slices.Equal(r.nodes, []bool{true}) {
+		t.Fatalf("watched %v, nodes %v", r.g.watched, r.nodes)
+	}
+	r.unsubscribe(a, "presence/groups/team", "presence/nodes/#")
+	r.unsubscribe(b, "presence/groups/team")
+	r.clk.Advance(linger)
+	r.reconcile()
+	if !slices.Equal(r.g.unwatched, []string{"team"}) || !slices.Equal(r.nodes, []bool{true, false}) {
+		t.Fatalf("unwatched %v, nodes %v", r.g.unwatched, r.nodes)
+	}
+	r.s.Lead([]string{"ann", "bob"})
+	if !r.s.Shows("ann") || !r.s.Shows("bob") {
+		t.Fatal("the leader's members are not shown")
+	}
+	r.s.Lead(nil)
+	if r.s.Shows("ann") {
+		t.Fatal("a node that no longer leads still shows the members")
+	}
+}
+
+// A store that does not answer is asked again; what it was asked is not
+// taken as done.
+func TestStoreFailureRetried(t *testing.T) {
+	r := newRig(t, Open)
+	r.st.fail = true
+	cl := r.client("obs", "", false)
+	r.subscribe(cl, "presence/users/ann")
+	if err := r.s.reconcile(); err == nil {
+		t.Fatal("a failed listen reported done")
+	}
+	if _, heard := r.s.Watching("ann"); heard {
+		t.Fatal("ann counted as heard after a failed listen")
+	}
+	r.st.fail = false
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"ann"}) {
+		t.Fatalf("listened %v after the store came back", l)
+	}
+}
