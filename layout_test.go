@@ -61,6 +61,7 @@ var floorPlan = map[string][]string{
 	"publisher":        {"presence"},
 	"groups":           {"presence", "roster", "store"},
 	"nodes":            {"presence"},
+	"interest":         {},
 	"hooks":            {"presence", "listener", "internal/connack", "internal/wire"},
 	"delivery":         {"hooks", "internal/wire"},
 	"stats":            {},
@@ -74,7 +75,7 @@ var floorPlan = map[string][]string{
 	"schema":           {},
 	"bench/result":     {},
 	"bench/report":     {"bench/result"},
-	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "hooks", "delivery",
+	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
 		"stats", "admin", "auth", "listener", "configs"},
 }
 

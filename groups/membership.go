@@ -71,9 +71,21 @@ func (s *Stage) Changed(group string) {
 // resync from the group log; what fails is tried again.
 func (s *Stage) readChanged() error {
 	s.readMu.Lock()
-	dirty, resyncs := s.dirty, s.resyncs
-	s.dirty, s.resyncs = make(map[string]struct{}), make(map[string]struct{})
+	dirty, resyncs, listens := s.dirty, s.resyncs, s.listens
+	s.dirty, s.resyncs, s.listens = make(map[string]struct{}), make(map[string]struct{}), make(map[string]bool)
 	s.readMu.Unlock()
+	if len(listens) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.applyListens(ctx, listens)
+		cancel()
+		if err != nil {
+			s.readMu.Lock()
+			maps.Copy(s.resyncs, resyncs) // hear first: read them once heard
+			maps.Copy(s.dirty, dirty)
+			s.readMu.Unlock()
+			return err
+		}
+	}
 	err := s.readGroups(dirty)
 	if err != nil {
 		s.readMu.Lock()

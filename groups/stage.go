@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"log/slog"
@@ -16,11 +17,13 @@ import (
 )
 
 // Store is what the stage needs of the store: the groups, the group log
-// and the claims.
+// and the claims, and to hear the batches of the groups watched here.
 type Store interface {
 	store.Groups
 	store.GroupLog
 	store.Claims
+	ListenGroups(ctx context.Context, groups []string) error
+	UnlistenGroups(ctx context.Context, groups []string) error
 }
 
 // Presence is presence as published (the publisher): what observers are
@@ -73,6 +76,10 @@ type Options struct {
 	// visibility ByGroups: the mates who may read it from now on). It is
 	// called on the pump's goroutine (Joined).
 	Introduce func(user string, may func(viewer string) bool)
+	// Lead is told the members of every group while this node leads the
+	// group topics (the leader needs their presence: the interest stage
+	// shows them), and nil when it stops leading; nil: not told.
+	Lead func(members []string)
 }
 
 // Stage is the groups stage (see the package doc).
@@ -88,9 +95,10 @@ type Stage struct {
 	waiting map[string]map[*mqtt.Client]struct{} // subscriptions to a group watched at version 0, under topicMu
 	joins   chan []roster.Change                 // membership changes, for the pump
 
-	readMu   sync.Mutex          // guards dirty and resyncs
+	readMu   sync.Mutex          // guards dirty, resyncs and listens
 	dirty    map[string]struct{} // groups to read again ("": all)
 	resyncs  map[string]struct{} // watched groups to read again from the log
+	listens  map[string]bool     // groups to hear (true) or no longer (false) here
 	readWake chan struct{}
 
 	fileMu     sync.Mutex          // guards fileGroups
@@ -99,6 +107,8 @@ type Stage struct {
 	claimsMu    sync.Mutex          // guards claimsDirty
 	claimsDirty map[string][]string // claims to write, per user
 	claimsWake  chan struct{}
+
+	leading atomic.Bool // this node leads the group topics
 
 	stop chan struct{}
 	wg   sync.WaitGroup

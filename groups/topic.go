@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ func (s *Stage) leadLoop() {
 		if s.index.Len() == 0 { // no group: nothing to lead, no lease to keep
 			if l.leading {
 				l.leading = false
+				s.lead(false)
 				s.o.Log.Info("group topics: no group left to lead")
 			}
 			continue
@@ -46,6 +48,9 @@ func (s *Stage) leadLoop() {
 		if !l.leading {
 			l.gen = 0
 		} else {
+			if gen := s.index.Gen(); gen != l.gen || !s.leading.Load() {
+				s.lead(true) // the members may have changed: the interest follows
+			}
 			l.gen = s.leadOnce(ctx, l.gen)
 		}
 		cancel()
@@ -76,12 +81,39 @@ func (s *Stage) keepLease(ctx context.Context, l *leader, now time.Time, ttl tim
 	case !ok && l.leading:
 		l.leading = false
 		s.unwatchBoard()
+		s.lead(false)
 		s.o.Log.Info("group topics: another node leads")
 	}
 	if err != nil && l.leading && now.Sub(l.leaseAt) >= ttl {
 		l.leading = false
 		s.unwatchBoard()
+		s.lead(false)
 	}
+}
+
+// lead notes whether this node leads, and tells Options.Lead the members
+// it needs (every group's) or none.
+func (s *Stage) lead(on bool) {
+	s.leading.Store(on)
+	if s.o.Lead == nil {
+		return
+	}
+	if !on {
+		s.o.Lead(nil)
+		return
+	}
+	seen := make(map[string]struct{})
+	var members []string
+	for _, g := range s.index.Groups() {
+		m, _ := s.index.Members(g)
+		for _, u := range m {
+			if _, ok := seen[u]; !ok {
+				seen[u] = struct{}{}
+				members = append(members, u)
+			}
+		}
+	}
+	s.o.Lead(members)
 }
 
 // unwatchBoard empties the leader's board.
@@ -216,12 +248,19 @@ func (s *Stage) resync(group string) {
 func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	waiting := false
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		snap, ok, err := s.o.Store.GroupSnapshot(ctx, g)
 		if err != nil {
 			return err
 		}
 		if held, watched := s.mirror.Version(g); !ok && watched && held == 0 {
+			// Only the leader opens a group's log (it shows every
+			// member's presence); another node waits for it.
+			if !s.leading.Load() {
+				waiting = true
+				continue
+			}
 			if fresh, exists := s.freshSnapshot(g); exists {
 				if snap, err = s.o.Store.OpenGroup(ctx, fresh); err != nil {
 					return err
@@ -247,8 +286,15 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 		}
 		s.topicMu.Unlock()
 	}
+	if waiting {
+		return errNoLog
+	}
 	return nil
 }
+
+// errNoLog: a watched group's log does not exist yet; the leader opens it
+// (the reader tries again a second later).
+var errNoLog = errors.New("groups: the group's log is not open yet: waiting for the leader")
 
 // advance retains snap as its group topic's retained message and publishes
 // live (a delta, or the snapshot itself) in one step (Outlet.Advance).
@@ -290,6 +336,7 @@ func (s *Stage) Watch(cl *mqtt.Client, filter string) {
 	held, watched := s.mirror.Version(group)
 	if !watched {
 		s.mirror.Set(roster.Snapshot{Group: group})
+		s.listen(group, true)
 	}
 	if held == 0 {
 		if s.waiting[group] == nil {
@@ -308,6 +355,54 @@ func (s *Stage) Watch(cl *mqtt.Client, filter string) {
 func (s *Stage) groupFilter(filter string) (string, bool) {
 	g, ok := strings.CutPrefix(filter, s.topics)
 	return g, ok && g != "" && !strings.ContainsAny(g, "/+#")
+}
+
+// Unwatch stops keeping group's topic on this node (nobody here watches it
+// any more): its retained snapshot is removed, and the store no longer
+// reports its batches here.
+func (s *Stage) Unwatch(group string) {
+	s.topicMu.Lock()
+	s.mirror.Drop(group)
+	delete(s.waiting, group)
+	s.o.Outlet.Clear(s.topics + group)
+	s.topicMu.Unlock()
+	s.listen(group, false)
+}
+
+// listen queues hearing group's batches here (on) or no longer, for the
+// reader: before it reads a snapshot, so that no batch falls between.
+func (s *Stage) listen(group string, on bool) {
+	s.readMu.Lock()
+	s.listens[group] = on
+	s.readMu.Unlock()
+	wake(s.readWake)
+}
+
+// applyListens asks the store to hear (or no longer hear) the groups
+// queued; what fails is queued again unless changed meanwhile.
+func (s *Stage) applyListens(ctx context.Context, listens map[string]bool) error {
+	var on, off []string
+	for g, l := range listens {
+		if l {
+			on = append(on, g)
+		} else {
+			off = append(off, g)
+		}
+	}
+	err := s.o.Store.ListenGroups(ctx, on)
+	if err == nil {
+		err = s.o.Store.UnlistenGroups(ctx, off)
+	}
+	if err != nil {
+		s.readMu.Lock()
+		for g, l := range listens {
+			if _, newer := s.listens[g]; !newer {
+				s.listens[g] = l
+			}
+		}
+		s.readMu.Unlock()
+	}
+	return err
 }
 
 // unwatchDeleted stops watching the deleted groups: their topic's

@@ -243,3 +243,17 @@ func (r *Redis) DropGroup(ctx context.Context, group string) error {
 	r.up()
 	return nil
 }
+
+// ListenGroups implements store.Store: the memory store's one node hears
+// every group's batches.
+func (m *Memory) ListenGroups(context.Context, []string) error { return nil }
+
+// UnlistenGroups implements store.Store.
+func (m *Memory) UnlistenGroups(context.Context, []string) error { return nil }
+
+// ListenGroups implements store.Store (for now every node hears every
+// group's batches on the one batches channel).
+func (r *Redis) ListenGroups(context.Context, []string) error { return nil }
+
+// UnlistenGroups implements store.Store.
+func (r *Redis) UnlistenGroups(context.Context, []string) error { return nil }

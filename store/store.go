@@ -69,6 +69,10 @@ type Store interface {
 	Groups
 	GroupLog
 	Claims
+	// ListenGroups has the store report the batches of these groups
+	// (GroupBatch events) from now on, UnlistenGroups no longer.
+	ListenGroups(ctx context.Context, groups []string) error
+	UnlistenGroups(ctx context.Context, groups []string) error
 }
 
 var (
