@@ -74,7 +74,8 @@ type Presence struct {
 	Visibility           Visibility
 	GroupsFile           string
 	GroupBatch           time.Duration
-	Observers            []string // service accounts: read all presence
+	InterestLinger       time.Duration // a user nobody here needs any more is forgotten after this
+	Observers            []string      // service accounts: read all presence
 	MaxSessionsPerUser   int
 	SetRate              int
 	SetBurst             int
@@ -194,6 +195,7 @@ func (c Config) yaml() configs.Config {
 	yp.TopicPrefix, yp.AuthoritativeDevices = p.TopicPrefix, p.AuthoritativeDevices
 	yp.SessionTTL, yp.RenewInterval, yp.ReapInterval = d(p.SessionTTL), d(p.RenewInterval), d(p.ReapInterval)
 	yp.Visibility, yp.GroupsFile, yp.GroupBatch, yp.Observers = string(p.Visibility), p.GroupsFile, d(p.GroupBatch), p.Observers
+	yp.InterestLinger = d(p.InterestLinger)
 	yp.MaxSessionsPerUser, yp.SetRate, yp.SetBurst = p.MaxSessionsPerUser, p.SetRate, p.SetBurst
 	yp.OfflineRetention = d(p.OfflineRetention)
 	tb := p.TakeoverBattle
@@ -255,6 +257,7 @@ func ConfigFrom(y configs.Config) Config {
 		TopicPrefix: yp.TopicPrefix, AuthoritativeDevices: yp.AuthoritativeDevices,
 		SessionTTL: yp.SessionTTL.D(), RenewInterval: yp.RenewInterval.D(), ReapInterval: yp.ReapInterval.D(),
 		Visibility: Visibility(yp.Visibility), GroupsFile: yp.GroupsFile, GroupBatch: yp.GroupBatch.D(), Observers: yp.Observers,
+		InterestLinger:     yp.InterestLinger.D(),
 		MaxSessionsPerUser: yp.MaxSessionsPerUser, SetRate: yp.SetRate, SetBurst: yp.SetBurst, OfflineRetention: yp.OfflineRetention.D(),
 		TakeoverBattle: TakeoverBattle{Takeovers: yp.TakeoverBattle.Takeovers, Window: yp.TakeoverBattle.Window.D(),
 			Backoff: yp.TakeoverBattle.Backoff.D(), MaxBackoff: yp.TakeoverBattle.MaxBackoff.D()},

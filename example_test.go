@@ -33,7 +33,7 @@ func Example() {
 	_ = srv.Serve()
 
 	changes := make(chan packets.Packet, 8)
-	_ = srv.Subscribe("presence/users/+", 1, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+	_ = p.Subscribe("presence/users/+", 1, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
 		changes <- pk
 	})
 

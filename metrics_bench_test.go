@@ -60,7 +60,7 @@ func benchPlugin(b *testing.B) (*Plugin, presence.SessionRef) {
 func BenchmarkUpdateToPublish(b *testing.B) {
 	p, ref := benchPlugin(b)
 	got := make(chan struct{}, 1)
-	if err := p.srv.Subscribe("presence/users/u", 1, func(*mqtt.Client, packets.Subscription, packets.Packet) {
+	if err := p.Subscribe("presence/users/u", 1, func(*mqtt.Client, packets.Subscription, packets.Packet) {
 		select {
 		case got <- struct{}{}:
 		default:

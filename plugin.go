@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/interest"
 	"github.com/presenced/presenced/nodes"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
@@ -85,6 +87,7 @@ type Plugin struct {
 	pacer     *publisher.Pacer // between the feed and the publisher: holds blinks back, paces storms
 	publisher *publisher.Publisher
 	groups    *groups.Stage
+	interest  *interest.Stage // which users this node needs: hears, shows, forgets
 	nodes     *nodes.Nodes
 	delivery  *delivery.Delivery
 	outlet    *delivery.Outlet
@@ -94,6 +97,8 @@ type Plugin struct {
 
 	auditing   atomic.Bool // an audit runs
 	auditAgain atomic.Bool // a Recovered came during it
+
+	drops chan []string // users nobody here shows any more, for the pump to forget
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -115,7 +120,8 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
-	p := &Plugin{cfg: cfg, srv: srv, log: srv.Log, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), meters: newMeters()}
+	p := &Plugin{cfg: cfg, srv: srv, log: srv.Log, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), meters: newMeters(),
+		drops: make(chan []string, 16)}
 	for _, o := range opts {
 		o(p)
 	}
@@ -173,6 +179,13 @@ func (p *Plugin) build() {
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: p.logFor("groups"),
 		Store: p.store, Presence: p.publisher, Outlet: p.outlet, Viewer: p.hook.Viewer, Introduce: p.introduce,
+		Lead: func(members []string) { p.interest.Lead(members) },
+	})
+	p.interest = interest.New(interest.Options{
+		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),
+		Linger: cfg.Presence.InterestLinger, Now: p.now, Log: p.logFor("interest"),
+		Store: hearing{p}, Viewer: p.hook.Viewer, Mates: p.groups.Mates, Groups: p.groups,
+		Shown: p.publisher.List, Forget: p.forgetShown,
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: p.outlet, Sessions: p.hook.Sessions})
@@ -181,7 +194,7 @@ func (p *Plugin) build() {
 
 // addHooks adds the hooks to the server, in the order package hooks gives.
 func (p *Plugin) addHooks() error {
-	list := []mqtt.Hook{p.drain, p.limits, p.hook, &groups.Hook{Stage: p.groups}, p.delivery}
+	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery}
 	if p.acl != nil {
 		list = append(list, delivery.NewGuard(delivery.GuardOptions{
 			Delivery: p.delivery, Viewers: p.hook, Policy: *p.acl,
@@ -252,17 +265,15 @@ func (p *Plugin) start(ctx context.Context) error {
 	if err := p.store.Start(ctx); err != nil {
 		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
 	}
-	if err := p.store.Load(ctx); err != nil {
-		p.store.Stop()
-		return fmt.Errorf("initial load: %w", err)
-	}
-	p.handle(p.feed.Take())
+	// No user is loaded at start: the node loads the users it needs as
+	// they are needed (the interest stage).
 	if err := p.groups.Load(ctx); err != nil {
 		p.store.Stop()
 		return err
 	}
 	p.tracker.Start()
 	p.groups.Start()
+	p.interest.Start()
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -312,6 +323,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		close(p.stop)
 		p.wg.Wait()
 		p.nodes.Stop()
+		p.interest.Stop()
 		p.groups.Stop()
 		p.tracker.Stop()
 		p.store.Stop()
@@ -329,8 +341,21 @@ func (p *Plugin) Config() Config { return p.cfg }
 // NodeState returns this node's state: up, draining or down.
 func (p *Plugin) NodeState() presence.NodeState { return p.nodes.State() }
 
-// Retained returns the retained payload of user, as observers receive it.
-func (p *Plugin) Retained(user string) ([]byte, bool) { return p.publisher.Get(user) }
+// Retained returns the presence payload of user, as observers receive
+// it: the retained one when this node shows the user, else read from the
+// store (the admin API's: not on the packet path).
+func (p *Plugin) Retained(user string) ([]byte, bool) {
+	if b, ok := p.publisher.Get(user); ok {
+		return b, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	u, ok, err := p.store.User(ctx, user)
+	if err != nil || !ok || u.Current.Version == 0 {
+		return nil, false
+	}
+	return u.Current.AppendJSON(nil), true
+}
 
 // User returns a user's whole record from the store: account, live and
 // recently ended sessions with their end reasons.
@@ -420,4 +445,36 @@ func (p *Plugin) introduce(user string, may func(viewer string) bool) {
 	if len(to) > 0 {
 		p.publisher.Resend(user, p.outlet.SendTo(user, to))
 	}
+}
+
+// forgetShown has the pump forget what the node shows of users nobody here
+// needs any more (the interest stage's Forget): on the pump's goroutine, in
+// order with the changes it publishes.
+func (p *Plugin) forgetShown(users []string) {
+	select {
+	case p.drops <- users:
+	case <-p.stop:
+	}
+}
+
+// Subscribe subscribes handler to filter as an inline subscription of the
+// program's own (mochi's Server.Subscribe), and counts it as interest, as
+// a client's subscription is: mochi tells no hook of an inline
+// subscription, so one made with Server.Subscribe directly makes this node
+// load and show nobody. The program is a service account: a wildcard over
+// the users makes this node a firehose.
+func (p *Plugin) Subscribe(filter string, id int, handler mqtt.InlineSubFn) error {
+	p.interest.Follow(strconv.Itoa(id), filter)
+	if err := p.srv.Subscribe(filter, id, handler); err != nil {
+		p.interest.Unfollow(strconv.Itoa(id), filter)
+		return err
+	}
+	return nil
+}
+
+// Unsubscribe removes an inline subscription made with Subscribe.
+func (p *Plugin) Unsubscribe(filter string, id int) error {
+	err := p.srv.Unsubscribe(filter, id)
+	p.interest.Unfollow(strconv.Itoa(id), filter)
+	return err
 }

@@ -89,6 +89,10 @@ func (p *Plugin) pump() {
 			p.nodes.Refresh()
 		case changes := <-p.groups.Joins():
 			p.groups.Joined(changes)
+			p.interest.Regroup()
+		case users := <-p.drops:
+			p.pacer.Drop(users)
+			p.publisher.Drop(users)
 		case <-repair.C:
 			if n := p.groups.Repair(); n > 0 {
 				p.log.Warn("group occupancy counts were wrong: rebuilt", "groups", n)
@@ -120,8 +124,13 @@ func (p *Plugin) handle(events []store.Event) {
 	for _, e := range events {
 		switch e.Kind {
 		case store.Changed:
-			p.meters.committed(e, p.publisher.Shown(e.Aggregate.User).Version)
-			p.pacer.Offer(e.Aggregate, e.Cause, p.now())
+			a := e.Aggregate
+			p.interest.Heard(a.User, a.Version)
+			if !p.interest.Shows(a.User) {
+				continue // nobody here watches the user
+			}
+			p.meters.committed(e, p.publisher.Shown(a.User).Version)
+			p.pacer.Offer(a, e.Cause, p.now())
 		case store.Reset:
 			p.tracker.Reassert()
 			p.tombstoneAfter(e.Settle, p.publisher.Versions)
@@ -193,7 +202,7 @@ func (p *Plugin) audit(settle time.Duration) {
 func (p *Plugin) auditOnce(settle time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := p.tracker.Audit(ctx, p.publisher.Versions())
+	res, err := p.tracker.Audit(ctx, p.versions())
 	if err != nil {
 		p.log.Debug("audit failed; the next recovery audits", "err", err)
 		return
@@ -230,4 +239,14 @@ func (p *Plugin) every(name string, interval, budget time.Duration, fn func(cont
 			}
 		}
 	}()
+}
+
+// versions is the newest version this node knows of each user it shows or
+// hears: what the audit compares the store's with.
+func (p *Plugin) versions() map[string]uint64 {
+	v := p.publisher.Versions()
+	for u, heard := range p.interest.Versions() {
+		v[u] = max(v[u], heard)
+	}
+	return v
 }

@@ -132,6 +132,7 @@ type PresenceConfig struct {
 	Visibility           string               `yaml:"visibility"`            // open|self|groups: who reads whose presence; default open
 	GroupsFile           string               `yaml:"groups_file"`           // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
 	GroupBatch           Duration             `yaml:"group_batch"`           // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
+	InterestLinger       Duration             `yaml:"interest_linger"`       // a user (or group) nobody on this node needs any more is forgotten after this; default 60s; 1s..1h
 	Observers            []string             `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
 	MaxSessionsPerUser   int                  `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
 	SetRate              int                  `yaml:"set_rate"`              // presence/set per second per session; default 5
@@ -351,6 +352,7 @@ const (
 	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
 	defaultVisibility          = VisibilityOpen
 	defaultGroupBatch          = Duration(250 * time.Millisecond)
+	defaultInterestLinger      = Duration(time.Minute)
 	defaultMaxSessionsPerUser  = 16
 	defaultSetRate             = 5
 	defaultSetBurst            = 10
@@ -440,6 +442,7 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.Presence.ReapInterval, defaultReapInterval)
 	setString(&c.Presence.Visibility, defaultVisibility)
 	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
+	setDuration(&c.Presence.InterestLinger, defaultInterestLinger)
 	if c.Presence.Observers == nil {
 		c.Presence.Observers = []string{}
 	}
@@ -682,6 +685,7 @@ func (c Config) validatePresence(v *validator) {
 	v.check("presence.reap_interval", durationBetween(c.Presence.ReapInterval, minReapInterval, maxReapInterval))
 	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf, VisibilityGroups))
 	v.check("presence.group_batch", durationBetween(c.Presence.GroupBatch, Duration(10*time.Millisecond), Duration(10*time.Second)))
+	v.check("presence.interest_linger", durationBetween(c.Presence.InterestLinger, Duration(time.Second), Duration(time.Hour)))
 	for i, u := range c.Presence.Observers {
 		if err := presence.ValidUser(u); err != nil {
 			v.add("presence.observers", "item %d must be a user name: %v", i, err)

@@ -76,6 +76,7 @@ func TestDefaults(t *testing.T) {
 			ReapInterval:         Duration(time.Second),
 			Visibility:           "open",
 			GroupBatch:           Duration(250 * time.Millisecond),
+			InterestLinger:       Duration(time.Minute),
 			Observers:            []string{},
 			MaxSessionsPerUser:   16,
 			SetRate:              5,

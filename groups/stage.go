@@ -128,7 +128,7 @@ func New(o Options) *Stage {
 		mirror:  roster.NewMirror(),
 		waiting: make(map[string]map[*mqtt.Client]struct{}),
 		joins:   make(chan []roster.Change, 16),
-		dirty:   make(map[string]struct{}), resyncs: make(map[string]struct{}), readWake: make(chan struct{}, 1),
+		dirty:   make(map[string]struct{}), resyncs: make(map[string]struct{}), listens: make(map[string]bool), readWake: make(chan struct{}, 1),
 		claimsDirty: make(map[string][]string), claimsWake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 	}
@@ -263,3 +263,19 @@ func (s *Stage) Repair() int { return s.board.Repair() }
 // Joins delivers membership changes to the pump, which hands them to
 // Joined.
 func (s *Stage) Joins() <-chan []roster.Change { return s.joins }
+
+// Mates returns the users who share a group with user (user not included).
+func (s *Stage) Mates(user string) []string {
+	seen := make(map[string]struct{})
+	var out []string
+	for _, g := range s.index.GroupsOf(user) {
+		members, _ := s.index.Members(g)
+		for _, m := range members {
+			if _, ok := seen[m]; !ok && m != user {
+				seen[m] = struct{}{}
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}

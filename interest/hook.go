@@ -268,6 +268,14 @@ func (s *Stage) Regroup() {
 	s.wake()
 }
 
+// following reports whether an inline subscription is followed (tests).
+func (s *Stage) following(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.follows[id]
+	return ok
+}
+
 // exactLast returns the user of a filter that reads one user's topic only:
 // presence/users/{user}, or a filter whose levels are those of base then a
 // user, with wildcards before the last level only ("presence/+/bob" reads
@@ -317,4 +325,39 @@ func canMatch(filter, example string) bool {
 		}
 	}
 	return len(fl) == len(tl)
+}
+
+// Follow counts an inline subscription of the program's own (mochi's
+// Server.Subscribe, which no hook is told of) as interest: the program is
+// a service account, so a wildcard over users is a firehose. id names the
+// subscription (its subscription id); Unfollow forgets it.
+func (s *Stage) Follow(id, filter string) {
+	s.mu.Lock()
+	c := s.follows[id]
+	if c == nil {
+		c = &client{filters: make(map[string]struct{}), service: true}
+		s.follows[id] = c
+	}
+	c.filters[filter] = struct{}{}
+	n := s.needOf(c)
+	n.groups = nil // an inline subscription reads a group topic's snapshot as retained only
+	s.applyLocked(c, n)
+	s.mu.Unlock()
+	s.wake()
+}
+
+// Unfollow forgets an inline subscription's filter.
+func (s *Stage) Unfollow(id, filter string) {
+	s.mu.Lock()
+	if c := s.follows[id]; c != nil {
+		delete(c.filters, filter)
+		n := s.needOf(c)
+		n.groups = nil
+		s.applyLocked(c, n)
+		if len(c.filters) == 0 {
+			delete(s.follows, id)
+		}
+	}
+	s.mu.Unlock()
+	s.wake()
 }

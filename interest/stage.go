@@ -86,6 +86,7 @@ type Stage struct {
 
 	mu       sync.Mutex
 	clients  map[string]*client     // by client id: a session taken over keeps its interest
+	follows  map[string]*client     // the program's inline subscriptions, by id
 	watchers map[string]int         // user -> clients (and the leader) that need it shown
 	sessions map[string]int         // user -> sessions here
 	leader   map[string]struct{}    // the members the group topics' leader needs
@@ -137,7 +138,7 @@ func New(o Options) *Stage {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Stage{o: o, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", node: o.Prefix + "/nodes/",
-		clients: make(map[string]*client), watchers: make(map[string]int), sessions: make(map[string]int),
+		clients: make(map[string]*client), follows: make(map[string]*client), watchers: make(map[string]int), sessions: make(map[string]int),
 		leader: make(map[string]struct{}), gwatch: make(map[string]int), gidle: make(map[string]time.Time),
 		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]time.Time),
 		versions: make(map[string]uint64), wakeC: make(chan struct{}, 1), stop: make(chan struct{})}

@@ -365,3 +365,23 @@ func TestStoreFailureRetried(t *testing.T) {
 		t.Fatalf("listened %v after the store came back", l)
 	}
 }
+
+// The program's inline subscriptions count as a service account's: a
+// wildcard over the users is a firehose, an exact one needs its user.
+func TestInlineFollow(t *testing.T) {
+	r := newRig(t, ByGroups)
+	r.s.Follow("1", "presence/users/ann")
+	if !r.s.Shows("ann") || !r.s.following("1") {
+		t.Fatal("an inline subscription to ann is not followed")
+	}
+	r.s.Follow("2", "presence/users/+")
+	r.reconcile()
+	if r.st.all != 1 {
+		t.Fatal("an inline wildcard is not a firehose")
+	}
+	r.s.Unfollow("1", "presence/users/ann")
+	r.s.Unfollow("2", "presence/users/+")
+	if r.s.following("1") || r.s.following("2") || r.s.fire != 0 {
+		t.Fatal("unfollowed subscriptions still count")
+	}
+}

@@ -46,6 +46,7 @@ type Stats struct {
 	Errors    atomic.Int64
 	Resent    atomic.Int64 // current states sent again for subscribers that missed them
 	Forgotten atomic.Int64 // offline users forgotten after the retention
+	Dropped   atomic.Int64 // users dropped: nobody on this node shows them any more
 }
 
 type view struct {
@@ -235,4 +236,35 @@ func (p *Publisher) Versions() map[string]uint64 {
 		m[u] = v.version
 	}
 	return m
+}
+
+// Drop forgets users (nobody on this node shows them any more): their
+// retained message is removed and what was published of them is
+// forgotten, so that a later publish of any version shows them again.
+func (p *Publisher) Drop(users []string) {
+	var topics []string
+	p.mu.Lock()
+	for _, u := range users {
+		if v, ok := p.views[u]; ok {
+			delete(p.views, u)
+			p.byStatus[v.status]--
+			topics = append(topics, p.Topic(u))
+		}
+	}
+	p.mu.Unlock()
+	for _, t := range topics {
+		p.broker.Clear(t)
+	}
+	p.Stats.Dropped.Add(int64(len(topics)))
+}
+
+// List returns every user with a published presence.
+func (p *Publisher) List() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.views))
+	for u := range p.views {
+		out = append(out, u)
+	}
+	return out
 }

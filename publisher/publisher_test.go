@@ -196,3 +196,27 @@ func TestPublished(t *testing.T) {
 type failBroker struct{ sink }
 
 func (*failBroker) Publish(string, uint64, string, []byte) error { return errors.New("broker down") }
+
+// Drop removes a user's retained presence and forgets it: a later publish
+// of any version shows the user again (the store's version is then at or
+// above any shown before).
+func TestPublisherDrop(t *testing.T) {
+	s := &sink{}
+	p := New(Options{Prefix: "presence", Broker: s, Log: nil})
+	p.Publish(presence.Aggregate{User: "ann", Status: presence.Online, Version: 10})
+	p.Publish(presence.Aggregate{User: "bob", Status: presence.Away, Version: 3})
+	p.Drop([]string{"ann", "nobody"})
+	if _, ok := p.Get("ann"); ok || p.Users() != 1 || p.Statuses()[presence.Online] != 0 {
+		t.Fatalf("after Drop: ann kept %v, users %d, online %d", ok, p.Users(), p.Statuses()[presence.Online])
+	}
+	if _, ok := s.retained["presence/users/ann"]; ok {
+		t.Fatal("ann's retained message kept")
+	}
+	if got := p.Stats.Dropped.Load(); got != 1 {
+		t.Fatalf("dropped %d, want 1", got)
+	}
+	p.Publish(presence.Aggregate{User: "ann", Status: presence.Offline, Version: 10})
+	if _, ok := p.Get("ann"); !ok {
+		t.Fatal("ann not shown again after a drop")
+	}
+}

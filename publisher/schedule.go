@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"container/heap"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -287,4 +288,29 @@ func (h *dueHeap) Pop() any {
 	d := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return d
+}
+
+// Drop forgets what the pacer holds of users (nobody on this node shows
+// them any more): a held change, a change waiting for the rate, the recent
+// ends. Their stale due times are skipped when they come up.
+func (q *Pacer) Drop(users []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	dropped := false
+	for _, u := range users {
+		if p, ok := q.paces[u]; ok {
+			if p.Holding() {
+				q.Stats.Holding.Add(-1)
+			}
+			delete(q.paces, u)
+		}
+		if _, ok := q.ready[u]; ok {
+			delete(q.ready, u)
+			dropped = true
+		}
+	}
+	if dropped {
+		q.order = slices.DeleteFunc(q.order, func(u string) bool { _, ok := q.ready[u]; return !ok })
+		q.Stats.Queued.Store(int64(len(q.ready)))
+	}
 }

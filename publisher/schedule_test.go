@@ -151,3 +151,27 @@ func TestPacerNextWake(t *testing.T) {
 		t.Fatalf("holds %+v", held)
 	}
 }
+
+// Drop forgets a held change and one waiting for the rate: neither is
+// shown after.
+func TestPacerDrop(t *testing.T) {
+	net := presence.Cause{Ended: presence.EndNetwork}
+	r := newPacerRig(t, presence.Pacing{Grace: 5 * time.Second}, 1, 1)
+	r.offer("ann", presence.Online, presence.Cause{})
+	r.offer("bob", presence.Online, presence.Cause{}) // waits for the rate (1/s)
+	r.offer("ann", presence.Offline, net)             // held: the grace
+	if r.q.Stats.Holding.Load() != 1 || r.q.Stats.Queued.Load() != 1 {
+		t.Fatalf("holding %d, queued %d", r.q.Stats.Holding.Load(), r.q.Stats.Queued.Load())
+	}
+	r.q.Drop([]string{"ann", "bob"})
+	if r.q.Stats.Holding.Load() != 0 || r.q.Stats.Queued.Load() != 0 {
+		t.Fatalf("after Drop: holding %d, queued %d", r.q.Stats.Holding.Load(), r.q.Stats.Queued.Load())
+	}
+	r.advance(10 * time.Second)
+	if got := r.statuses("bob"); len(got) != 0 {
+		t.Errorf("bob shown after a drop: %v", got)
+	}
+	if got := r.statuses("ann"); len(got) != 1 {
+		t.Errorf("ann shown %v after a drop, want only the first online", got)
+	}
+}
