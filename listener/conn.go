@@ -25,11 +25,6 @@ var ErrSlowConsumer = errors.New("listener: slow consumer: the client did not re
 // would, so code that treats a deadline as a timeout keeps doing so.
 var errWriteDeadline = fmt.Errorf("listener: write deadline passed with bytes still waiting: %w", os.ErrDeadlineExceeded)
 
-// maxDrain bounds how long Close lets the backlog drain before it gives up
-// (also never longer than Config.WriteTimeout). mochi writes a DISCONNECT and
-// then closes at once, on a takeover and on shutdown; the drain is what
-// lets that last packet reach a client whose socket was momentarily full.
-const maxDrain = time.Second
 
 // flushChunk is the most the flusher hands the socket in one call. A write
 // returns only when done or at its deadline; smaller calls let the counters
@@ -310,7 +305,7 @@ func (c *Conn) Close() error {
 		c.release(false)
 		return nil
 	}
-	by := time.Now().Add(min(c.t.writeTimeout, maxDrain)).UnixNano()
+	by := time.Now().Add(min(c.t.writeTimeout, c.t.closeDrain)).UnixNano()
 	if c.wdl == 0 || by < c.wdl {
 		c.wdl = by
 	}

@@ -21,6 +21,7 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultMaxBacklog     = 4 << 20
 	DefaultWriteTimeout   = 30 * time.Second
+	DefaultCloseDrain     = time.Second
 )
 
 // Config configures a TCP or WebSocket listener. Only ID and Address are
@@ -52,6 +53,13 @@ type Config struct {
 	// WriteTimeout closes a connection as a slow consumer when its client
 	// takes none of the bytes waiting for it for this long. Default 30 s.
 	WriteTimeout time.Duration
+
+	// CloseDrain bounds how long closing a connection lets its backlog
+	// drain before it resets the socket (never longer than WriteTimeout).
+	// mochi writes a DISCONNECT and then closes at once, on a takeover and
+	// on shutdown; the drain is what lets that last packet reach a client
+	// whose socket was momentarily full. Default 1 s.
+	CloseDrain time.Duration
 
 	// Server, when set, is the server the listener is added to; Close then
 	// disconnects the listener's clients itself, going through
@@ -85,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.CloseDrain <= 0 {
+		c.CloseDrain = DefaultCloseDrain
 	}
 	return c
 }
@@ -121,6 +132,7 @@ type Stats struct {
 type tracker struct {
 	maxBacklog   int
 	writeTimeout time.Duration
+	closeDrain   time.Duration
 	log          *slog.Logger // mochi's, once the listener is initialised
 
 	mu   sync.Mutex
@@ -133,7 +145,7 @@ type tracker struct {
 }
 
 func newTracker(c Config) *tracker {
-	return &tracker{maxBacklog: c.MaxBacklog, writeTimeout: c.WriteTimeout, log: discard}
+	return &tracker{maxBacklog: c.MaxBacklog, writeTimeout: c.WriteTimeout, closeDrain: c.CloseDrain, log: discard}
 }
 
 // add wraps and registers a newly accepted socket. It fails once Close has
