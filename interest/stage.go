@@ -85,21 +85,21 @@ type Stage struct {
 	users, groups, node string // prefix/users/, prefix/groups/, prefix/nodes/
 
 	mu       sync.Mutex
-	clients  map[string]*client     // by client id: a session taken over keeps its interest
-	follows  map[string]*client     // the program's inline subscriptions, by id
-	watchers map[string]int         // user -> clients (and the leader) that need it shown
-	sessions map[string]int         // user -> sessions here
-	leader   map[string]struct{}    // the members the group topics' leader needs
-	fire     int                    // clients with an unrestricted wildcard
-	fireIdle time.Time              // when fire fell to 0 (zero: in use, or never)
-	gwatch   map[string]int         // group -> clients watching its topic
-	gidle    map[string]time.Time   // groups nobody watches, since
-	nwatch   int                    // clients watching the node topics
-	heard    map[string]struct{}    // users the store listens to (asked)
-	pending  map[string]struct{}    // users to ask for (again: a user newly shown is loaded)
-	idle     map[string]time.Time   // heard users nobody needs any more, since
-	versions map[string]uint64      // the newest version heard of each user heard
-	all      bool                   // the store listens to every user
+	clients  map[string]*client   // by client id: a session taken over keeps its interest
+	follows  map[string]*client   // the program's inline subscriptions, by id
+	watchers map[string]int       // user -> clients (and the leader) that need it shown
+	sessions map[string]int       // user -> sessions here
+	leader   map[string]struct{}  // the members the group topics' leader needs
+	fire     int                  // clients with an unrestricted wildcard
+	fireIdle time.Time            // when fire fell to 0 (zero: in use, or never)
+	gwatch   map[string]int       // group -> clients watching its topic
+	gidle    map[string]time.Time // groups nobody watches, since
+	nwatch   int                  // clients watching the node topics
+	heard    map[string]struct{}  // users the store listens to (asked)
+	pending  map[string]struct{}  // users to ask for (again: a user newly shown is loaded)
+	idle     map[string]time.Time // heard users nobody needs any more, since
+	versions map[string]uint64    // the newest version heard of each user heard
+	all      bool                 // the store listens to every user
 	wakeC    chan struct{}
 
 	stop chan struct{}

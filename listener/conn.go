@@ -25,7 +25,6 @@ var ErrSlowConsumer = errors.New("listener: slow consumer: the client did not re
 // would, so code that treats a deadline as a timeout keeps doing so.
 var errWriteDeadline = fmt.Errorf("listener: write deadline passed with bytes still waiting: %w", os.ErrDeadlineExceeded)
 
-
 // flushChunk is the most the flusher hands the socket in one call. A write
 // returns only when done or at its deadline; smaller calls let the counters
 // follow the drain and the backlog be compacted as it goes.
