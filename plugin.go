@@ -252,7 +252,8 @@ func (p *Plugin) start(ctx context.Context) error {
 	if err := p.store.Start(ctx); err != nil {
 		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
 	}
-	if err := p.store.Load(ctx); err != nil {
+	// Every user, until the interest stage says which (store.Listener).
+	if err := p.store.ListenAll(ctx); err != nil {
 		p.store.Stop()
 		return fmt.Errorf("initial load: %w", err)
 	}

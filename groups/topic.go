@@ -216,6 +216,10 @@ func (s *Stage) resync(group string) {
 func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// Hear the groups' batches first, then read their snapshots.
+	if err := s.o.Store.ListenGroups(ctx, slices.Collect(maps.Keys(groups))); err != nil {
+		return err
+	}
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
 		snap, ok, err := s.o.Store.GroupSnapshot(ctx, g)
 		if err != nil {

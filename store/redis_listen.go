@@ -255,6 +255,9 @@ func allOf(chs []string, ok func(string) bool) func() bool {
 
 // Listen implements Listener.
 func (r *Redis) Listen(ctx context.Context, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
 	l := r.ls
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(users))
@@ -278,6 +281,9 @@ func (r *Redis) Listen(ctx context.Context, users []string) error {
 
 // Unlisten implements Listener.
 func (r *Redis) Unlisten(ctx context.Context, users []string) error {
+	if len(users) == 0 {
+		return nil
+	}
 	l := r.ls
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(users))
@@ -353,6 +359,9 @@ func (r *Redis) UnlistenAll(ctx context.Context) error {
 
 // ListenGroups implements GroupLog.
 func (r *Redis) ListenGroups(ctx context.Context, groups []string) error {
+	if len(groups) == 0 {
+		return nil
+	}
 	l := r.ls
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(groups))
@@ -375,6 +384,9 @@ func (r *Redis) ListenGroups(ctx context.Context, groups []string) error {
 
 // UnlistenGroups implements GroupLog.
 func (r *Redis) UnlistenGroups(ctx context.Context, groups []string) error {
+	if len(groups) == 0 {
+		return nil
+	}
 	l := r.ls
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(groups))
