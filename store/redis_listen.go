@@ -94,6 +94,9 @@ type listener struct {
 	ctx    context.Context // cancelled by Stop
 	cancel context.CancelFunc
 	wake   chan struct{} // the subscriber has work
+	// beforePass, when set (tests only, before Start), runs before each
+	// pass of the subscriber: a test holds the subscriptions down with it.
+	beforePass func()
 
 	mu      sync.Mutex
 	running bool
@@ -440,6 +443,9 @@ func (l *listener) run() {
 		case <-l.wake:
 		case <-retry.C:
 		}
+		if l.beforePass != nil {
+			l.beforePass()
+		}
 		ctx, cancel := context.WithTimeout(l.ctx, listenBudget)
 		again := l.pass(ctx)
 		cancel()
@@ -661,6 +667,12 @@ func (l *listener) unsubscribe(ctx context.Context, unsubs map[*shard][]string) 
 // whether nothing is left to read.
 func (l *listener) reloadHeard(ctx context.Context) bool {
 	l.mu.Lock()
+	for ch := range l.reload {
+		if s := l.where[ch]; s != nil && !s.dead && s.pending[ch] > 0 {
+			l.mu.Unlock()
+			return false // on its way: one read once all are heard (its confirmation wakes the subscriber)
+		}
+	}
 	var chs, users, groups []string
 	every, waiting := false, false
 	for ch := range l.reload {
