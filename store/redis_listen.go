@@ -101,7 +101,6 @@ type listener struct {
 	mu      sync.Mutex
 	running bool
 	users   map[string]struct{} // listened to (Listen)
-	groups  map[string]struct{} // listened to (ListenGroups)
 	all     bool                // the firehose (ListenAll)
 	want    map[string]target   // the channels that should be subscribed
 	dirty   map[string]struct{} // channels whose want changed since the last pass
@@ -116,7 +115,6 @@ type listener struct {
 type shard struct {
 	addr      string
 	ps        *redis.PubSub
-	n         int             // channels placed on it (listener.where)
 	confirmed map[string]bool // subscribed, as the server confirmed
 	pending   map[string]int  // SSUBSCRIBEs sent, not yet confirmed
 	unsubs    map[string]int  // SUNSUBSCRIBEs sent, not yet confirmed
@@ -129,8 +127,8 @@ func newListener(r *Redis) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
 		r: r, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
-		users: make(map[string]struct{}), groups: make(map[string]struct{}),
-		want: make(map[string]target), dirty: make(map[string]struct{}),
+		users: make(map[string]struct{}),
+		want:  make(map[string]target), dirty: make(map[string]struct{}),
 		where: make(map[string]*shard), shards: make(map[string]*shard),
 		reload: make(map[string]struct{}), changed: make(chan struct{}),
 	}
@@ -369,7 +367,6 @@ func (r *Redis) ListenGroups(ctx context.Context, groups []string) error {
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(groups))
 		for _, g := range groups {
-			l.groups[g] = struct{}{}
 			ch := r.k.groupChannel(g)
 			l.wantLocked(ch, target{groupTarget, g}, true)
 			chs = append(chs, ch)
@@ -394,7 +391,6 @@ func (r *Redis) UnlistenGroups(ctx context.Context, groups []string) error {
 	chs, err := l.change(func() []string {
 		chs := make([]string, 0, len(groups))
 		for _, g := range groups {
-			delete(l.groups, g)
 			ch := r.k.groupChannel(g)
 			l.wantLocked(ch, target{}, false)
 			chs = append(chs, ch)
@@ -605,7 +601,6 @@ func (l *listener) subscribe(ctx context.Context, chs []string) bool {
 				continue // changed since the plan; the next pass sees it
 			}
 			l.where[ch] = s
-			s.n++
 			s.pending[ch]++
 			send = append(send, ch)
 		}
@@ -645,7 +640,6 @@ func (l *listener) unsubscribe(ctx context.Context, unsubs map[*shard][]string) 
 					continue
 				}
 				delete(l.where, ch)
-				s.n--
 				s.unsubs[ch]++
 				send = append(send, ch)
 			}
