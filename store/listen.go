@@ -1,11 +1,6 @@
 package store
 
-import (
-	"context"
-	"sort"
-
-	"github.com/presenced/presenced/presence"
-)
+import "context"
 
 // Listener is what a node hears of the users' changes. A store reports the
 // changes (Changed events) of the users it listens to, and only those: with
@@ -42,17 +37,8 @@ var (
 // Listen implements Listener: the memory store reports every change; it
 // reports the current aggregates of users (those it has), sorted by name.
 func (m *Memory) Listen(_ context.Context, users []string) error {
-	m.mu.Lock()
-	all := make([]presence.Aggregate, 0, len(users))
-	for _, name := range users {
-		if u, ok := m.users[name]; ok && u.Current.Version != 0 {
-			all = append(all, u.Current)
-		}
-	}
-	m.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].User < all[j].User })
-	for _, p := range all {
-		m.report(Event{Kind: Changed, Aggregate: p})
+	if len(users) > 0 {
+		m.reportCurrent(users)
 	}
 	return nil
 }

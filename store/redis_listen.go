@@ -254,28 +254,65 @@ func allOf(chs []string, ok func(string) bool) func() bool {
 	}
 }
 
+// apply changes what is listened to (set, under the lock), then waits
+// until the channels set returned are heard (or silent: done).
+func (l *listener) apply(ctx context.Context, op string, set func() []string, done func(chs []string) func() bool) error {
+	chs, err := l.change(set)
+	if err == nil {
+		err = l.await(ctx, done(chs))
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+func (l *listener) heard(chs []string) func() bool  { return allOf(chs, l.heardLocked) }
+func (l *listener) silent(chs []string) func() bool { return allOf(chs, l.silentLocked) }
+
+// setUsers adds users to those listened to (on) or takes them out, and
+// returns the channels that bring their changes now.
+func (l *listener) setUsers(users []string, on bool) func() []string {
+	return func() []string {
+		chs := make([]string, len(users))
+		for i, u := range users {
+			ch := l.r.k.userChannel(u)
+			if on {
+				l.users[u] = struct{}{}
+				if !l.all { // a firehose hears the user on its slot's channel
+					l.wantLocked(ch, target{userTarget, u}, true)
+				}
+				ch = l.coverLocked(u)
+			} else {
+				delete(l.users, u)
+				l.wantLocked(ch, target{}, false)
+			}
+			chs[i] = ch
+		}
+		return chs
+	}
+}
+
+// setGroups sets whether the batches of groups are listened to, and
+// returns their channels.
+func (l *listener) setGroups(groups []string, on bool) func() []string {
+	return func() []string {
+		chs := make([]string, len(groups))
+		for i, g := range groups {
+			chs[i] = l.r.k.groupChannel(g)
+			l.wantLocked(chs[i], target{groupTarget, g}, on)
+		}
+		return chs
+	}
+}
+
 // Listen implements Listener.
 func (r *Redis) Listen(ctx context.Context, users []string) error {
 	if len(users) == 0 {
 		return nil
 	}
-	l := r.ls
-	chs, err := l.change(func() []string {
-		chs := make([]string, 0, len(users))
-		for _, u := range users {
-			l.users[u] = struct{}{}
-			if !l.all {
-				l.wantLocked(r.k.userChannel(u), target{userTarget, u}, true)
-			}
-			chs = append(chs, l.coverLocked(u))
-		}
-		return chs
-	})
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if err := l.await(ctx, allOf(chs, l.heardLocked)); err != nil {
-		return fmt.Errorf("listen: %w", err)
+	if err := r.ls.apply(ctx, "listen", r.ls.setUsers(users, true), r.ls.heard); err != nil {
+		return err
 	}
 	return r.loadUsers(ctx, users)
 }
@@ -285,31 +322,14 @@ func (r *Redis) Unlisten(ctx context.Context, users []string) error {
 	if len(users) == 0 {
 		return nil
 	}
-	l := r.ls
-	chs, err := l.change(func() []string {
-		chs := make([]string, 0, len(users))
-		for _, u := range users {
-			delete(l.users, u)
-			ch := r.k.userChannel(u)
-			l.wantLocked(ch, target{}, false)
-			chs = append(chs, ch)
-		}
-		return chs
-	})
-	if err != nil {
-		return fmt.Errorf("unlisten: %w", err)
-	}
-	if err := l.await(ctx, allOf(chs, l.silentLocked)); err != nil {
-		return fmt.Errorf("unlisten: %w", err)
-	}
-	return nil
+	return r.ls.apply(ctx, "unlisten", r.ls.setUsers(users, false), r.ls.silent)
 }
 
 // ListenAll implements Listener: every slot's channel (on each master the
 // slots it owns), then every user (Load: a SCAN of every master).
 func (r *Redis) ListenAll(ctx context.Context) error {
 	l := r.ls
-	chs, err := l.change(func() []string {
+	set := func() []string {
 		l.all = true
 		for u := range l.users {
 			l.wantLocked(r.k.userChannel(u), target{}, false)
@@ -319,12 +339,9 @@ func (r *Redis) ListenAll(ctx context.Context) error {
 			l.wantLocked(ch, target{kind: slotTarget}, true)
 		}
 		return chs
-	})
-	if err != nil {
-		return fmt.Errorf("listen all: %w", err)
 	}
-	if err := l.await(ctx, allOf(chs, l.heardLocked)); err != nil {
-		return fmt.Errorf("listen all: %w", err)
+	if err := l.apply(ctx, "listen all", set, l.heard); err != nil {
+		return err
 	}
 	return r.loadAll(ctx)
 }
@@ -335,7 +352,7 @@ func (r *Redis) ListenAll(ctx context.Context) error {
 func (r *Redis) UnlistenAll(ctx context.Context) error {
 	l := r.ls
 	var users []string
-	slotChs, err := l.change(func() []string {
+	set := func() []string {
 		l.all = false
 		for u := range l.users {
 			ch := r.k.userChannel(u)
@@ -347,15 +364,11 @@ func (r *Redis) UnlistenAll(ctx context.Context) error {
 			l.wantLocked(ch, target{}, false)
 		}
 		return chs
+	}
+	return l.apply(ctx, "unlisten all", set, func(slots []string) func() bool {
+		heard, silent := l.heard(users), l.silent(slots)
+		return func() bool { return heard() && silent() }
 	})
-	if err != nil {
-		return fmt.Errorf("unlisten all: %w", err)
-	}
-	heard, silent := allOf(users, l.heardLocked), allOf(slotChs, l.silentLocked)
-	if err := l.await(ctx, func() bool { return heard() && silent() }); err != nil {
-		return fmt.Errorf("unlisten all: %w", err)
-	}
-	return nil
 }
 
 // ListenGroups implements GroupLog.
@@ -363,23 +376,7 @@ func (r *Redis) ListenGroups(ctx context.Context, groups []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	l := r.ls
-	chs, err := l.change(func() []string {
-		chs := make([]string, 0, len(groups))
-		for _, g := range groups {
-			ch := r.k.groupChannel(g)
-			l.wantLocked(ch, target{groupTarget, g}, true)
-			chs = append(chs, ch)
-		}
-		return chs
-	})
-	if err != nil {
-		return fmt.Errorf("listen groups: %w", err)
-	}
-	if err := l.await(ctx, allOf(chs, l.heardLocked)); err != nil {
-		return fmt.Errorf("listen groups: %w", err)
-	}
-	return nil
+	return r.ls.apply(ctx, "listen groups", r.ls.setGroups(groups, true), r.ls.heard)
 }
 
 // UnlistenGroups implements GroupLog.
@@ -387,23 +384,7 @@ func (r *Redis) UnlistenGroups(ctx context.Context, groups []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	l := r.ls
-	chs, err := l.change(func() []string {
-		chs := make([]string, 0, len(groups))
-		for _, g := range groups {
-			ch := r.k.groupChannel(g)
-			l.wantLocked(ch, target{}, false)
-			chs = append(chs, ch)
-		}
-		return chs
-	})
-	if err != nil {
-		return fmt.Errorf("unlisten groups: %w", err)
-	}
-	if err := l.await(ctx, allOf(chs, l.silentLocked)); err != nil {
-		return fmt.Errorf("unlisten groups: %w", err)
-	}
-	return nil
+	return r.ls.apply(ctx, "unlisten groups", r.ls.setGroups(groups, false), r.ls.silent)
 }
 
 // listened returns what Load reads: every user, or those listened to.

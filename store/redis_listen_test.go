@@ -103,6 +103,19 @@ func (e *events) groupBatches() []Event {
 	return out
 }
 
+// trio starts, on one server, a writer and a node named name that listen
+// to nothing yet, and a firehose (ListenAll).
+func trio(t *testing.T, srv *redistest.Server, name string) (w, x *Redis, colX *events, f *Redis, colF *events) {
+	t.Helper()
+	w, _ = quietStore(t, srv.Client(t), "writer", nil)
+	x, colX = quietStore(t, srv.Client(t), name, nil)
+	f, colF = quietStore(t, srv.Client(t), "firehose", nil)
+	if err := f.ListenAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return w, x, colX, f, colF
+}
+
 func waitMessages(t *testing.T, r *Redis, want int64, what string) {
 	t.Helper()
 	testkit.Wait(t, 10*time.Second, what, func() error {
@@ -121,12 +134,7 @@ func waitMessages(t *testing.T, r *Redis, want int64, what string) {
 func TestRedisListenHearsOnlyWhatItListensTo(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	w, _ := quietStore(t, srv.Client(t), "writer", nil)
-	l, colL := quietStore(t, srv.Client(t), "listener", nil)
-	f, colF := quietStore(t, srv.Client(t), "firehose", nil)
-	if err := f.ListenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w, l, colL, f, colF := trio(t, srv, "listener")
 	a, err := w.Open(ctx, presence.OpenArgs{User: "alice", ID: "a", Node: "writer", TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -318,12 +326,7 @@ func TestRedisNoClassicPublishOnTheChangePath(t *testing.T) {
 func TestRedisGroupBatchesOnlyToGroupListeners(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	w, _ := quietStore(t, srv.Client(t), "writer", nil)
-	g, colG := quietStore(t, srv.Client(t), "watcher", nil)
-	f, colF := quietStore(t, srv.Client(t), "firehose", nil)
-	if err := f.ListenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	w, g, colG, f, colF := trio(t, srv, "watcher")
 	if err := g.ListenGroups(ctx, []string{"team"}); err != nil {
 		t.Fatal(err)
 	}
