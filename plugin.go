@@ -184,7 +184,7 @@ func (p *Plugin) build() {
 	p.interest = interest.New(interest.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),
 		Linger: cfg.Presence.InterestLinger, Now: p.now, Log: p.logFor("interest"),
-		Store: hearing{p}, Viewer: p.hook.Viewer, Mates: p.groups.Mates, Groups: p.groups,
+		Store: p.store, Viewer: p.hook.Viewer, Mates: p.groups.Mates, Groups: p.groups,
 		Shown: p.publisher.List, Forget: p.forgetShown,
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),

@@ -105,6 +105,9 @@ func TestFeedCarriesTheCause(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(r.Stop)
+		if err := r.Listen(context.Background(), []string{"alice", "bob", "carol"}); err != nil {
+			t.Fatal(err)
+		}
 		run(t, r, col, 200*time.Millisecond, func() {}) // Redis's own clock: the reap is polled for
 	})
 }

@@ -10,6 +10,15 @@
 // the queue a node gives it. The initial load reports through the same
 // function, so the load and the live changes take one path.
 //
+// A store reports the changes of the users it listens to (Listener:
+// Listen, ListenAll), and the batches of the groups it listens to
+// (ListenGroups). With Redis each change is SPUBLISHed on its user's
+// channels, in its user's slot, and travels through the shard that owns
+// the user to the nodes that listen only (redis_listen.go); the memory
+// store, one node, reports every change. Which users a node needs is
+// decided above the store, by its interest; until that stage is wired, the
+// node listens to every user.
+//
 // The words for time in a store: a session's store-side expiry is renewed
 // (in bulk, rarely: the backstop; a client's heartbeat is its MQTT
 // keep-alive, which never reaches the store); sessions whose expiry passed

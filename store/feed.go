@@ -32,7 +32,9 @@ const (
 	// deleted (Group names it): whoever runs the node reads it again.
 	GroupChanged
 	// GroupBatch: the leader committed a group topic's batch (Delta): every
-	// node applies it to its group topics, in order. Never coalesced.
+	// node that listens to the group applies it to its group topics, in
+	// order. Without a Delta: the batches of Group may have been missed (a
+	// subscription lost and made again), read it again. Never coalesced.
 	GroupBatch
 	// NodeAnnounced: a node announced its state (NodeStatus), or a survivor
 	// announced a dead node down: every node retains it on
@@ -57,7 +59,8 @@ type Event struct {
 	// Node, Incarnation and Sessions describe a swept incarnation (NodeLost).
 	Node, Incarnation string
 	Sessions          int
-	// Group is the group that changed (GroupChanged).
+	// Group is the group that changed (GroupChanged), or whose batches may
+	// have been missed (GroupBatch without a Delta).
 	Group string
 	// Delta is a group topic's batch (GroupBatch).
 	Delta *roster.Delta

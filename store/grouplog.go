@@ -17,8 +17,8 @@ import (
 // GroupLog carries the group topics from the one node that cuts their
 // batches (the leader) to every node: it keeps each group's snapshot at
 // its latest version, and announces each batch (a GroupBatch event on
-// every node), so that the snapshot and the deltas are the same on every
-// node. A batch is committed only if it follows the version the log holds:
+// every node that listens to the group: ListenGroups), so that the
+// snapshot and the deltas are the same on every node. A batch is committed only if it follows the version the log holds:
 // a second leader (the lease changed hands while the first still cut
 // batches) cannot fork a group's history.
 type GroupLog interface {
@@ -38,6 +38,16 @@ type GroupLog interface {
 	GroupSnapshot(ctx context.Context, group string) (roster.Snapshot, bool, error)
 	// DropGroup forgets a deleted group's snapshot.
 	DropGroup(ctx context.Context, group string) error
+
+	// ListenGroups has the store report these groups' batches (GroupBatch
+	// events) from now on; it returns once it hears them, so a snapshot
+	// read after it misses no batch (hear first, read second). After a
+	// lost subscription it reports a GroupBatch without a Delta for each
+	// group it listens to (batches may have been missed: read it again).
+	// Idempotent. UnlistenGroups stops them. (Memory: no-ops; its one
+	// node hears every batch.)
+	ListenGroups(ctx context.Context, groups []string) error
+	UnlistenGroups(ctx context.Context, groups []string) error
 }
 
 // --- memory: one node, always the leader ---
@@ -116,7 +126,9 @@ func (m *Memory) reportLog(e Event) { m.report(e) }
 // A group's log is a hash P:gs:{group} (the group's slot): "=v" its
 // version, "=c" its counts (JSON), "m:<user>" each member (JSON). A batch
 // is one script on it that checks the version, writes the changed members
-// and publishes the delta on P:gdelta. The leader holds P:gleader (its
+// and publishes the delta with SPUBLISH on P:gb:{group}, the group's own
+// channel in the same slot: only the nodes that listen to the group
+// (ListenGroups) hear it. The leader holds P:gleader (its
 // node and incarnation, with the node TTL), renewed every third of it.
 
 // LeaseTTL implements GroupLog: the node TTL.
@@ -177,7 +189,7 @@ func (r *Redis) CommitBatch(ctx context.Context, d roster.Delta) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	args := []any{strconv.FormatUint(d.Follows, 10), strconv.FormatUint(d.Version, 10), counts, r.k.groupBatches(), delta, len(d.Changes)}
+	args := []any{strconv.FormatUint(d.Follows, 10), strconv.FormatUint(d.Version, 10), counts, delta, len(d.Changes)}
 	for _, m := range d.Changes {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -188,7 +200,7 @@ func (r *Redis) CommitBatch(ctx context.Context, d roster.Delta) (bool, error) {
 	for _, u := range d.Removed {
 		args = append(args, u)
 	}
-	n, err := scriptGroupCommit.Run(ctx, r.c, []string{r.k.groupLog(d.Group)}, args...).Int()
+	n, err := scriptGroupCommit.Run(ctx, r.c, []string{r.k.groupLog(d.Group), r.k.groupChannel(d.Group)}, args...).Int()
 	if err != nil {
 		return false, r.fail("group commit", err)
 	}
@@ -243,17 +255,3 @@ func (r *Redis) DropGroup(ctx context.Context, group string) error {
 	r.up()
 	return nil
 }
-
-// ListenGroups implements store.Store: the memory store's one node hears
-// every group's batches.
-func (m *Memory) ListenGroups(context.Context, []string) error { return nil }
-
-// UnlistenGroups implements store.Store.
-func (m *Memory) UnlistenGroups(context.Context, []string) error { return nil }
-
-// ListenGroups implements store.Store (for now every node hears every
-// group's batches on the one batches channel).
-func (r *Redis) ListenGroups(context.Context, []string) error { return nil }
-
-// UnlistenGroups implements store.Store.
-func (r *Redis) UnlistenGroups(context.Context, []string) error { return nil }

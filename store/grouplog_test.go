@@ -90,6 +90,9 @@ func TestRedisGroupLog(t *testing.T) {
 	srv := redistest.Start(t)
 	a, _ := newRedisStore(t, srv.Client(t), "n1")
 	b, colB := newRedisStore(t, srv.Client(t), "n2")
+	if err := b.ListenGroups(context.Background(), []string{"team"}); err != nil { // n2 watches the group
+		t.Fatal(err)
+	}
 	groupLogContract(t, a)
 	testkit.Wait(t, 5*time.Second, "the batch announced to n2", func() error {
 		colB.mu.Lock()

@@ -242,17 +242,31 @@ func (m *Memory) User(_ context.Context, user string) (presence.User, bool, erro
 // Load reports every user's current aggregate as a change, sorted by user
 // name: the initial load goes the same way as every commit.
 func (m *Memory) Load(context.Context) error {
+	m.reportCurrent(nil)
+	return nil
+}
+
+// reportCurrent reports the current aggregate of each of users (nil: every
+// user) the store has, sorted by name, outside the lock.
+func (m *Memory) reportCurrent(users []string) {
 	m.mu.Lock()
-	all := make([]presence.Aggregate, 0, len(m.users))
-	for _, u := range m.users {
+	var all []presence.Aggregate
+	add := func(u presence.User) {
 		if u.Current.Version != 0 {
 			all = append(all, u.Current)
 		}
+	}
+	if users == nil {
+		for _, u := range m.users {
+			add(u)
+		}
+	}
+	for _, name := range users {
+		add(m.users[name])
 	}
 	m.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].User < all[j].User })
 	for _, p := range all {
 		m.report(Event{Kind: Changed, Aggregate: p})
 	}
-	return nil
 }

@@ -47,8 +47,9 @@ type RedisOptions struct {
 
 // Redis is the shared store: many nodes, one truth. Each operation is one
 // Lua script on one user's hash (one slot of a cluster), and every script
-// that commits a change publishes it on the change feed channel in the same
-// step. Liveness is per node, not per packet or per session: a node record
+// that commits a change publishes it in the same step, with SPUBLISH on the
+// user's channels in its slot, to the nodes that listen to the user
+// (redis_listen.go). Liveness is per node, not per packet or per session: a node record
 // with a TTL, refreshed every NodeTTL/3 with one SET; when it is gone the
 // other nodes sweep the incarnation's sessions as node_lost.
 //
@@ -89,7 +90,8 @@ type Redis struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-	ps       *redis.PubSub
+	ps       *redis.PubSub // the classic channels: announcements, group changes
+	ls       *listener     // the sharded channels: what the node listens to
 	kick     chan struct{} // refresh the record now, after an outage
 	// registerNow has the registrar put this incarnation in the registry
 	// again (after an open of a user new to it).
@@ -105,6 +107,7 @@ type Redis struct {
 
 type redisStats struct {
 	outages, resets, nodesLost, swept, tombstones, feedErrors, reloads, reaped atomic.Int64
+	feedMessages, channels, resubscriptions                                    atomic.Int64
 }
 
 // NewRedis returns a Redis store; Start begins its background work.
@@ -116,7 +119,7 @@ func NewRedis(o RedisOptions) *Redis {
 	if now == nil {
 		now = time.Now
 	}
-	return &Redis{
+	r := &Redis{
 		c: o.Client, k: keys{prefix: o.Prefix, cluster: isCluster(o.Client)}, node: o.Node,
 		auth: strings.Join(o.Authoritative, ","), nodeTTL: o.NodeTTL, retention: o.Retention,
 		log: o.Log, report: o.Report, now: now,
@@ -129,6 +132,8 @@ func NewRedis(o RedisOptions) *Redis {
 
 		registerNow: make(chan struct{}, 1),
 	}
+	r.ls = newListener(r)
+	return r
 }
 
 func isCluster(c redis.UniversalClient) bool {
@@ -163,6 +168,7 @@ func (r *Redis) Stats() Stats {
 	return Stats{
 		Outages: s.outages.Load(), Resets: s.resets.Load(), NodesLost: s.nodesLost.Load(), Swept: s.swept.Load(),
 		Tombstones: s.tombstones.Load(), FeedErrors: s.feedErrors.Load(), Reloads: s.reloads.Load(), Reaped: s.reaped.Load(),
+		FeedMessages: s.feedMessages.Load(), Channels: s.channels.Load(), Resubscriptions: s.resubscriptions.Load(),
 	}
 }
 
@@ -249,8 +255,8 @@ func (r *Redis) up() {
 	r.report(Event{Kind: Recovered, Settle: r.settle()})
 }
 
-// AnnounceNode publishes a node's state on the change feed channel, where
-// every node (this one too) receives it as a NodeAnnounced event. It is not
+// AnnounceNode publishes a node's state on the classic channel P:feed,
+// where every node (this one too) receives it as a NodeAnnounced event. It is not
 // stored: each node announces itself every few seconds, so a node that
 // starts learns the others' states within that.
 func (r *Redis) AnnounceNode(ctx context.Context, st presence.NodeStatus) error {
@@ -265,8 +271,10 @@ func (r *Redis) AnnounceNode(ctx context.Context, st presence.NodeStatus) error 
 }
 
 // Start claims this node's id, registers this incarnation, writes the node
-// record and subscribes to the change feed; it returns once the
-// subscription is confirmed, so a Load after it misses nothing. It fails
+// record, subscribes to the node announcements and the group changes, and
+// starts the listener of the sharded channels; it returns once the
+// subscription is confirmed. The changes of users come once listened to
+// (Listen, ListenAll: each loads after its subscription is confirmed). It fails
 // when Redis does not answer, and with ErrNodeIDInUse when another live
 // node runs with the same node id.
 func (r *Redis) Start(ctx context.Context) error {
@@ -279,8 +287,8 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
-	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed(), r.k.groupBatches())
-	for range 3 { // the subscriptions' confirmations
+	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed())
+	for range 2 { // the subscriptions' confirmations
 		if _, err := r.ps.Receive(ctx); err != nil {
 			_ = r.ps.Close()
 			return r.fail("subscribe", err)
@@ -294,6 +302,7 @@ func (r *Redis) Start(ctx context.Context) error {
 	go r.listen()
 	go r.refreshLoop()
 	go r.registrar()
+	r.ls.start()
 	return nil
 }
 
@@ -320,6 +329,7 @@ func (r *Redis) halt() bool {
 	r.stopOnce.Do(func() {
 		stopped = true
 		close(r.stop)
+		r.ls.cancel()
 		if r.ps != nil {
 			_ = r.ps.Close()
 		}

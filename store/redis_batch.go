@@ -21,23 +21,23 @@ type scriptCall struct {
 
 // openCall builds open.lua's call for incarnation inc.
 func (r *Redis) openCall(a presence.OpenArgs, inc string) scriptCall {
-	return scriptCall{scriptOpen, []string{r.k.user(a.User), r.k.nodeUsers(member(r.node, inc), a.User)},
+	return scriptCall{scriptOpen, append(r.k.commitKeys(a.User), r.k.nodeUsers(member(r.node, inc), a.User)),
 		[]any{a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
-			r.auth, r.k.feed(), ms(r.retention)}}
+			r.auth, ms(r.retention)}}
 }
 
 // endCall builds end.lua's call.
 func (r *Redis) endCall(a presence.EndArgs) scriptCall {
-	return scriptCall{scriptEnd, []string{r.k.user(a.User)},
+	return scriptCall{scriptEnd, r.k.commitKeys(a.User),
 		[]any{a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
-			r.auth, r.k.feed(), ms(r.retention), ms(a.WillDelay)}}
+			r.auth, ms(r.retention), ms(a.WillDelay)}}
 }
 
 // updateCall builds update.lua's call.
 func (r *Redis) updateCall(ref presence.SessionRef, upd presence.Update) scriptCall {
 	args := append([]any{ref.ID, strconv.FormatUint(ref.Epoch, 10)}, updateArgs(upd)...)
-	args = append(args, r.auth, r.k.feed(), ms(r.retention))
-	return scriptCall{scriptUpdate, []string{r.k.user(ref.User)}, args}
+	args = append(args, r.auth, ms(r.retention))
+	return scriptCall{scriptUpdate, r.k.commitKeys(ref.User), args}
 }
 
 // validateWrite makes the checks the single operations make before calling

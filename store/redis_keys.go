@@ -10,7 +10,13 @@ import (
 // Key layout (P is redis.key_prefix, "presenced:" by default):
 //
 //	P{<user>}          hash: the user's record and live sessions (lua/common.lua)
-//	P:feed             pub/sub channel of committed changes
+//	P:c:{<user>}       sharded channel of the user's committed changes
+//	P:s:{<t>}          sharded channel of the changes of every user of one
+//	                   slot (t hashes to it; the firehose); P:s:all on a
+//	                   single server
+//	P:gb:{<group>}     sharded channel of a group's batches (grouplog.go)
+//	P:feed             classic channel of the node announcements
+//	P:gfeed            classic channel of the group membership changes
 //	P:nodes            set of "<node>|<incarnation>" that may hold sessions
 //	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
@@ -32,12 +38,56 @@ func (k keys) feed() string                 { return k.prefix + "feed" }
 func (k keys) groupFeed() string            { return k.prefix + "gfeed" }
 func (k keys) groups() string               { return k.prefix + "groups" }
 func (k keys) groupLog(group string) string { return k.prefix + "gs:{" + group + "}" }
-func (k keys) groupBatches() string         { return k.prefix + "gdelta" }
 func (k keys) groupLeader() string          { return k.prefix + "gleader" }
 func (k keys) claims(user string) string    { return k.prefix + "uc:{" + user + "}" }
 func (k keys) group(group string) string {
 	return k.prefix + "g:{" + group + "}"
 }
+
+// The sharded channels (redis_listen.go). A user's channel has the user as
+// its hash tag, a group's the group: each lives in the slot of the keys it
+// tells about, so the script that commits can SPUBLISH on it.
+func (k keys) userChannel(user string) string   { return k.prefix + "c:{" + user + "}" }
+func (k keys) groupChannel(group string) string { return k.prefix + "gb:{" + group + "}" }
+
+// groupOfChannel returns the group of a group's channel.
+func (k keys) groupOfChannel(ch string) (string, bool) {
+	rest, ok := strings.CutPrefix(ch, k.prefix+"gb:{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return "", false
+	}
+	return rest[:len(rest)-1], true
+}
+
+// slotChannel is the firehose channel of user's slot; on a single server,
+// the one channel of every change.
+func (k keys) slotChannel(user string) string {
+	if !k.cluster {
+		return k.prefix + "s:all"
+	}
+	return k.prefix + "s:{" + slotTag(keySlot(k.user(user))) + "}"
+}
+
+// slotChannels lists every firehose channel: one per slot of a cluster
+// (slot order), the one of a single server.
+func (k keys) slotChannels() []string {
+	if !k.cluster {
+		return []string{k.prefix + "s:all"}
+	}
+	out := make([]string, slots)
+	for i := range out {
+		out[i] = k.prefix + "s:{" + slotTag(i) + "}"
+	}
+	return out
+}
+
+// commitKeys are the first KEYS of every script that commits a user's
+// change (lua/common.lua): the record and the two channels it is
+// published on.
+func (k keys) commitKeys(user string) []string {
+	return []string{k.user(user), k.userChannel(user), k.slotChannel(user)}
+}
+
 func (k keys) registry() string        { return k.prefix + "nodes" }
 func (k keys) node(node string) string { return k.prefix + "node:" + node }
 

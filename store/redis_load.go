@@ -2,18 +2,22 @@ package store
 
 import (
 	"context"
-	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/presence"
-	"github.com/presenced/presenced/roster"
 )
 
-// listen reports the change feed. After go-redis re-subscribes (a lost
-// connection), it loads everything again: messages may have been missed.
+// listen reports what the classic subscription of Start carries: the node
+// announcements (P:feed) and the group membership changes (P:gfeed). The
+// changes of users and the group batches travel on sharded channels
+// (redis_listen.go). After go-redis re-subscribes (a lost connection) every
+// group is reported changed: changes may have been missed. An announcement
+// missed is made good by the next one (each node announces itself every
+// few seconds).
 func (r *Redis) listen() {
 	defer r.wg.Done()
 	for {
@@ -36,16 +40,6 @@ func (r *Redis) listen() {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			if m.Channel == r.k.groupBatches() {
-				var d roster.Delta
-				if err := json.Unmarshal([]byte(m.Payload), &d); err != nil || presence.ValidGroup(d.Group) != nil || d.Version != d.Follows+1 {
-					r.stats.feedErrors.Add(1)
-					r.log.Error("undecodable group batch", "err", err)
-					continue
-				}
-				r.report(Event{Kind: GroupBatch, Delta: &d})
-				continue
-			}
 			if m.Channel == r.k.groupFeed() {
 				if presence.ValidGroup(m.Payload) != nil {
 					r.stats.feedErrors.Add(1)
@@ -58,50 +52,67 @@ func (r *Redis) listen() {
 			e, err := decodeFeed([]byte(m.Payload))
 			if err != nil {
 				r.stats.feedErrors.Add(1)
-				r.log.Error("undecodable change on the feed", "err", err)
+				r.log.Error("undecodable message on the feed", "err", err)
 				continue
 			}
 			r.report(e)
 		case *redis.Subscription:
-			switch {
-			case m.Kind != "subscribe":
-			case m.Channel == r.k.groupFeed():
+			if m.Kind == "subscribe" && m.Channel == r.k.groupFeed() {
 				r.report(Event{Kind: GroupChanged}) // every group: changes may have been missed
-			case m.Channel == r.k.groupBatches():
-				r.report(Event{Kind: GroupBatch}) // no delta: batches may have been missed, read the groups again
-			default:
-				r.reload()
 			}
 		}
 	}
 }
 
-// reload loads every user again after a re-subscription, retrying until it
-// succeeds (the command pool may still be backing off when the subscription
-// connection is back).
-func (r *Redis) reload() {
-	r.stats.reloads.Add(1)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := r.Load(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-r.stop:
-			t.Stop()
-			return
-		case <-t.C:
-		}
+// Load implements Store: it reports the current aggregate of every user
+// the store listens to (Listener), the same way as the feed's: every user
+// with ListenAll (loadAll), else the users given to Listen (loadUsers).
+func (r *Redis) Load(ctx context.Context) error {
+	all, users := r.ls.listened()
+	if all {
+		return r.loadAll(ctx)
 	}
+	return r.loadUsers(ctx, users)
 }
 
-// Load reports every user record (from every master of a cluster, read
-// with SCAN and HGETALL) as a change, the same way as the feed's. Offline
-// users older than the retention have expired in Redis already.
-func (r *Redis) Load(ctx context.Context) error {
+// loadUsersChunk is how many users one pipelined round of loadUsers reads.
+const loadUsersChunk = 512
+
+// loadUsers reports the current aggregate of each of users (pipelined
+// HGETALL, a chunk at a time; on a cluster go-redis sends each master its
+// own) as a change. A user Redis does not hold is not reported.
+func (r *Redis) loadUsers(ctx context.Context, users []string) error {
+	for chunk := range slices.Chunk(users, loadUsersChunk) {
+		cmds := make([]*redis.MapStringStringCmd, len(chunk))
+		_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, u := range chunk {
+				cmds[i] = p.HGetAll(ctx, r.k.user(u))
+			}
+			return nil
+		})
+		if err != nil {
+			return r.fail("load", err)
+		}
+		for i, c := range cmds {
+			_, p, ok, err := decodeUser(chunk[i], c.Val())
+			if err != nil {
+				r.log.Error("undecodable user record", "err", err, "user", chunk[i])
+				continue
+			}
+			if ok {
+				r.report(Event{Kind: Changed, Aggregate: p})
+			}
+		}
+	}
+	r.up()
+	return nil
+}
+
+// loadAll reports every user record (from every master of a cluster, read
+// with SCAN and HGETALL) as a change, the same way as the feed's: the
+// firehose's load. Offline users older than the retention have expired in
+// Redis already.
+func (r *Redis) loadAll(ctx context.Context) error {
 	var mu sync.Mutex // ForEachMaster scans the masters side by side
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, r.k.userPattern(), 1000).Iterator()

@@ -122,9 +122,9 @@ func (r *Redis) SetAccount(ctx context.Context, user string, upd presence.Accoun
 	if _, err := (presence.User{Name: user}).SetAccount(upd); err != nil {
 		return fmt.Errorf("set account %s: %w", user, err)
 	}
-	err := scriptAccount.Run(ctx, r.c, []string{r.k.user(user)},
+	err := scriptAccount.Run(ctx, r.c, r.k.commitKeys(user),
 		user, flag(upd.Status != nil), deref(upd.Status), flag(upd.Text != nil), deref(upd.Text),
-		r.auth, r.k.feed(), ms(r.retention)).Err()
+		r.auth, ms(r.retention)).Err()
 	if err != nil {
 		return r.fail("set account", err)
 	}
@@ -214,7 +214,7 @@ func (r *Redis) reap(ctx context.Context) (int, error) {
 		if _, ok := renewed[u]; ok {
 			continue
 		}
-		res, err := scriptReap.Run(ctx, r.c, []string{r.k.user(u)}, r.auth, r.k.feed(), ms(r.retention), r.node, inc).Int64Slice()
+		res, err := scriptReap.Run(ctx, r.c, r.k.commitKeys(u), r.auth, ms(r.retention), r.node, inc).Int64Slice()
 		if err != nil {
 			return reaped, r.fail("reap", err)
 		}

@@ -142,7 +142,7 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 // the same script. It returns how many sessions it ended.
 func (r *Redis) endNodeUsers(ctx context.Context, node, inc string, users []nodeUser) (int, error) {
 	args := func(u nodeUser) ([]string, []any) {
-		return []string{r.k.user(u.user), u.set}, []any{node, inc, string(presence.EndNodeLost), r.auth, r.k.feed(), ms(r.retention), u.user}
+		return append(r.k.commitKeys(u.user), u.set), []any{node, inc, string(presence.EndNodeLost), r.auth, ms(r.retention), u.user}
 	}
 	cmds := make([]*redis.Cmd, len(users))
 	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -182,8 +182,8 @@ func (r *Redis) endNodeUsers(ctx context.Context, node, inc string, users []node
 func (r *Redis) Tombstone(ctx context.Context, known map[string]uint64) (int, error) {
 	n := 0
 	for user, v := range known {
-		w, err := scriptTombstone.Run(ctx, r.c, []string{r.k.user(user)},
-			user, strconv.FormatUint(v, 10), r.auth, r.k.feed(), ms(r.retention)).Int()
+		w, err := scriptTombstone.Run(ctx, r.c, r.k.commitKeys(user),
+			user, strconv.FormatUint(v, 10), r.auth, ms(r.retention)).Int()
 		if err != nil {
 			return n, r.fail("tombstone", err)
 		}

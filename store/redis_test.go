@@ -48,6 +48,11 @@ func newRedisStore(t *testing.T, c redis.UniversalClient, node string) (*Redis, 
 		t.Fatalf("start: %v", err)
 	}
 	t.Cleanup(r.Stop)
+	// The firehose: these tests follow every user, as every node did
+	// before it listened only to what it needs (redis_listen_test.go).
+	if err := r.ListenAll(context.Background()); err != nil {
+		t.Fatalf("listen all: %v", err)
+	}
 	return r, col
 }
 

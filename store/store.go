@@ -21,9 +21,10 @@ import (
 type Store interface {
 	// Start connects the store and starts its background work (Redis:
 	// claims the node id, which fails with ErrNodeIDInUse while another
-	// live node holds it, and subscribes to the change feed). Stop stops
-	// that work and waits for it, releasing what the store built (its
-	// client).
+	// live node holds it, and subscribes to the node announcements and
+	// group changes; the changes of users come once listened to: Listen,
+	// ListenAll). Stop stops that work and waits for it, releasing what
+	// the store built (its client).
 	Start(ctx context.Context) error
 	Stop()
 	// Ready reports whether the store answers (false: degraded).
@@ -39,9 +40,12 @@ type Store interface {
 	// Retention is how long an offline user is kept.
 	Retention() time.Duration
 
-	// Load reports every current aggregate as a change (Changed events),
-	// the same way as the live changes.
+	// Load reports the current aggregate of every user the store listens
+	// to as a change (Changed events), the same way as the live changes:
+	// every user after ListenAll (and always in memory), else the users
+	// given to Listen. The audit after a failover reloads with it.
 	Load(ctx context.Context) error
+	Listener
 	Open(ctx context.Context, a presence.OpenArgs) (presence.Session, error)
 	End(ctx context.Context, a presence.EndArgs) error
 	Update(ctx context.Context, ref presence.SessionRef, upd presence.Update) error
@@ -69,10 +73,6 @@ type Store interface {
 	Groups
 	GroupLog
 	Claims
-	// ListenGroups has the store report the batches of these groups
-	// (GroupBatch events) from now on, UnlistenGroups no longer.
-	ListenGroups(ctx context.Context, groups []string) error
-	UnlistenGroups(ctx context.Context, groups []string) error
 }
 
 var (
@@ -96,8 +96,15 @@ type Stats struct {
 	Swept      int64 `json:"redis_swept"`       // sessions this node ended as node_lost
 	Tombstones int64 `json:"redis_tombstones"`  // users Redis lost, recorded offline
 	FeedErrors int64 `json:"redis_feed_errors"` // undecodable feed messages
-	Reloads    int64 `json:"redis_reloads"`     // full loads after a (re)subscription
+	Reloads    int64 `json:"redis_reloads"`     // loads of what is listened to after a re-subscription
 	Reaped     int64 `json:"-"`                 // sessions ended as timeout by the reaper
+	// FeedMessages counts the change and group batch messages this node
+	// received; Channels is how many sharded channels it is subscribed to
+	// now; Resubscriptions counts the subscription connections lost and
+	// subscribed again.
+	FeedMessages    int64 `json:"redis_feed_messages"`
+	Channels        int64 `json:"redis_channels"`
+	Resubscriptions int64 `json:"redis_resubscriptions"`
 }
 
 // Config builds a store (Open). A nil Redis is the memory store.

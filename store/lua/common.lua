@@ -4,6 +4,13 @@
 -- published). Every time is the Redis server's (TIME), in milliseconds, so
 -- no node's clock matters.
 --
+-- Every script that commits (calls commit) has the same first three KEYS,
+-- all in the user's slot: KEYS[1] the user's record, KEYS[2] the user's
+-- change channel <prefix>c:{<user>}, KEYS[3] the change channel of the
+-- user's slot <prefix>s:{<tag>} (the firehose; <prefix>s:all on a single
+-- server). The change is SPUBLISHed (sharded pub/sub) on both: it stays in
+-- the shard that owns the slot and reaches only the nodes that listen.
+--
 -- Why the aggregation rule has a twin here. Its home is presence.Derive
 -- (presence/aggregate.go). But a version must move exactly when what
 -- observers see moves, and "since" comes from the previous aggregate: both
@@ -146,11 +153,12 @@ end
 
 -- commit derives the aggregate; when it changed it takes the next version,
 -- is stored, given the retention (offline) or none (online), and published
--- on the change feed in the same script. The scalar fields are written in
+-- on the user's and the slot's change channels (KEYS[2], KEYS[3]) in the
+-- same script. The scalar fields are written in
 -- every case (the caller changed some). cause, when an end made the change,
 -- is {r = end reason, wd = will delay in ms}: the feed carries it, so that
 -- every node holds the change back the same way (presence.Pacing).
-local function commit(key, rec, sess, now, auth_csv, channel, retention, cause)
+local function commit(key, rec, sess, now, auth_csv, retention, cause)
   local auth = {}
   for d in string.gmatch(auth_csv, '[^,]+') do auth[d] = true end
   local p = aggregate(rec, sess, auth)
@@ -189,7 +197,9 @@ local function commit(key, rec, sess, now, auth_csv, channel, retention, cause)
       msg.r = cause.r
       if cause.wd and cause.wd ~= '' and cause.wd ~= '0' then msg.wd = cause.wd end
     end
-    redis.call('PUBLISH', channel, cjson.encode(msg))
+    local payload = cjson.encode(msg)
+    redis.call('SPUBLISH', KEYS[2], payload)
+    redis.call('SPUBLISH', KEYS[3], payload)
   end
   return changed
 end

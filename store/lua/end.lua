@@ -1,9 +1,10 @@
 -- end.lua: end a live session, only when the epoch is its current one.
--- KEYS[1] user record
+-- KEYS[1] user record  KEYS[2] the user's change channel  KEYS[3] its
+-- slot's change channel (see common.lua)
 -- ARGV[1] session id  ARGV[2] epoch  ARGV[3] reason
 -- ARGV[4] "1" when ARGV[5] holds last words (the will's text)  ARGV[5] text
--- ARGV[6] authoritative devices  ARGV[7] channel  ARGV[8] retention (ms)
--- ARGV[9] will delay (ms, "0" for none): carried on the feed with the reason
+-- ARGV[6] authoritative devices  ARGV[7] retention (ms)
+-- ARGV[8] will delay (ms, "0" for none): carried on the feed with the reason
 -- Returns 1 when ended, 0 when stale (changes nothing).
 local key = KEYS[1]
 local rec, sess = load(key)
@@ -15,5 +16,5 @@ if next(sess) == nil then
   rec.lw = ''
   if ARGV[4] == '1' and ARGV[3] ~= 'clean' then rec.lw = ARGV[5] end
 end
-commit(key, rec, sess, now, ARGV[6], ARGV[7], ARGV[8], {r = ARGV[3], wd = ARGV[9]})
+commit(key, rec, sess, now, ARGV[6], ARGV[7], {r = ARGV[3], wd = ARGV[8]})
 return 1

@@ -1,4 +1,6 @@
--- group.lua: change a group's members and announce it.
+-- group.lua: change a group's members and announce it (classic PUBLISH on
+-- the group feed: a rare admin event, heard by every node; the presence
+-- changes and group batches go by SPUBLISH, see common.lua).
 -- KEYS[1] the group's set  ARGV[1] op: set|add|rem|del
 -- ARGV[2] the group feed channel  ARGV[3] group name  ARGV[4...] users
 -- An empty group keeps a member "" so that it exists (members never

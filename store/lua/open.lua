@@ -1,11 +1,12 @@
 -- open.lua: start a session with the user's next epoch. A live session with
 -- the same id is ended as a takeover in the same step.
--- KEYS[1] user record  KEYS[2] the opening incarnation's set of users of
--- this slot, to which the user is added
+-- KEYS[1] user record  KEYS[2] the user's change channel  KEYS[3] its
+-- slot's change channel (see common.lua)  KEYS[4] the opening incarnation's
+-- set of users of this slot, to which the user is added
 -- ARGV[1] user  ARGV[2] session id  ARGV[3] node  ARGV[4] incarnation
 -- ARGV[5] device  ARGV[6] status ("" = online)  ARGV[7] text
 -- ARGV[8] session ttl (ms)  ARGV[9] authoritative devices (comma-separated)
--- ARGV[10] change feed channel  ARGV[11] retention (ms)
+-- ARGV[10] retention (ms)
 -- Returns {epoch, connected_at ms, expires_at ms} as strings.
 local key = KEYS[1]
 local rec, sess = load(key)
@@ -23,6 +24,6 @@ local s = {id = id, e = fmt(e), n = ARGV[3], i = ARGV[4], d = ARGV[5], st = st, 
   c = now, rn = now, x = now + ttl}
 sess[id] = s
 save_session(key, s)
-commit(key, rec, sess, now, ARGV[9], ARGV[10], ARGV[11])
-redis.call('SADD', KEYS[2], ARGV[1])
+commit(key, rec, sess, now, ARGV[9], ARGV[10])
+redis.call('SADD', KEYS[4], ARGV[1])
 return {fmt(e), fmt(now), fmt(now + ttl)}
