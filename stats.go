@@ -83,7 +83,7 @@ func byLabel(kind stats.Kind, name, help, label string, values []string, read fu
 
 // buildTable is the plugin's figures, read from the stages' counts.
 func (p *Plugin) buildTable() *stats.Table {
-	return stats.New(append(append(p.sessionStats(), p.publishStats()...), p.connectionStats()...)...)
+	return stats.New(append(append(append(p.sessionStats(), p.publishStats()...), p.interestStats()...), p.connectionStats()...)...)
 }
 
 // sessionStats are the figures of the sessions and the store.
@@ -125,7 +125,10 @@ func (p *Plugin) sessionStats() []stats.Stat {
 		counter("idle_left_total", "Sessions brought back from idle by activity.", t.IdleLeft.Load, "idle_left"),
 		counter("redis_outages_total", "Times Redis became unreachable (0 with the memory store).", func() int64 { return st().Outages }, "redis_outages"),
 		counter("redis_resets_total", "Times Redis was found to have lost this node's sessions.", func() int64 { return st().Resets }, "redis_resets"),
-		counter("redis_reloads_total", "Full loads from Redis after a (re)subscription to the change feed.", func() int64 { return st().Reloads }, "redis_reloads"),
+		counter("redis_reloads_total", "Reloads from Redis after a lost subscription: of the users this node listens to (every user for a firehose).", func() int64 { return st().Reloads }, "redis_reloads"),
+		counter("redis_feed_messages_total", "Change and group batch messages this node received from Redis (the changes of the users it listens to).", func() int64 { return st().FeedMessages }),
+		gauge("redis_channels", "Sharded channels this node is subscribed to (one per user heard, one per slot for a firehose, one per group watched).", func() int64 { return st().Channels }),
+		counter("redis_resubscriptions_total", "Sharded subscriptions lost (a connection, a moved slot) and made again.", func() int64 { return st().Resubscriptions }),
 		counter("redis_nodes_swept_total", "Dead node incarnations whose sessions this node swept.", func() int64 { return st().NodesLost }, "redis_nodes_lost"),
 		hidden("redis_swept", func() int64 { return st().Swept }),
 		counter("redis_feed_errors_total", "Undecodable change feed messages.", func() int64 { return st().FeedErrors }, "redis_feed_errors"),
@@ -171,6 +174,19 @@ func (p *Plugin) publishStats() []stats.Stat {
 		counter("deliveries_resent_total", "Presence messages sent again to subscribers that missed them.", d.Resent.Load, "resent"),
 		counter("retained_repeats_refused_total", "Retained copies refused to a subscriber that had them live.", d.Repeats.Load, "retained_repeats_refused"),
 		counter("slow_subscribers_disconnected_total", "Subscribers disconnected for falling too far behind.", d.SlowExpelled.Load, "slow_subscribers_disconnected"),
+	}
+}
+
+// interestStats are the figures of the users this node needs.
+func (p *Plugin) interestStats() []stats.Stat {
+	i := &p.interest.Stats
+	return []stats.Stat{
+		gauge("interest_users_watched", "Users a subscription on this node (or the group topics' leader) may read now.", i.Watched.Load),
+		gauge("interest_users_heard", "Users whose changes this node asks the store for: watched, with a session here, or lingering.", i.Heard.Load),
+		gauge("interest_firehose", "1 while this node hears every user (an unrestricted presence/users/+ or # subscriber), else 0.", i.Firehose.Load),
+		counter("interest_listens_total", "Users this node began to hear (each loaded once heard).", i.Listens.Load),
+		counter("interest_users_forgotten_total", "Users forgotten after presence.interest_linger without a watcher or a session here.", i.Forgotten.Load),
+		counter("interest_errors_total", "Store calls of the interest stage that failed (tried again).", i.Failures.Load),
 	}
 }
 

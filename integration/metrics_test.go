@@ -170,6 +170,8 @@ func TestMetrics(t *testing.T) {
 		"go_goroutines", "process_resident_memory_bytes", "presenced_tracker_queue_depth", "presenced_publish_queue_depth",
 		"presenced_feed_queue_depth", "presenced_redis_outages_total", "presenced_redis_resets_total", "presenced_redis_reloads_total",
 		"presenced_takeovers_total", "presenced_takeover_battles_total",
+		"presenced_redis_feed_messages_total", "presenced_redis_channels", "presenced_interest_users_watched",
+		"presenced_interest_users_heard", "presenced_interest_firehose", "presenced_interest_users_forgotten_total",
 	} {
 		if _, ok := s[name]; !ok {
 			t.Errorf("no %s", name)
