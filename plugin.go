@@ -178,7 +178,7 @@ func (p *Plugin) build() {
 	p.groups = groups.New(groups.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: p.logFor("groups"),
-		Store: p.store, Presence: p.publisher, Outlet: p.outlet, Viewer: p.hook.Viewer, Introduce: p.introduce,
+		Store: p.store, Presence: p.publisher, Outlet: groupTopics{p.outlet}, Viewer: p.hook.Viewer, Introduce: p.introduce,
 		Lead: func(members []string) { p.interest.Lead(members) },
 	})
 	p.interest = interest.New(interest.Options{
@@ -477,4 +477,12 @@ func (p *Plugin) Unsubscribe(filter string, id int) error {
 	err := p.srv.Unsubscribe(filter, id)
 	p.interest.Unfollow(strconv.Itoa(id), filter)
 	return err
+}
+
+// groupTopics is the delivery's Outlet as the groups stage's: one step of
+// the fence at a time.
+type groupTopics struct{ *delivery.Outlet }
+
+func (o groupTopics) Step(fn func(t groups.Topics)) {
+	o.Outlet.Step(func(f delivery.Fenced) { fn(f) })
 }

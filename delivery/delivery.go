@@ -31,7 +31,7 @@ import (
 // without the lock RetainMessage writes under). So a SUBSCRIBE whose filters
 // can match presence/users/... or presence/groups/... holds a read fence,
 // and every publish or retain of presence holds it for writing (Publish,
-// Exclusive, Advance):
+// Exclusive, Outlet.Step):
 //
 //   - from OnSubscribe to OnSubscribed: the filter checks and the index;
 //   - through the SUBACK write, when that write cannot block: the socket is
@@ -187,8 +187,8 @@ func (d *Delivery) Exclusive(fn func()) {
 	fn()
 }
 
-// Advance runs retain, which stores topic's new retained message, then
-// live, which publishes on topic, inside the fence as one step: no
+// advance runs retain, which stores topic's new retained message, then
+// live, which publishes on topic, as one step of the fence, which the caller holds (Outlet.Step): no
 // subscriber's reading of the retained messages falls between them, so each
 // gets either the retained message or the live one after what it read. With
 // to set, the live message is for those of to only that subscribed to topic
@@ -198,9 +198,7 @@ func (d *Delivery) Exclusive(fn func()) {
 // topics use it for a group's first snapshot on a node (to: the
 // subscriptions that asked for it) and for each batch (to nil: the
 // snapshot retained, the delta live).
-func (d *Delivery) Advance(topic string, to []*mqtt.Client, retain func(), live func()) {
-	d.fence.Lock()
-	defer d.fence.Unlock()
+func (d *Delivery) advance(topic string, to []*mqtt.Client, retain func(), live func()) {
 	retain()
 	p := &publishing{topic: topic}
 	if to != nil {

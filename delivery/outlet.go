@@ -66,17 +66,34 @@ func (o *Outlet) Retain(topic string, payload []byte) {
 
 // Clear removes topic's retained message, delivering nothing.
 func (o *Outlet) Clear(topic string) {
-	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
-	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(pk) })
+	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(cleared(topic)) })
 }
 
+// Step runs fn inside the fence, exclusively, as one step: what fn
+// advances, retains and clears through f is ordered as a whole against
+// every SUBSCRIBE's reading of retained presence. A caller with a lock of
+// its own (the group topics') takes it inside fn: the fence comes first,
+// since a SUBSCRIBE holds it for reading while the hooks take theirs.
+func (o *Outlet) Step(fn func(f Fenced)) { o.d.Exclusive(func() { fn(Fenced{o}) }) }
+
+// Fenced is the Outlet inside one step of the fence (Step).
+type Fenced struct{ o *Outlet }
+
 // Advance stores snapshot as topic's retained message and publishes live
-// on topic in one step of the fence (Delivery.Advance): the group topics'.
-func (o *Outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) (err error) {
-	o.d.Advance(topic, to, func() { o.srv.Topics.RetainMessage(retained(topic, snapshot)) },
-		func() { err = o.srv.Publish(topic, live, false, 1) })
+// on topic (Delivery.advance): the group topics'.
+func (f Fenced) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) (err error) {
+	f.o.d.advance(topic, to, func() { f.o.srv.Topics.RetainMessage(retained(topic, snapshot)) },
+		func() { err = f.o.srv.Publish(topic, live, false, 1) })
 	return err
 }
+
+// Retain stores payload as topic's retained message, delivering nothing.
+func (f Fenced) Retain(topic string, payload []byte) {
+	f.o.srv.Topics.RetainMessage(retained(topic, payload))
+}
+
+// Clear removes topic's retained message, delivering nothing.
+func (f Fenced) Clear(topic string) { f.o.srv.Topics.RetainMessage(cleared(topic)) }
 
 // retained is payload as topic's retained message, created now.
 func retained(topic string, payload []byte) packets.Packet {
@@ -86,4 +103,9 @@ func retained(topic string, payload []byte) packets.Packet {
 		Payload:     payload,
 		Created:     time.Now().Unix(),
 	}
+}
+
+// cleared is the packet that removes topic's retained message.
+func cleared(topic string) packets.Packet {
+	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
 }

@@ -49,7 +49,9 @@
 // Goroutines (Start; Stop stops and waits for them): the reader (groups and
 // snapshots to read from the store), the claims writer, and the leader
 // loop. Locks: topicMu (a group's snapshot retained, then its delta
-// published, as one step) is never held across a store call; readMu guards
+// published, as one step) is taken inside the delivery's fence (Outlet.Step:
+// a SUBSCRIBE holds the fence for reading while Watch takes topicMu), and
+// is never held across a store call; readMu guards
 // what the reader is to read, claimsMu the claims to write, fileMu the
 // groups last written from the file. None is held with another.
 package groups

@@ -35,11 +35,20 @@ type Presence interface {
 // Outlet is how the stage reaches the subscribers of the group topics (the
 // delivery stage).
 type Outlet interface {
+	// Step runs fn inside the delivery's fence, exclusively, as one step
+	// against every subscription's reading of the retained messages. The
+	// stage takes topicMu inside it: the fence comes first, since a
+	// SUBSCRIBE holds it for reading while the hooks (Watch) take topicMu.
+	Step(fn func(t Topics))
+}
+
+// Topics is the Outlet inside one step of the fence.
+type Topics interface {
 	// Advance stores snapshot as topic's retained message and publishes
-	// live on topic (QoS 1, not retained), as one step: no subscription's
-	// reading of the retained messages falls between the two. With to set,
-	// the live message is for those of to that subscribed before and so
-	// missed the retained one, only.
+	// live on topic (QoS 1, not retained), with no subscription's reading
+	// of the retained messages between the two. With to set, the live
+	// message is for those of to that subscribed before and so missed the
+	// retained one, only.
 	Advance(topic string, to []*mqtt.Client, snapshot, live []byte) error
 	// Retain stores payload as topic's retained message again, delivering
 	// nothing; Clear removes it.

@@ -39,6 +39,8 @@ type outlet struct {
 	to       [][]*mqtt.Client
 }
 
+func (o *outlet) Step(fn func(t Topics)) { fn(o) }
+
 func (o *outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

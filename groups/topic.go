@@ -219,13 +219,17 @@ func (s *Stage) Apply(d *roster.Delta) {
 		}
 		return
 	}
-	s.topicMu.Lock()
-	snap, ok := s.mirror.Apply(*d)
-	if ok {
-		s.advance(snap, nil, d)
-	}
-	held, watched := s.mirror.Version(d.Group)
-	s.topicMu.Unlock()
+	var (
+		ok, watched bool
+		held        uint64
+	)
+	s.step(func(t Topics) {
+		var snap roster.Snapshot
+		if snap, ok = s.mirror.Apply(*d); ok {
+			s.advance(t, snap, nil, d)
+		}
+		held, watched = s.mirror.Version(d.Group)
+	})
 	if !ok && watched && d.Version > held {
 		s.resync(d.Group)
 	}
@@ -271,9 +275,11 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 		if !ok {
 			continue
 		}
-		s.topicMu.Lock()
-		held, _ := s.mirror.Version(g)
-		if s.mirror.Set(snap) {
+		s.step(func(t Topics) {
+			held, _ := s.mirror.Version(g)
+			if !s.mirror.Set(snap) {
+				return
+			}
 			var to []*mqtt.Client // a resync: every subscriber gets the snapshot live
 			if held == 0 {        // the first here: only those that asked and missed it
 				to = make([]*mqtt.Client, 0, len(s.waiting[g]))
@@ -282,9 +288,8 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 				}
 			}
 			delete(s.waiting, g)
-			s.advance(snap, to, snap)
-		}
-		s.topicMu.Unlock()
+			s.advance(t, snap, to, snap)
+		})
 	}
 	if waiting {
 		return errNoLog
@@ -296,10 +301,20 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 // (the reader tries again a second later).
 var errNoLog = errors.New("groups: the group's log is not open yet: waiting for the leader")
 
+// step runs fn inside one step of the delivery's fence, under topicMu
+// (the fence first: see Outlet).
+func (s *Stage) step(fn func(t Topics)) {
+	s.o.Outlet.Step(func(t Topics) {
+		s.topicMu.Lock()
+		defer s.topicMu.Unlock()
+		fn(t)
+	})
+}
+
 // advance retains snap as its group topic's retained message and publishes
-// live (a delta, or the snapshot itself) in one step (Outlet.Advance).
-// topicMu is held.
-func (s *Stage) advance(snap roster.Snapshot, to []*mqtt.Client, live any) {
+// live (a delta, or the snapshot itself) in one step (Topics.Advance),
+// inside step.
+func (s *Stage) advance(t Topics, snap roster.Snapshot, to []*mqtt.Client, live any) {
 	b, err := json.Marshal(snap)
 	if err != nil {
 		s.o.Log.Error("group snapshot", "err", err, "group", snap.Group)
@@ -310,7 +325,7 @@ func (s *Stage) advance(snap roster.Snapshot, to []*mqtt.Client, live any) {
 		s.o.Log.Error("group message", "err", err, "group", snap.Group)
 		return
 	}
-	if err := s.o.Outlet.Advance(s.topics+snap.Group, to, b, l); err != nil {
+	if err := t.Advance(s.topics+snap.Group, to, b, l); err != nil {
 		s.o.Log.Warn("group topic not published", "err", err, "group", snap.Group)
 	}
 }
@@ -320,7 +335,7 @@ func (s *Stage) advance(snap roster.Snapshot, to []*mqtt.Client, live any) {
 // waits on the store: a group not watched yet is marked watched at version
 // 0 and its snapshot read by the reader (readSnapshots), then retained and
 // delivered live to the subscriptions that asked for it and whose reading
-// of the retained messages came first (Outlet.Advance), so that each gets
+// of the retained messages came first (Topics.Advance), so that each gets
 // it once.
 func (s *Stage) Watch(cl *mqtt.Client, filter string) {
 	group, ok := s.groupFilter(filter)
@@ -361,11 +376,11 @@ func (s *Stage) groupFilter(filter string) (string, bool) {
 // any more): its retained snapshot is removed, and the store no longer
 // reports its batches here.
 func (s *Stage) Unwatch(group string) {
-	s.topicMu.Lock()
-	s.mirror.Drop(group)
-	delete(s.waiting, group)
-	s.o.Outlet.Clear(s.topics + group)
-	s.topicMu.Unlock()
+	s.step(func(t Topics) {
+		s.mirror.Drop(group)
+		delete(s.waiting, group)
+		t.Clear(s.topics + group)
+	})
 	s.listen(group, false)
 }
 
@@ -412,33 +427,35 @@ func (s *Stage) unwatchDeleted() {
 		if s.index.Has(g) {
 			continue
 		}
-		s.topicMu.Lock()
-		s.mirror.Drop(g)
-		delete(s.waiting, g)
-		s.o.Outlet.Clear(s.topics + g)
-		s.topicMu.Unlock()
+		s.step(func(t Topics) {
+			s.mirror.Drop(g)
+			delete(s.waiting, g)
+			t.Clear(s.topics + g)
+		})
+		s.listen(g, false)
 	}
 }
 
-// retain stores a snapshot as its group topic's retained message.
-func (s *Stage) retain(snap roster.Snapshot) {
+// retain stores a snapshot as its group topic's retained message, inside
+// step.
+func (s *Stage) retain(t Topics, snap roster.Snapshot) {
 	b, err := json.Marshal(snap)
 	if err != nil {
 		s.o.Log.Error("group snapshot", "err", err, "group", snap.Group)
 		return
 	}
-	s.o.Outlet.Retain(s.topics+snap.Group, b)
+	t.Retain(s.topics+snap.Group, b)
 }
 
 // Refresh stores every watched group's snapshot again as retained (mochi
 // purges retained messages older than its maximum message expiry).
 func (s *Stage) Refresh() {
 	for _, g := range s.mirror.Groups() {
-		s.topicMu.Lock()
-		if snap, ok := s.mirror.Get(g); ok && snap.Version > 0 {
-			s.retain(snap)
-		}
-		s.topicMu.Unlock()
+		s.step(func(t Topics) {
+			if snap, ok := s.mirror.Get(g); ok && snap.Version > 0 {
+				s.retain(t, snap)
+			}
+		})
 	}
 }
 

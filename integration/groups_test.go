@@ -392,3 +392,79 @@ func TestGroupsSubscribeWhileRedisStopped(t *testing.T) {
 		}
 	}
 }
+
+// SUBSCRIBEs to a group topic go on while its batches are published: a
+// SUBSCRIBE holds the delivery's fence for reading while the hooks note
+// the group watched, and the group stage takes its own lock inside the
+// fence, never the other way round, so neither waits on the other for
+// good (the stage once held its lock while it waited for the fence, and a
+// SUBSCRIBE arriving then hung the node). Every SUBACK comes back, every
+// watcher ends at the group log's version.
+func TestGroupsSubscribeDuringBatches(t *testing.T) {
+	const members, watchers, rounds = 40, 8, 25
+	var users []string
+	for i := range members {
+		users = append(users, fmt.Sprintf("b%03d", i))
+	}
+	file := filepath.Join(t.TempDir(), "groups.yaml")
+	writeAtomic(t, file, []byte("groups:\n  team: ["+strings.Join(users, ", ")+"]\n"))
+	n := startNode(t, func(c *configs.Config) {
+		c.Presence.GroupsFile = file
+		c.Presence.GroupBatch = configs.Duration(10 * time.Millisecond) // a batch every 10 ms
+		c.MQTT.MaxConnectionsPerAddress = 1000
+		pacingOff(c)
+	})
+	stop := make(chan struct{})
+	var churn sync.WaitGroup
+	for w := range 4 { // members connecting and dropping, all along
+		churn.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				u := users[(i*4+w)%members]
+				c := dial5(t, n.MQTTAddr(), u+"-phone", u)
+				c.drop()
+			}
+		})
+	}
+	var obs []*observer
+	for i := range watchers {
+		obs = append(obs, newObserver(t, n.MQTTAddr(), "presence/groups/team", withUser(users[i])))
+	}
+	var subs sync.WaitGroup
+	for i := range watchers { // new subscribers, one after another, all along
+		subs.Go(func() {
+			for range rounds {
+				o := newObserver(t, n.MQTTAddr(), "presence/groups/team", withUser(users[i])) // fails the test without a SUBACK within waitTimeout
+				if _, err := testkit.Poll(waitTimeout, testkit.Tick, func() error {
+					msgs := o.groupMsgs(t, "team")
+					return testkit.Why(len(msgs) > 0 && msgs[0].Members != nil, fmt.Sprintf("%d messages, the first no snapshot", len(msgs)))
+				}); err != nil {
+					t.Errorf("a new watcher's snapshot: %v", err)
+					return
+				}
+				o.c.disconnect()
+			}
+		})
+	}
+	subs.Wait()
+	close(stop)
+	churn.Wait()
+	// Every watcher ends at the same version as the group's log.
+	testkit.Wait(t, waitTimeout, "every watcher at the log's version", func() error {
+		snap, ok := n.Presence.Groups().Snapshot("team")
+		if !ok {
+			return fmt.Errorf("no team")
+		}
+		for i, o := range obs {
+			msgs := o.groupMsgs(t, "team")
+			if len(msgs) == 0 || msgs[len(msgs)-1].Version != snap.Version {
+				return fmt.Errorf("watcher %d: %d messages, the log at %d", i, len(msgs), snap.Version)
+			}
+		}
+		return nil
+	})
+}
