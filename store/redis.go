@@ -49,8 +49,11 @@ type RedisOptions struct {
 // Lua script on one user's hash (one slot of a cluster), and every script
 // that commits a change publishes it on the change feed channel in the same
 // step. Liveness is per node, not per packet or per session: a node record
-// with a TTL, refreshed every NodeTTL/3 with one SET; when it is gone the
-// other nodes sweep the incarnation's sessions as node_lost.
+// with a TTL, refreshed every NodeTTL/3 with one SET, and the incarnation's
+// deadline in a sorted set pushed ahead by the same refresh; the other
+// nodes look only at the incarnations whose deadline passed, and sweep the
+// sessions of those whose record is gone as node_lost
+// (redis_liveness.go).
 //
 // The words: a node's record is refreshed; a session's store-side expiry
 // is renewed (in bulk, rarely: the backstop); sessions whose expiry passed
@@ -101,6 +104,7 @@ type Redis struct {
 	sweepEvery time.Duration // the sweep's interval (Tasks)
 	reapEvery  time.Duration // the reaper's budget (Tasks)
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
+	adoptedAt  atomic.Int64  // when adopt last ran (unix ns)
 }
 
 type redisStats struct {
@@ -279,6 +283,9 @@ func (r *Redis) Start(ctx context.Context) error {
 	if err := r.register(ctx); err != nil {
 		return err
 	}
+	if err := r.adopt(ctx, true); err != nil {
+		return r.fail("adopt", err)
+	}
 	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed(), r.k.groupBatches())
 	for range 3 { // the subscriptions' confirmations
 		if _, err := r.ps.Receive(ctx); err != nil {
@@ -298,15 +305,16 @@ func (r *Redis) Start(ctx context.Context) error {
 }
 
 // Stop stops the background work and waits for it, then deletes this
-// node's record if it still names this incarnation, so that a restart with
-// the same id starts at once and the other nodes sweep whatever sessions
-// this one could not end. It closes the client if the store built it
+// node's record if it still names this incarnation and makes the
+// incarnation's deadline pass, so that a restart with the same id starts at
+// once and the other nodes sweep whatever sessions this one could not end. It closes the client if the store built it
 // (Open), not one it was given.
 func (r *Redis) Stop() {
 	if r.halt() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = scriptReleaseRecord.Run(ctx, r.c, []string{r.k.node(r.node)}, r.Incarnation()).Err()
+		_ = r.markDue(ctx, member(r.node, r.Incarnation()))
 		if r.ownClient {
 			_ = r.c.Close()
 		}
@@ -365,7 +373,13 @@ func (r *Redis) claim(ctx context.Context) error {
 		case ttl < r.nodeTTL*2/3-margin || time.Now().After(deadline):
 			// Not refreshed when it should have been: the holder is dead.
 			r.log.Info("taking over the record of a previous run of this node", "node", r.node, "incarnation", h)
-			return r.fail("claim", r.c.Set(ctx, key, inc, r.nodeTTL).Err())
+			if err := r.c.Set(ctx, key, inc, r.nodeTTL).Err(); err != nil {
+				return r.fail("claim", err)
+			}
+			// The sweepers look at the old run now, and sweep it after the
+			// grace (its deadline would pass by itself within 2/3 NodeTTL).
+			_ = r.markDue(ctx, member(r.node, h))
+			return nil
 		}
 		holder, lastTTL = h, ttl
 		t := time.NewTimer(50 * time.Millisecond)
@@ -397,15 +411,8 @@ func (r *Redis) record(ctx context.Context, key string) (string, time.Duration, 
 	return h, pttl.Val(), nil
 }
 
-func (r *Redis) register(ctx context.Context) error {
-	r.mu.Lock()
-	m := member(r.node, r.inc)
-	r.mu.Unlock()
-	return r.fail("register", r.c.SAdd(ctx, r.k.registry(), m).Err())
-}
-
 // registrar adds this incarnation to the registry whenever an open of a
-// user new to it asks (registerNow; many asks coalesce into one SADD), and
+// user new to it asks (registerNow; many asks coalesce into one heartbeat), and
 // again every second until that succeeds. The registry is a key of its own
 // slot: no connect waits on it.
 func (r *Redis) registrar() {
@@ -437,29 +444,31 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 	inc, first := r.inc, !r.started
 	r.mu.Unlock()
 	m := member(r.node, inc)
-	// The registry first, in the same round trip: whether this incarnation
-	// was still registered tells a record that Redis lost alone from an
-	// incarnation swept, or a Redis that lost everything. (Not a MULTI: two
-	// more commands per refresh, for a race whose loser is only audited
-	// instead of reset, which is right too.)
-	var added *redis.IntCmd
+	// The registry and the deadline first (heartbeat.lua), in the same
+	// round trip: whether this incarnation was still registered tells a
+	// record that Redis lost alone from an incarnation swept, or a Redis
+	// that lost everything. (Not a MULTI: the record lives in another slot,
+	// and the race's loser is only audited instead of reset, which is right
+	// too.)
+	var beat *redis.Cmd
 	var set *redis.StatusCmd
 	batch := func(p redis.Pipeliner) error {
-		added = p.SAdd(ctx, r.k.registry(), m)
+		beat = r.heartbeat(ctx, p, m)
 		set = p.SetArgs(ctx, r.k.node(r.node), inc, redis.SetArgs{TTL: r.nodeTTL, Get: true})
 		return nil
 	}
 	_, err = r.c.Pipelined(ctx, batch)
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil && !errors.Is(err, redis.Nil) && !isNoScript(err) {
 		return false, r.fail("refresh", err)
 	}
 	old, err := set.Result()
 	if errors.Is(err, redis.Nil) {
 		err, old = nil, ""
 	}
-	if err == nil {
-		err = added.Err()
+	if err != nil {
+		return false, r.fail("refresh", err)
 	}
+	added, err := r.beaten(ctx, beat, m)
 	if err != nil {
 		return false, r.fail("refresh", err)
 	}
@@ -467,7 +476,7 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 	if first || old == inc {
 		return false, nil // (a registry that lost this incarnation has it back)
 	}
-	if old == "" && added.Val() == 0 {
+	if old == "" && !added {
 		// The record alone was gone: nobody swept this incarnation (a sweep
 		// ends by taking it out of the registry). The record expired while
 		// this node could not reach it, or was lost with a master that died
@@ -479,8 +488,8 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 		return false, nil
 	}
 	// Swept, Redis came back empty, or another node took the node id.
-	if added.Val() == 1 {
-		_ = r.c.SRem(ctx, r.k.registry(), m).Err() // reset registers the new incarnation
+	if added {
+		_ = r.unregister(ctx, m) // reset registers the new incarnation
 	}
 	return true, nil
 }

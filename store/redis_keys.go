@@ -13,6 +13,9 @@ import (
 //	P:feed             pub/sub channel of committed changes
 //	P:nodes            set of "<node>|<incarnation>" that may hold sessions
 //	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
+//	P:deadlines{<t>}   sorted set of "<node>|<incarnation>" by deadline (ms,
+//	                   Redis's clock): when its record expires unless refreshed;
+//	                   t puts it in the slot of P:nodes (no {<t>} on a single server)
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
 //	                   one per slot: t hashes to the slot of the users' records
 //	                   (on a single server, one set, without {<t>})
@@ -40,6 +43,22 @@ func (k keys) group(group string) string {
 }
 func (k keys) registry() string        { return k.prefix + "nodes" }
 func (k keys) node(node string) string { return k.prefix + "node:" + node }
+
+// deadlines is the sorted set of the incarnations' deadlines, in the
+// registry's slot (one script writes both).
+func (k keys) deadlines() string { return k.sameSlot(k.prefix+"deadlines", k.registry()) }
+
+// liveness is KEYS of the scripts on the registry and the deadlines.
+func (k keys) liveness() []string { return []string{k.registry(), k.deadlines()} }
+
+// sameSlot returns key with a hash tag that puts it in of's slot on a
+// cluster (key itself on a single server).
+func (k keys) sameSlot(key, of string) string {
+	if !k.cluster {
+		return key
+	}
+	return key + "{" + slotTag(keySlot(of)) + "}"
+}
 
 // nodeUsers is the set, in user's slot, of the users incarnation member
 // opened sessions for.

@@ -510,11 +510,18 @@ func TestRedisGoneRecordInDoubt(t *testing.T) {
 	if n, err := b.Sweep(ctx); n != 0 || err != nil {
 		t.Fatalf("swept a node whose record is back: %d %v", n, err)
 	}
-	// Gone without doubt: swept at once.
+	// Gone, its deadline still ahead, without doubt: only Redis separates
+	// the two (they are written by one refresh), so it is not swept either.
 	a.halt()
 	if err := c.Del(ctx, record).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if n, err := b.Sweep(ctx); n != 0 || err != nil {
+		t.Fatalf("swept a node whose record was gone with its deadline ahead: %d %v", n, err)
+	}
+	// Gone with its deadline passed (as the record's expiry brings about),
+	// without doubt: swept at once.
+	pastDeadline(t, c, b, "a", inc)
 	if n, err := b.Sweep(ctx); n != 1 || err != nil {
 		t.Fatalf("sweep of a gone record without doubt: %d %v", n, err)
 	}
@@ -629,6 +636,7 @@ func TestRedisClusterSweep(t *testing.T) {
 	if err := c.Del(ctx, "t:"+t.Name()+":node:dead").Err(); err != nil {
 		t.Fatal(err)
 	}
+	pastDeadline(t, c, alive, "dead", dead.Incarnation())
 	n, err := alive.Sweep(ctx)
 	if err != nil || n != len(users) {
 		t.Fatalf("swept %d (%v), want %d", n, err, len(users))
@@ -786,5 +794,16 @@ func TestRedisOpenRegistersTheIncarnation(t *testing.T) {
 		if ok, err := c.SIsMember(ctx, r.k.registry(), m).Result(); err != nil || !ok {
 			t.Fatalf("open %d returned with the incarnation not in the registry (%v)", i, err)
 		}
+	}
+}
+
+// pastDeadline makes the deadline of node's incarnation inc pass at once,
+// as it does when a dead node's record expires (both are written by one
+// refresh): a test that deletes the record by hand to stand for its expiry
+// does this too.
+func pastDeadline(t *testing.T, c redis.UniversalClient, r *Redis, node, inc string) {
+	t.Helper()
+	if err := c.ZAdd(context.Background(), r.k.deadlines(), redis.Z{Score: 0, Member: member(node, inc)}).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
