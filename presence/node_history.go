@@ -24,8 +24,8 @@ func (s NodeState) rank() int {
 // down).
 func (s NodeState) Before(t NodeState) bool { return s.rank() < t.rank() }
 
-// reported reports whether another node (a survivor) said this.
-func (n NodeStatus) reported() bool { return n.ReportedBy != "" && n.ReportedBy != n.Node }
+// Reported reports whether another node (a survivor) said this.
+func (n NodeStatus) Reported() bool { return n.ReportedBy != "" && n.ReportedBy != n.Node }
 
 // Advances reports whether n replaces known (what is shown of its node; ok:
 // whether anything is): it must supersede it (a survivor's report applies
@@ -84,7 +84,7 @@ func (h NodeHistory) Record(st NodeStatus) (NodeHistory, bool) {
 	switch {
 	case !ok:
 		return NodeHistory{st}, true
-	case st.reported() && (last.Incarnation != st.Incarnation || last.State == NodeDown):
+	case st.Reported() && (last.Incarnation != st.Incarnation || last.State == NodeDown):
 		return h, false
 	case last.Incarnation != st.Incarnation:
 		return NodeHistory{st}, true

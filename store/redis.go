@@ -16,8 +16,6 @@ import (
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/presenced/presenced/presence"
 )
 
 // Sentinel errors of the Redis store.
@@ -105,6 +103,8 @@ type Redis struct {
 	reapEvery  time.Duration // the reaper's budget (Tasks)
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
 	adoptedAt  atomic.Int64  // when adopt last ran (unix ns)
+
+	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
 }
 
 type redisStats struct {
@@ -251,21 +251,6 @@ func (r *Redis) up() {
 	default:
 	}
 	r.report(Event{Kind: Recovered, Settle: r.settle()})
-}
-
-// AnnounceNode publishes a node's state on the change feed channel, where
-// every node (this one too) receives it as a NodeAnnounced event. It is not
-// stored: each node announces itself every few seconds, so a node that
-// starts learns the others' states within that.
-func (r *Redis) AnnounceNode(ctx context.Context, st presence.NodeStatus) error {
-	if err := st.Validate(); err != nil {
-		return err
-	}
-	b, err := encodeNode(st)
-	if err != nil {
-		return err
-	}
-	return r.fail("announce", r.c.Publish(ctx, r.k.feed(), b).Err())
 }
 
 // Start claims this node's id, registers this incarnation, writes the node

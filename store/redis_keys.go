@@ -16,6 +16,8 @@ import (
 //	P:deadlines{<t>}   sorted set of "<node>|<incarnation>" by deadline (ms,
 //	                   Redis's clock): when its record expires unless refreshed;
 //	                   t puts it in the slot of P:nodes (no {<t>} on a single server)
+//	P:nodestate        hash: node -> its presence.NodeHistory, one JSON status a line
+//	P:nodedown{<t>}    sorted set: node -> when it went down (ms), in P:nodestate's slot
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
 //	                   one per slot: t hashes to the slot of the users' records
 //	                   (on a single server, one set, without {<t>})
@@ -47,6 +49,13 @@ func (k keys) node(node string) string { return k.prefix + "node:" + node }
 // deadlines is the sorted set of the incarnations' deadlines, in the
 // registry's slot (one script writes both).
 func (k keys) deadlines() string { return k.sameSlot(k.prefix+"deadlines", k.registry()) }
+
+// nodeStates is the hash of every node's history (node_state.lua).
+func (k keys) nodeStates() string { return k.prefix + "nodestate" }
+
+// nodesDown is the sorted set of the nodes down and since when, in the
+// node states' slot.
+func (k keys) nodesDown() string { return k.sameSlot(k.prefix+"nodedown", k.nodeStates()) }
 
 // liveness is KEYS of the scripts on the registry and the deadlines.
 func (k keys) liveness() []string { return []string{k.registry(), k.deadlines()} }

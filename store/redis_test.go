@@ -646,35 +646,6 @@ func TestRedisClusterSweep(t *testing.T) {
 	}
 }
 
-// A node announcement published by one node reaches every node's feed (its
-// own too) as a NodeAnnounced event, on the change feed channel; a store
-// refuses to announce a bad one.
-func TestRedisAnnounceNode(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	a, colA := newRedisStore(t, c, "A")
-	_, colB := newRedisStore(t, c, "B")
-	st := presence.NodeStatus{Node: "A", State: presence.NodeDraining, Sessions: 7, Incarnation: a.Incarnation(), At: time.Now()}
-	if err := a.AnnounceNode(context.Background(), st); err != nil {
-		t.Fatal(err)
-	}
-	for name, col := range map[string]*events{"A": colA, "B": colB} {
-		testkit.Wait(t, 10*time.Second, name+" hears A draining", func() error {
-			col.mu.Lock()
-			defer col.mu.Unlock()
-			for _, e := range col.others {
-				if e.Kind == NodeAnnounced && e.NodeStatus.Same(st) {
-					return nil
-				}
-			}
-			return fmt.Errorf("events %+v", col.others)
-		})
-	}
-	if err := a.AnnounceNode(context.Background(), presence.NodeStatus{Node: "A/#", State: presence.NodeUp, Incarnation: "x"}); !errors.Is(err, presence.ErrBadNode) {
-		t.Errorf("bad announcement: %v", err)
-	}
-}
-
 // A sweep of many sessions stopped by its deadline is no outage, and the
 // next pass goes on where it stopped: the sessions it ended are out of the
 // dead incarnation's set.
