@@ -161,7 +161,8 @@ func (p *Plugin) build() {
 		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
 	})
-	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
+	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery"),
+		NodeTopics: func(filter string) { p.nodes.Watch(filter) }})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)
 	p.publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: p.logFor("publisher"),
 		Published: func(a presence.Aggregate, before presence.Shown) {

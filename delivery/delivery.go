@@ -65,6 +65,8 @@ type Delivery struct {
 	now       func() time.Time
 	log       *slog.Logger
 
+	nodeTopics func(filter string) // DeliveryOptions.NodeTopics
+
 	fence       sync.RWMutex
 	subscribing sync.Map                   // *mqtt.Client -> *subscription
 	live        atomic.Pointer[publishing] // the publish in progress, under the fence
@@ -124,6 +126,10 @@ type DeliveryOptions struct {
 	SlowAfter time.Duration
 	Now       func() time.Time // the clock of backoffs and SlowAfter (default time.Now)
 	Log       *slog.Logger
+	// NodeTopics is told of every subscribed filter that can match a node
+	// topic, presence/nodes/{node}, as it comes (nodes.Nodes.Watch); it
+	// must return at once.
+	NodeTopics func(filter string)
 }
 
 // NewDelivery returns the hook.
@@ -139,7 +145,7 @@ func NewDelivery(o DeliveryOptions) *Delivery {
 	}
 	return &Delivery{
 		prefix: o.Prefix, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", server: o.Server, slowAfter: o.SlowAfter, now: o.Now, log: o.Log,
-		lagging: make(map[*mqtt.Client]*lag),
+		lagging: make(map[*mqtt.Client]*lag), nodeTopics: o.NodeTopics,
 	}
 }
 
@@ -270,10 +276,18 @@ func (d *Delivery) unlag(cl *mqtt.Client) {
 
 // OnSubscribe takes the fence for reading for a SUBSCRIBE whose filters can
 // match presence/users/... or presence/groups/...: mochi checks and indexes
-// them next.
+// them next. It tells NodeTopics of the filters that can match
+// presence/nodes/...
 func (d *Delivery) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if cl.Net.Inline {
 		return pk
+	}
+	if d.nodeTopics != nil {
+		for _, f := range pk.Filters {
+			if d.canMatch(f.Filter, d.prefix+"/nodes/") {
+				d.nodeTopics(f.Filter)
+			}
+		}
 	}
 	for _, f := range pk.Filters {
 		if d.canMatchUsers(f.Filter) || d.canMatch(f.Filter, d.groups) {
