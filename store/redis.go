@@ -48,9 +48,9 @@ type RedisOptions struct {
 // that commits a change publishes it on the change feed channel in the same
 // step. Liveness is per node, not per packet or per session: a node record
 // with a TTL, refreshed every NodeTTL/3 with one SET, and the incarnation's
-// deadline in a sorted set pushed ahead by the same refresh; the other
-// nodes look only at the incarnations whose deadline passed, and sweep the
-// sessions of those whose record is gone as node_lost
+// deadline in the registry, a sorted set, pushed ahead by the same refresh;
+// the other nodes look only at the incarnations whose deadline passed, and
+// sweep the sessions of those whose record is gone as node_lost
 // (redis_liveness.go).
 //
 // The words: a node's record is refreshed; a session's store-side expiry
@@ -103,6 +103,7 @@ type Redis struct {
 	reapEvery  time.Duration // the reaper's budget (Tasks)
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
 	adoptedAt  atomic.Int64  // when adopt last ran (unix ns)
+	clock      redisClock    // Redis's clock, as last read (redis_liveness.go)
 
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
 }
@@ -397,7 +398,7 @@ func (r *Redis) record(ctx context.Context, key string) (string, time.Duration, 
 }
 
 // registrar adds this incarnation to the registry whenever an open of a
-// user new to it asks (registerNow; many asks coalesce into one heartbeat), and
+// user new to it asks (registerNow; many asks coalesce into one ZADD), and
 // again every second until that succeeds. The registry is a key of its own
 // slot: no connect waits on it.
 func (r *Redis) registrar() {
@@ -429,34 +430,37 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 	inc, first := r.inc, !r.started
 	r.mu.Unlock()
 	m := member(r.node, inc)
-	// The registry and the deadline first (heartbeat.lua), in the same
+	if _, err := r.redisNow(ctx); err != nil { // read again every clockEvery
+		return false, r.fail("refresh", err)
+	}
+	// The registry first, the deadline pushed a NodeTTL ahead, in the same
 	// round trip: whether this incarnation was still registered tells a
 	// record that Redis lost alone from an incarnation swept, or a Redis
 	// that lost everything. (Not a MULTI: the record lives in another slot,
 	// and the race's loser is only audited instead of reset, which is right
 	// too.)
-	var beat *redis.Cmd
+	var reg *redis.IntCmd
 	var set *redis.StatusCmd
 	batch := func(p redis.Pipeliner) error {
-		beat = r.heartbeat(ctx, p, m)
+		reg = r.registerIn(ctx, p, m)
 		set = p.SetArgs(ctx, r.k.node(r.node), inc, redis.SetArgs{TTL: r.nodeTTL, Get: true})
 		return nil
 	}
 	_, err = r.c.Pipelined(ctx, batch)
-	if err != nil && !errors.Is(err, redis.Nil) && !isNoScript(err) {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, r.fail("refresh", err)
 	}
 	old, err := set.Result()
 	if errors.Is(err, redis.Nil) {
 		err, old = nil, ""
 	}
+	if err == nil {
+		err = reg.Err()
+	}
 	if err != nil {
 		return false, r.fail("refresh", err)
 	}
-	added, err := r.beaten(ctx, beat, m)
-	if err != nil {
-		return false, r.fail("refresh", err)
-	}
+	added := reg.Val() == 1
 	r.up()
 	if first || old == inc {
 		return false, nil // (a registry that lost this incarnation has it back)

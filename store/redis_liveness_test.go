@@ -73,7 +73,7 @@ func sweepCost(t *testing.T, c redis.UniversalClient, servers []*redis.Client, n
 	if err := sweeper.register(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sweeper.Sweep(ctx); err != nil { // the first adopts, and loads the script
+	if _, err := sweeper.Sweep(ctx); err != nil { // the first adopts, and reads Redis's clock
 		t.Fatal(err)
 	}
 	before := commandCalls(t, servers)
@@ -87,7 +87,7 @@ func sweepCost(t *testing.T, c redis.UniversalClient, servers []*redis.Client, n
 			made[cmd] = d
 		}
 	}
-	if registered, _ := c.SCard(ctx, sweeper.k.registry()).Result(); registered != int64(n+1) {
+	if registered, _ := c.ZCard(ctx, sweeper.k.registry()).Result(); registered != int64(n+1) {
 		t.Fatalf("%d registered, want %d", registered, n+1)
 	}
 	return made
@@ -95,12 +95,12 @@ func sweepCost(t *testing.T, c redis.UniversalClient, servers []*redis.Client, n
 
 // The sweep's cost does not grow with the number of live nodes: with 3 and
 // with 30 live incarnations registered, a sweep that finds nothing to do is
-// the same commands, counted by Redis (INFO commandstats, which counts
-// those run inside a script too): one script (due.lua), which calls TIME and ZRANGEBYSCORE. (Before the
-// deadlines it was an SMEMBERS and a GET per other node: 4 and 31.) On a
-// single server and on a 3-master cluster.
+// one ZRANGEBYSCORE, counted by Redis (INFO commandstats, which would count
+// those run inside a script too). Before the deadlines it was an SMEMBERS
+// and a GET per other node: 4 and 31. On a single server and on a
+// 3-master cluster.
 func TestRedisSweepCostFlat(t *testing.T) {
-	want := map[string]int64{"evalsha": 1, "time": 1, "zrangebyscore": 1}
+	want := map[string]int64{"zrangebyscore": 1}
 	t.Run("server", func(t *testing.T) {
 		srv := redistest.Start(t)
 		c := srv.Client(t)
@@ -165,11 +165,11 @@ func TestRedisRestartedIncarnationSweptAfterTheGrace(t *testing.T) {
 		t.Fatalf("ann: %+v", u)
 	}
 	m := member("n", restarted.Incarnation())
-	if ok, _ := c.SIsMember(ctx, sweeper.k.registry(), m).Result(); !ok {
+	if !registered(t, c, sweeper.k, m) {
 		t.Fatal("the restarted incarnation left the registry")
 	}
-	if _, err := c.ZScore(ctx, sweeper.k.deadlines(), member("n", old.Incarnation())).Result(); err != redis.Nil {
-		t.Fatalf("the swept incarnation keeps a deadline (%v)", err)
+	if registered(t, c, sweeper.k, member("n", old.Incarnation())) {
+		t.Fatal("the swept incarnation is still registered")
 	}
 }
 
@@ -216,10 +216,8 @@ func TestRedisCutOffNodeSweptThenResets(t *testing.T) {
 		return fmt.Errorf("events %+v", cutEvents.others)
 	})
 	for m, want := range map[string]bool{member("cut", inc): false, member("cut", cut.Incarnation()): true} {
-		registered, _ := c.SIsMember(ctx, cut.k.registry(), m).Result()
-		_, zerr := c.ZScore(ctx, cut.k.deadlines(), m).Result()
-		if registered != want || (zerr == nil) != want {
-			t.Errorf("%s: registered %v, deadline %v; want both %v", m, registered, zerr == nil, want)
+		if got := registered(t, c, cut.k, m); got != want {
+			t.Errorf("%s: registered %v, want %v", m, got, want)
 		}
 	}
 	if n, err := other.Sweep(ctx); n != 0 || err != nil {
@@ -227,18 +225,17 @@ func TestRedisCutOffNodeSweptThenResets(t *testing.T) {
 	}
 }
 
-// A registered incarnation without a deadline (a node of an older version
-// wrote only the registry) is given one at start and swept once it passes
+// An incarnation that a node of an older version registered in its set
+// (no deadline) is registered with one at start and swept once it passes
 // if its record is gone; a live one is kept.
-func TestRedisAdoptsIncarnationsWithoutDeadline(t *testing.T) {
+func TestRedisAdoptsOlderNodes(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	ctx := context.Background()
 	prefix := "t:" + t.Name() + ":"
 	k := keys{prefix: prefix}
-	// An older node: its record and its registry entry, no deadline; one
-	// dead (no record), one alive.
-	if err := c.SAdd(ctx, k.registry(), member("old-dead", "i1"), member("old-live", "i2")).Err(); err != nil {
+	// Older nodes: their set and records; one dead (no record), one alive.
+	if err := c.SAdd(ctx, k.legacyRegistry(), member("old-dead", "i1"), member("old-live", "i2")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Set(ctx, k.node("old-live"), "i2", time.Hour).Err(); err != nil {
@@ -246,26 +243,18 @@ func TestRedisAdoptsIncarnationsWithoutDeadline(t *testing.T) {
 	}
 	r, _ := newRedisStore(t, c, "new")
 	for _, m := range []string{member("old-dead", "i1"), member("old-live", "i2")} {
-		if _, err := c.ZScore(ctx, k.deadlines(), m).Result(); err != nil {
-			t.Fatalf("%s has no deadline after a start: %v", m, err)
+		if !registered(t, c, k, m) {
+			t.Fatalf("%s not registered after a start", m)
 		}
 	}
-	swept := 0
 	testkit.Wait(t, r.nodeTTL+10*time.Second, "the dead one swept", func() error {
-		n, err := r.Sweep(ctx)
-		if err != nil {
+		if _, err := r.Sweep(ctx); err != nil {
 			return err
 		}
-		members, _ := c.SMembers(ctx, k.registry()).Result()
-		swept += n
-		for _, m := range members {
-			if m == member("old-dead", "i1") {
-				return fmt.Errorf("still registered: %v", members)
-			}
-		}
-		return nil
+		old, _ := c.SIsMember(ctx, k.legacyRegistry(), member("old-dead", "i1")).Result()
+		return testkit.Why(!registered(t, c, k, member("old-dead", "i1")) && !old, "still registered")
 	})
-	if ok, _ := c.SIsMember(ctx, k.registry(), member("old-live", "i2")).Result(); !ok {
+	if !registered(t, c, k, member("old-live", "i2")) {
 		t.Fatal("the live old node was swept")
 	}
 }
