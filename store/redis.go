@@ -106,6 +106,7 @@ type Redis struct {
 	clock      redisClock    // Redis's clock, as last read (redis_liveness.go)
 
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
+	own           ownWord       // this node's last word recorded (redis_nodes.go)
 }
 
 type redisStats struct {

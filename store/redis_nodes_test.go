@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -123,9 +125,9 @@ func TestMemoryNodeStates(t *testing.T) {
 	checkNodeStates(t, m, m, m)
 }
 
-// A node down for longer than the retention is forgotten (on Redis, by the
-// next announcement of any node; the memory store on its clock); one up is
-// kept however old its word.
+// A node down for longer than the retention is forgotten (on Redis, at the
+// next change of any node's state; the memory store on its clock); one up
+// is kept however old its word.
 func TestNodeStatesForgetOldDowns(t *testing.T) {
 	ctx := context.Background()
 	t.Run("redis", func(t *testing.T) {
@@ -143,8 +145,10 @@ func TestNodeStatesForgetOldDowns(t *testing.T) {
 			}
 		}
 		down := time.Now()
+		started := 0
 		testkit.Wait(t, 10*time.Second, "A forgotten", func() error {
-			if err := b.AnnounceNode(ctx, presence.NodeStatus{Node: "B", State: presence.NodeUp, Incarnation: "i1", At: time.Now()}); err != nil {
+			started++ // a node that starts: a change of state
+			if err := b.AnnounceNode(ctx, presence.NodeStatus{Node: fmt.Sprintf("B%d", started), State: presence.NodeUp, Incarnation: "i1", At: time.Now()}); err != nil {
 				return err
 			}
 			if h := historyOf(t, b, "A"); h != nil {
@@ -155,7 +159,7 @@ func TestNodeStatesForgetOldDowns(t *testing.T) {
 		if d := time.Since(down); d < retention-50*time.Millisecond {
 			t.Fatalf("A forgotten %v after it went down, before the retention %v", d, retention)
 		}
-		if historyOf(t, b, "C") == nil || historyOf(t, b, "B") == nil {
+		if historyOf(t, b, "C") == nil || historyOf(t, b, "B1") == nil {
 			t.Fatal("a node up was forgotten")
 		}
 		if n, err := c.ZCard(ctx, b.k.nodesDown()).Result(); err != nil || n != 0 {
@@ -238,4 +242,42 @@ func FuzzDecodeNodeHistory(f *testing.F) {
 			}
 		}
 	})
+}
+
+// This node's periodic word that says the same as the last one recorded is
+// not written again (no command at all), unless Redis may have lost it
+// since: after a failover the next one is written, and restores a lost
+// entry.
+func TestRedisOwnWordWrittenWhenItChanges(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	r, _ := newRedisStore(t, c, "A")
+	ctx := context.Background()
+	word := func(sessions int) {
+		t.Helper()
+		st := presence.NodeStatus{Node: "A", State: presence.NodeUp, Incarnation: r.Incarnation(), Sessions: sessions, At: time.Now()}
+		if err := r.AnnounceNode(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hsets := func() int64 { return commandCalls(t, []*redis.Client{c})["hset"] }
+	word(1)
+	before := hsets()
+	word(1)
+	word(1)
+	if n := hsets() - before; n != 0 {
+		t.Fatalf("the same word written %d times", n)
+	}
+	word(2)
+	if n := hsets() - before; n != 1 {
+		t.Fatalf("a new count written %d times, want 1", n)
+	}
+	if err := c.HDel(ctx, r.k.nodeStates(), "A").Err(); err != nil { // lost with a master
+		t.Fatal(err)
+	}
+	r.failoverAt.Store(time.Now().UnixNano())
+	word(2)
+	if h := historyOf(t, r, "A"); len(h) != 1 || h[0].Sessions != 2 {
+		t.Fatalf("after a failover the same word was not written again: %v", h)
+	}
 }

@@ -7,8 +7,10 @@
 -- incarnation back (a late "up" after its "down"), and a new incarnation
 -- starts a new history; a survivor's report that the node is down is
 -- recorded only for the incarnation the history is of, unless it is down
--- already. The same step forgets (a few at a time) the nodes down for
--- longer than the retention, on Redis's clock (TIME).
+-- already. A step that changes a node's state (or starts a history) also
+-- notes when a node went down and forgets, a few at a time, the nodes down
+-- for longer than the retention, on Redis's clock (TIME); a new count of
+-- sessions is only the HSET.
 -- KEYS[1] the node states (hash: node -> its history, one JSON status per
 --         line, oldest first)
 -- KEYS[2] the nodes down (sorted set: node -> ms it went down; same slot)
@@ -18,8 +20,6 @@
 -- ARGV[6] retention (ms)
 -- Returns 1 when recorded, 0 when refused.
 local RANK = {up = 1, draining = 2, down = 3}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local node, inc, state, rank = ARGV[1], ARGV[2], ARGV[3], RANK[ARGV[3]]
 
 local steps = {}
@@ -28,10 +28,12 @@ if cur then
   for line in string.gmatch(cur, '[^\n]+') do table.insert(steps, line) end
 end
 local out
+local was = nil -- the state the history ended in
 if #steps == 0 then
   out = {ARGV[5]}
 else
   local last = cjson.decode(steps[#steps])
+  was = last.state
   if ARGV[4] == '1' and (last.incarnation ~= inc or last.state == 'down') then
     out = nil
   elseif last.incarnation ~= inc then
@@ -47,20 +49,19 @@ else
   end
 end
 
-local recorded = 0
-if out then
-  redis.call('HSET', KEYS[1], node, table.concat(out, '\n'))
-  if state == 'down' then
-    redis.call('ZADD', KEYS[2], string.format('%.0f', now), node)
-  else
-    redis.call('ZREM', KEYS[2], node)
-  end
-  recorded = 1
+if not out then return 0 end
+redis.call('HSET', KEYS[1], node, table.concat(out, '\n'))
+if was == state and #out == #steps then return 1 end -- the same state, a new count
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if state == 'down' then
+  redis.call('ZADD', KEYS[2], string.format('%.0f', now), node)
+elseif was == 'down' then
+  redis.call('ZREM', KEYS[2], node)
 end
-
 local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', now - tonumber(ARGV[6])), 'LIMIT', 0, 16)
 for _, n in ipairs(old) do
   redis.call('HDEL', KEYS[1], n)
   redis.call('ZREM', KEYS[2], n)
 end
-return recorded
+return 1
