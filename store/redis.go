@@ -103,6 +103,7 @@ type Redis struct {
 	reapEvery  time.Duration // the reaper's budget (Tasks)
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
 	adoptedAt  atomic.Int64  // when adopt last ran (unix ns)
+	older      atomic.Bool   // adopt found incarnations of older nodes
 	clock      redisClock    // Redis's clock, as last read (redis_liveness.go)
 
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -42,8 +43,12 @@ const dueLimit = 1000
 
 // adoptEvery is how often a node registers, with a deadline, the
 // incarnations that nodes of an older version registered in their set
-// (adopt.lua; at start too).
-const adoptEvery = time.Minute
+// (adopt.lua; at start too) while that set holds any (a rolling upgrade),
+// and adoptIdle how often it looks once the set was found empty.
+const (
+	adoptEvery = time.Minute
+	adoptIdle  = 10 * time.Minute
+)
 
 // clockEvery is how often Redis's clock is read again (and after a
 // failover: the new master's clock may differ). Between two reads it is
@@ -144,18 +149,26 @@ func (r *Redis) markDue(ctx context.Context, m string) error {
 }
 
 // adopt registers the incarnations of nodes of an older version, at most
-// once per adoptEvery unless force.
+// once per adoptEvery (adoptIdle when their set was empty) unless force.
 func (r *Redis) adopt(ctx context.Context, force bool) error {
 	now := time.Now().UnixNano()
-	last := r.adoptedAt.Load()
-	if !force && now-last < int64(adoptEvery) || !r.adoptedAt.CompareAndSwap(last, now) {
+	last, every := r.adoptedAt.Load(), adoptIdle
+	if r.older.Load() {
+		every = adoptEvery
+	}
+	if !force && now-last < int64(every) || !r.adoptedAt.CompareAndSwap(last, now) {
 		return nil
 	}
-	n, err := scriptAdopt.Run(ctx, r.c, r.k.liveness(), ms(r.nodeTTL)).Int()
+	res, err := scriptAdopt.Run(ctx, r.c, r.k.liveness(), ms(r.nodeTTL)).Int64Slice()
+	if err == nil && len(res) != 2 {
+		err = fmt.Errorf("adopt: unexpected reply %v", res)
+	}
 	if err != nil {
 		r.adoptedAt.Store(last) // again at the next sweep
 		return err
 	}
+	n := res[0]
+	r.older.Store(res[1] > 0)
 	if n > 0 {
 		r.log.Info("incarnations registered by nodes of an older version given a deadline", "incarnations", n)
 	}
