@@ -1,51 +1,24 @@
 package integration
 
 import (
-	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
-// lvCalls reads INFO commandstats of a Redis: calls per command (those run
-// inside scripts included), INFO itself left out.
-func lvCalls(t *testing.T, c *redis.Client) map[string]int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, _ := strconv.ParseInt(calls, 10, 64)
-		out[strings.TrimPrefix(name, "cmdstat_")] = n
-	}
-	delete(out, "info")
-	return out
-}
-
 // lvWindow counts the commands Redis runs over window, by command.
-func lvWindow(t *testing.T, c *redis.Client, window time.Duration) (map[string]int64, int64) {
+func lvWindow(t *testing.T, srv *redistest.Server, window time.Duration) (map[string]int64, int64) {
 	t.Helper()
-	before := lvCalls(t, c)
+	before := srv.Calls(t)
 	time.Sleep(window) // a measuring window, not a wait for a condition
-	after := lvCalls(t, c)
+	after := srv.Calls(t)
 	delta, total := map[string]int64{}, int64(0)
 	for cmd, v := range after {
-		if d := v - before[cmd]; d > 0 {
+		if d := v - before[cmd]; d > 0 && cmd != "info" {
 			delta[cmd] = d
 			total += d
 		}
@@ -69,13 +42,12 @@ func TestMultiNodeLivenessCostFlat(t *testing.T) {
 	perNode := map[int]float64{}
 	for _, n := range []int{2, 4} {
 		srv := redistest.Start(t)
-		c := srv.Client(t)
 		var nodes []*mnProc
 		for i := range n {
 			nodes = append(nodes, mnStart(t, bin, fmt.Sprintf("n%d", i), []string{srv.Addr()}))
 		}
 		time.Sleep(2 * mnSweep) // every node past its first sweep: a settling pause, not a wait for a condition
-		delta, total := lvWindow(t, c, window)
+		delta, total := lvWindow(t, srv, window)
 		perNode[n] = float64(total) / float64(n) / window.Seconds()
 		perSweep := float64(total) / (window.Seconds() / mnSweep.Seconds())
 		t.Logf("%d nodes: %d commands in %v (%.1f per sweep interval over the deployment, %.2f/s per node): %v",
@@ -87,7 +59,7 @@ func TestMultiNodeLivenessCostFlat(t *testing.T) {
 		if n == 4 {
 			obs := newObserver(t, nodes[0].mqtt, "presence/nodes/+")
 			mnWaitNodeState(t, obs, "n3", presence.NodeUp, waitTimeout)
-			delta, _ := lvWindow(t, c, window)
+			delta, _ := lvWindow(t, srv, window)
 			// 3 s apart: 2 in the window, one more at its edge.
 			if got := delta["hgetall"]; got < 1 || got > 3 {
 				t.Errorf("one node watching: %d HGETALL in %v, want about one per 3 s", got, window)

@@ -295,8 +295,8 @@ func (r *Redis) Start(ctx context.Context) error {
 // Stop stops the background work and waits for it, then deletes this
 // node's record if it still names this incarnation and makes the
 // incarnation's deadline pass, so that a restart with the same id starts at
-// once and the other nodes sweep whatever sessions this one could not end. It closes the client if the store built it
-// (Open), not one it was given.
+// once and the other nodes sweep whatever sessions this one could not end.
+// It closes the client if the store built it (Open), not one it was given.
 func (r *Redis) Stop() {
 	if r.halt() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

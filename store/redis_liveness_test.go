@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,25 +32,14 @@ func liveIncarnations(t *testing.T, c redis.UniversalClient, prefix string, n in
 	}
 }
 
-// commandCalls reads INFO commandstats of every server: calls per command,
-// those run inside scripts included, summed; INFO itself, and what a
-// cluster client asks about the cluster, left out.
-func commandCalls(t *testing.T, servers []*redis.Client) map[string]int64 {
+// commandCalls sums INFO commandstats over servers (redistest's Calls),
+// leaving out what a cluster client asks about the cluster.
+func commandCalls(t *testing.T, servers []*redistest.Server) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
-	for _, c := range servers {
-		info, err := c.Info(context.Background(), "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\n") {
-			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-			if !ok {
-				continue
-			}
-			calls, _, _ := strings.Cut(rest, ",")
-			n, _ := strconv.ParseInt(calls, 10, 64)
-			out[strings.TrimPrefix(name, "cmdstat_")] += n
+	for _, s := range servers {
+		for cmd, n := range s.Calls(t) {
+			out[cmd] += n
 		}
 	}
 	for _, cmd := range []string{"info", "cluster|slots", "cluster|shards", "cluster|nodes", "command", "command|docs", "ping"} {
@@ -64,7 +51,7 @@ func commandCalls(t *testing.T, servers []*redis.Client) map[string]int64 {
 // sweepCost registers n live incarnations under a prefix of their own and
 // returns the commands one sweep that finds nothing to do makes, summed
 // over servers.
-func sweepCost(t *testing.T, c redis.UniversalClient, servers []*redis.Client, n int) map[string]int64 {
+func sweepCost(t *testing.T, c redis.UniversalClient, servers []*redistest.Server, n int) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	prefix := fmt.Sprintf("t:%s:%d:", t.Name(), n)
@@ -105,7 +92,7 @@ func TestRedisSweepCostFlat(t *testing.T) {
 		srv := redistest.Start(t)
 		c := srv.Client(t)
 		for _, n := range []int{3, 30} {
-			made := sweepCost(t, c, []*redis.Client{c}, n)
+			made := sweepCost(t, c, []*redistest.Server{srv}, n)
 			t.Logf("%d live incarnations: a sweep made %v", n, made)
 			if !maps.Equal(made, want) {
 				t.Errorf("%d live incarnations: a sweep made %v, want %v whatever the count of nodes", n, made, want)
@@ -114,13 +101,9 @@ func TestRedisSweepCostFlat(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cl := redistest.StartCluster(t, 3)
-		var servers []*redis.Client
-		for _, s := range cl.Nodes() {
-			servers = append(servers, s.Client(t))
-		}
 		c := cl.Client(t)
 		for _, n := range []int{3, 30} {
-			made := sweepCost(t, c, servers, n)
+			made := sweepCost(t, c, cl.Nodes(), n)
 			t.Logf("%d live incarnations: a sweep made %v", n, made)
 			if !maps.Equal(made, want) {
 				t.Errorf("%d live incarnations: a sweep made %v, want %v whatever the count of nodes", n, made, want)

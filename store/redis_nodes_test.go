@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -260,7 +258,7 @@ func TestRedisOwnWordWrittenWhenItChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hsets := func() int64 { return commandCalls(t, []*redis.Client{c})["hset"] }
+	hsets := func() int64 { return srv.Calls(t)["hset"] }
 	word(1)
 	before := hsets()
 	word(1)
