@@ -263,12 +263,14 @@ func TestReadsOnlyWhileWatched(t *testing.T) {
 	s := newShared(time.Now)
 	r := startStage(t, s, "B", "b1", time.Now)
 	startStage(t, s, "A", "a1", time.Now)
+	// quiet: no read over 10 intervals but the one a tick may have begun
+	// before the subscriptions changed (a stage still reading makes ten).
 	quiet := func(what string) {
 		t.Helper()
 		before := r.store.reads.Load()
 		testkit.During(t, 10*every, what, func() error {
 			n := r.store.reads.Load() - before
-			return testkit.Why(n == 0, fmt.Sprintf("%d reads", n))
+			return testkit.Why(n <= 1, fmt.Sprintf("%d reads", n))
 		})
 	}
 	reading := func(what string) {
