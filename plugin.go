@@ -185,7 +185,7 @@ func (p *Plugin) build() {
 		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),
 		Linger: cfg.Presence.InterestLinger, Now: p.now, Log: p.logFor("interest"),
 		Store: p.store, Viewer: p.hook.Viewer, Mates: p.groups.Mates, Groups: p.groups,
-		Shown: p.publisher.List, Forget: p.forgetShown,
+		Shown: p.publisher.List, Forget: p.forgetShown, Nodes: func(filter string) { p.nodes.Watch(filter) },
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: p.outlet, Sessions: p.hook.Sessions})

@@ -51,6 +51,14 @@ func (o *Outlet) Subscribers(topic string, keep func(cl *mqtt.Client) bool) []*m
 	return out
 }
 
+// Subscribed reports whether any subscription on this node matches topic
+// (a "+" level of topic matches only the filters with a wildcard there):
+// the node topics read the other nodes' states only while one does.
+func (o *Outlet) Subscribed(topic string) bool {
+	s := o.srv.Topics.Subscribers(topic)
+	return len(s.Subscriptions) > 0 || len(s.Shared) > 0 || len(s.InlineSubscriptions) > 0
+}
+
 // Announce publishes payload as topic's retained message, QoS 1 (the node
 // topics, which no subscription reads under the fence).
 func (o *Outlet) Announce(topic string, payload []byte) error {

@@ -1,6 +1,7 @@
 package interest
 
 import (
+	"maps"
 	"strings"
 	"time"
 
@@ -56,8 +57,10 @@ func (h *Hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		}
 	}
 	s.applyLocked(c, s.needOf(c))
+	inherited := maps.Clone(c.filters)
 	s.mu.Unlock()
 	s.wake()
+	s.tellNodes(inherited)
 }
 
 // OnSubscribed counts the filters mochi granted.
@@ -67,6 +70,7 @@ func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	}
 	s := h.Stage
 	var groups []string
+	granted := make(map[string]struct{}, len(pk.Filters))
 	s.mu.Lock()
 	c := s.clientLocked(cl)
 	for i, f := range pk.Filters {
@@ -74,6 +78,7 @@ func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 			continue
 		}
 		c.filters[f.Filter] = struct{}{}
+		granted[f.Filter] = struct{}{}
 		if g, ok := s.groupFilter(f.Filter); ok {
 			groups = append(groups, g)
 		}
@@ -84,6 +89,19 @@ func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if s.o.Groups != nil {
 		for _, g := range groups {
 			s.o.Groups.Watch(cl, s.groups+g)
+		}
+	}
+	s.tellNodes(granted)
+}
+
+// tellNodes tells Options.Nodes of the filters that can read a node topic.
+func (s *Stage) tellNodes(filters map[string]struct{}) {
+	if s.o.Nodes == nil {
+		return
+	}
+	for f := range filters {
+		if canMatch(unshared(f), s.node+"x") {
+			s.o.Nodes(f)
 		}
 	}
 }
@@ -172,8 +190,7 @@ func (s *Stage) endSessionLocked(c *client) {
 // visibility: an exact presence/users/{user} needs that user; a wildcard
 // that can read users is the firehose under visibility open or for a
 // service account, the viewer's group mates under groups, the viewer under
-// self; presence/groups/{group} watches that group's topic; a filter that
-// can read presence/nodes/... watches the node topics.
+// self; presence/groups/{group} watches that group's topic.
 func (s *Stage) needOf(c *client) need {
 	n := need{users: make(map[string]struct{}), groups: make(map[string]struct{})}
 	for f := range c.filters {
@@ -195,9 +212,6 @@ func (s *Stage) needOf(c *client) need {
 		}
 		if g, ok := s.groupFilter(plain); ok {
 			n.groups[g] = struct{}{}
-		}
-		if canMatch(plain, s.node+"x") {
-			n.nodes = true
 		}
 	}
 	return n
@@ -238,17 +252,6 @@ func (s *Stage) applyLocked(c *client, next need) {
 				delete(s.gwatch, g)
 				s.gidle[g] = s.o.Now()
 			}
-		}
-	}
-	if next.nodes != prev.nodes {
-		before := s.nwatch > 0
-		if next.nodes {
-			s.nwatch++
-		} else {
-			s.nwatch--
-		}
-		if after := s.nwatch > 0; after != before && s.o.NodesWatched != nil {
-			s.o.NodesWatched(after) // must not block: it is told under mu
 		}
 	}
 	c.need = next

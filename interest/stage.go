@@ -64,9 +64,11 @@ type Options struct {
 	Forget func(users []string)
 	// Groups follows the group topics' subscriptions; nil: none.
 	Groups Groups
-	// NodesWatched is told when the node topics get their first
-	// subscriber here (true) and lose their last (false); nil: not told.
-	NodesWatched func(bool)
+	// Nodes is told of every filter granted here that can read a node
+	// topic, presence/nodes/{node} (nodes.Nodes.Watch: the node states are
+	// read while a subscription here matches one); it must return at once.
+	// nil: not told.
+	Nodes func(filter string)
 }
 
 // Stats are the stage's counts, read with atomic loads.
@@ -94,7 +96,6 @@ type Stage struct {
 	fireIdle time.Time            // when fire fell to 0 (zero: in use, or never)
 	gwatch   map[string]int       // group -> clients watching its topic
 	gidle    map[string]time.Time // groups nobody watches, since
-	nwatch   int                  // clients watching the node topics
 	heard    map[string]struct{}  // users the store listens to (asked)
 	pending  map[string]struct{}  // users to ask for (again: a user newly shown is loaded)
 	idle     map[string]time.Time // heard users nobody needs any more, since
@@ -123,7 +124,6 @@ type need struct {
 	users  map[string]struct{}
 	fire   bool
 	groups map[string]struct{}
-	nodes  bool
 }
 
 // New returns the stage; Start starts its worker.

@@ -70,7 +70,7 @@ type rig struct {
 	mates   map[string][]string
 	forgot  []string
 	shown   []string
-	nodes   []bool
+	nodes   []string
 }
 
 const linger = time.Minute
@@ -85,10 +85,10 @@ func newRig(t *testing.T, v Visibility) *rig {
 			svc, _ := v[1].(bool)
 			return u, svc
 		},
-		Mates:        func(u string) []string { return r.mates[u] },
-		Shown:        func() []string { return r.shown },
-		Forget:       func(u []string) { r.forgot = append(r.forgot, u...) },
-		NodesWatched: func(on bool) { r.nodes = append(r.nodes, on) },
+		Mates:  func(u string) []string { return r.mates[u] },
+		Shown:  func() []string { return r.shown },
+		Forget: func(u []string) { r.forgot = append(r.forgot, u...) },
+		Nodes:  func(filter string) { r.nodes = append(r.nodes, filter) },
 	})
 	return r
 }
@@ -318,22 +318,40 @@ func TestSubscriptionsLifecycle(t *testing.T) {
 	}
 }
 
+// The node topics are told of each granted filter that can read a node
+// topic, refused ones not, and of those a session inherits.
+func TestNodeFilters(t *testing.T) {
+	r := newRig(t, Open)
+	a := r.client("a", "", false)
+	r.subscribe(a, "presence/nodes/A", "presence/users/+", "presence/#", "presence/nodes/+/x", "#")
+	slices.Sort(r.nodes)
+	if want := []string{"#", "presence/#", "presence/nodes/A"}; !slices.Equal(r.nodes, want) {
+		t.Fatalf("told %v, want %v", r.nodes, want)
+	}
+	r.nodes = nil
+	(&Hook{Stage: r.s}).OnSubscribed(a, packets.Packet{Filters: []packets.Subscription{{Filter: "presence/nodes/B"}}}, []byte{0x87})
+	if len(r.nodes) != 0 {
+		t.Fatalf("a refused filter told: %v", r.nodes)
+	}
+}
+
 // A group topic's first subscriber has the groups stage watch it; its
-// last leaving, unwatch it a linger later. The node topics are told when
-// first watched and last left. The leader's members are shown.
+// last leaving, unwatch it a linger later. The node topics are told of
+// each granted filter that can read them (the nodes stage then reads while
+// one matches). The leader's members are shown.
 func TestGroupsNodesAndLeader(t *testing.T) {
 	r := newRig(t, Open)
 	a, b := r.client("a", "", false), r.client("b", "", false)
 	r.subscribe(a, "presence/groups/team", "presence/nodes/#")
 	r.subscribe(b, "presence/groups/team")
-	if len(r.g.watched) != 2 || !slices.Equal(r.nodes, []bool{true}) {
+	if len(r.g.watched) != 2 || !slices.Equal(r.nodes, []string{"presence/nodes/#"}) {
 		t.Fatalf("watched %v, nodes %v", r.g.watched, r.nodes)
 	}
 	r.unsubscribe(a, "presence/groups/team", "presence/nodes/#")
 	r.unsubscribe(b, "presence/groups/team")
 	r.clk.Advance(linger)
 	r.reconcile()
-	if !slices.Equal(r.g.unwatched, []string{"team"}) || !slices.Equal(r.nodes, []bool{true, false}) {
+	if !slices.Equal(r.g.unwatched, []string{"team"}) || len(r.nodes) != 1 {
 		t.Fatalf("unwatched %v, nodes %v", r.g.unwatched, r.nodes)
 	}
 	r.s.Lead([]string{"ann", "bob"})

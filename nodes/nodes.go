@@ -10,25 +10,30 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
-// Store is where a node announces itself: every node hears it
-// (store.NodeAnnounced).
+// Store is where the node states live: each node records its own word
+// there, a survivor its report of a node it swept, and the nodes that show
+// the node topics read them all (store.Store's AnnounceNode, NodeStates).
 type Store interface {
 	AnnounceNode(ctx context.Context, st presence.NodeStatus) error
+	NodeStates(ctx context.Context) ([]presence.NodeHistory, error)
 	Incarnation() string
 }
 
-// Outlet is how the node topics reach subscribers: published retained, or
-// stored again as retained without delivering anything.
+// Outlet is how the node topics reach subscribers on this node: published
+// retained, stored again as retained without delivering anything, or
+// cleared; and whether any subscription here matches a topic.
 type Outlet interface {
 	Announce(topic string, payload []byte) error
 	Retain(topic string, payload []byte)
+	Clear(topic string)
+	Subscribed(topic string) bool
 }
 
 // Options configure the stage.
 type Options struct {
 	Node   string        // this node's id
 	Prefix string        // the topic prefix, e.g. "presence"
-	Every  time.Duration // how often this node announces itself (default 3 s)
+	Every  time.Duration // how often this node announces itself, and reads the others while watched (default 3 s)
 	Now    func() time.Time
 	Log    *slog.Logger
 	Store  Store
@@ -37,19 +42,28 @@ type Options struct {
 	Sessions func() int
 }
 
-// rank orders a node's states: it only ever moves forward.
-var rank = map[presence.NodeState]int{presence.NodeUp: 1, presence.NodeDraining: 2, presence.NodeDown: 3}
-
 // Nodes is the node topics' stage.
 type Nodes struct {
 	o      Options
 	topics string // prefix/nodes/
 
-	known map[string]presence.NodeStatus // node -> what is retained; the pump's alone
-
-	send  sync.Mutex // serialises this node's announcements; before mu
 	mu    sync.Mutex
 	state presence.NodeState // this node's
+
+	// shown is what this node retains on the node topics, and the lock of
+	// every change to it: a publish here is a local delivery, never a
+	// store call.
+	shown struct {
+		sync.Mutex
+		known map[string]presence.NodeStatus
+	}
+	watch struct {
+		sync.Mutex
+		names map[string]struct{} // nodes subscribed to by name (no wildcard)
+		asked bool                // a subscription came since the last read
+	}
+	kick   chan struct{} // read the states now (a subscription, a lost node announced)
+	lastAt time.Time     // the last read's start; the reader's alone
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -66,33 +80,66 @@ func New(o Options) *Nodes {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Nodes{o: o, topics: o.Prefix + "/nodes/", known: make(map[string]presence.NodeStatus),
-		state: presence.NodeUp, stop: make(chan struct{})}
+	n := &Nodes{o: o, topics: o.Prefix + "/nodes/", state: presence.NodeUp,
+		kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	n.shown.known = make(map[string]presence.NodeStatus)
+	n.watch.names = make(map[string]struct{})
+	return n
 }
 
-// Start announces this node up, and again every Options.Every until Stop.
+// Start announces this node up, then, until Stop, every Options.Every:
+// announces it again and, while someone on this node watches the node
+// topics, reads every node's state and shows what changed (and at once
+// when a subscription to them comes, or a lost node was announced down).
 func (n *Nodes) Start(ctx context.Context) {
 	if err := n.Announce(ctx, presence.NodeUp); err != nil {
 		n.o.Log.Warn("node state up not announced; announced again in a few seconds", "err", err)
 	}
 	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		t := time.NewTicker(n.o.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-n.stop:
-				return
-			case <-t.C:
-			}
+	go n.run()
+}
+
+// run is the announcer and reader.
+func (n *Nodes) run() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.o.Every)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), n.o.Every)
 			if err := n.Announce(ctx, ""); err != nil {
 				n.o.Log.Debug("node state not announced; announced again in a few seconds", "err", err)
 			}
+			n.readIfWatched(ctx)
+			cancel()
+		case <-n.kick:
+			if !n.pause(time.Until(n.lastAt.Add(n.o.Every / 10))) {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), n.o.Every)
+			n.readIfWatched(ctx)
 			cancel()
 		}
-	}()
+	}
+}
+
+// pause waits d (a kicked read comes at most every Every/10, however many
+// subscriptions ask); false when the stage stops meanwhile.
+func (n *Nodes) pause(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.stop:
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Stop stops the goroutines and waits for them: after the pump, which
@@ -110,17 +157,17 @@ func (n *Nodes) State() presence.NodeState {
 }
 
 // Announce moves this node's state forward to state (up, then draining,
-// then down; "" keeps it) and announces it through the store. A node that
-// is down announces nothing more.
+// then down; "" keeps it), shows it on this node at once, and records it in
+// the store. A node that is down announces nothing more. Concurrent
+// announcements need no order: a word that would move the state back (a
+// periodic "up" read before a "down") is refused here and by the store.
 func (n *Nodes) Announce(ctx context.Context, state presence.NodeState) error {
-	n.send.Lock()
-	defer n.send.Unlock()
 	n.mu.Lock()
 	if n.state == presence.NodeDown {
 		n.mu.Unlock()
 		return nil
 	}
-	if rank[state] > rank[n.state] {
+	if n.state.Before(state) {
 		n.state = state
 	}
 	state = n.state
@@ -129,55 +176,6 @@ func (n *Nodes) Announce(ctx context.Context, state presence.NodeState) error {
 	if state != presence.NodeDown && n.o.Sessions != nil {
 		st.Sessions = n.o.Sessions()
 	}
+	n.show(st)
 	return n.o.Store.AnnounceNode(ctx, st)
-}
-
-// Announced retains an announcement that changes what is known of its node
-// (the pump, on a NodeAnnounced event).
-func (n *Nodes) Announced(st presence.NodeStatus) {
-	known, ok := n.known[st.Node]
-	if !st.Supersedes(known, ok) || (ok && st.Same(known)) {
-		return
-	}
-	b, err := st.MarshalJSON()
-	if err != nil {
-		return
-	}
-	n.known[st.Node] = st
-	if err := n.o.Outlet.Announce(n.topics+st.Node, b); err != nil {
-		n.o.Log.Warn("node state not published", "err", err, "node", st.Node)
-	}
-}
-
-// Lost announces down a node this one swept (the pump, on a NodeLost
-// event), unless its own last word for that incarnation already said so (a
-// clean stop releases its record, and is swept after). The store call runs
-// off the pump.
-func (n *Nodes) Lost(node, incarnation string) {
-	if known, ok := n.known[node]; ok && known.Incarnation == incarnation && known.State == presence.NodeDown {
-		return
-	}
-	st := presence.NodeStatus{Node: node, State: presence.NodeDown, Incarnation: incarnation, At: n.o.Now(), ReportedBy: n.o.Node}
-	if st.Validate() != nil {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), n.o.Every)
-		defer cancel()
-		if err := n.o.Store.AnnounceNode(ctx, st); err != nil {
-			n.o.Log.Warn("lost node not announced down", "err", err, "node", node)
-		}
-	}()
-}
-
-// Refresh stores every node state again as retained (mochi purges retained
-// messages older than its maximum message expiry); the pump's.
-func (n *Nodes) Refresh() {
-	for node, st := range n.known {
-		if b, err := st.MarshalJSON(); err == nil {
-			n.o.Outlet.Retain(n.topics+node, b)
-		}
-	}
 }

@@ -5,9 +5,10 @@ import "time"
 // Liveness of nodes, shared by every node of a deployment.
 //
 // Each run of a node is an incarnation. A node keeps a record naming its
-// live incarnation and refreshes it; the sessions of an incarnation whose
-// record is gone, or names another incarnation, are swept: ended as
-// node_lost by whichever node sees it first.
+// live incarnation and refreshes it, pushing the incarnation's deadline a
+// node_ttl ahead in the same refresh; the sessions of an incarnation whose
+// deadline passed and whose record is gone, or names another incarnation,
+// are swept: ended as node_lost by whichever node sees it first.
 
 // Sweep is what to do about one incarnation that may hold sessions.
 type Sweep uint8
@@ -48,4 +49,42 @@ func SweepDecision(inc, live string, doubt bool, seen, now time.Time, grace time
 		return SweepIncarnation, time.Time{}
 	}
 	return WaitIncarnation, seen
+}
+
+// Overdue is an incarnation whose deadline has passed, as a sweeper found
+// it: Member names it (what the sweeper remembers it by), Live is the
+// incarnation its node's record names now ("" when the record is gone).
+//
+// Every live incarnation pushes its deadline a node_ttl ahead each time it
+// refreshes its record, so a sweeper asks the store only for the overdue
+// ones, almost always none, instead of reading every node's record.
+type Overdue struct {
+	Member, Inc, Live string
+}
+
+// SweepOverdue decides about every overdue incarnation with SweepDecision,
+// doubt being the sweeper's, and returns those to sweep now and what to
+// remember as seen from now on (seen is not modified). An incarnation that
+// is no longer overdue (its node refreshed: its deadline moved ahead) is
+// forgotten when the list is complete (not cut at a limit), so that a wait
+// begun in one failover is not counted in the next one.
+func SweepOverdue(overdue []Overdue, complete, doubt bool, seen map[string]time.Time, now time.Time, grace time.Duration) ([]Overdue, map[string]time.Time) {
+	next := make(map[string]time.Time, len(seen))
+	if !complete {
+		for m, t := range seen {
+			next[m] = t
+		}
+	}
+	var sweep []Overdue
+	for _, o := range overdue {
+		decision, s := SweepDecision(o.Inc, o.Live, doubt, seen[o.Member], now, grace)
+		delete(next, o.Member)
+		if !s.IsZero() {
+			next[o.Member] = s
+		}
+		if decision == SweepIncarnation {
+			sweep = append(sweep, o)
+		}
+	}
+	return sweep, next
 }

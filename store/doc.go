@@ -29,7 +29,8 @@
 // included: Start and Stop, readiness and counters, the periodic
 // maintenance the store needs (Tasks: the sweep of dead nodes, the reaper),
 // the reads of the recovery after a failover (Versions, Own, Tombstone; the
-// tracker's Audit drives it), the groups, the group log and the claims.
+// tracker's Audit drives it), the node states (AnnounceNode, NodeStates),
+// the groups, the group log and the claims.
 // Memory implements what does not apply to one node as no-ops. Open builds
 // either from a Config; the Redis store owns the client it builds.
 package store

@@ -36,10 +36,11 @@ const (
 	// order. Without a Delta: the batches of Group may have been missed (a
 	// subscription lost and made again), read it again. Never coalesced.
 	GroupBatch
-	// NodeAnnounced: a node announced its state (NodeStatus), or a survivor
-	// announced a dead node down: every node retains it on
-	// presence/nodes/{node}. Coalesced per node and incarnation (the latest
-	// wins).
+	// NodeAnnounced: a node of an older version broadcast its state
+	// (NodeStatus), or a survivor's report, on the change feed channel,
+	// during a rolling upgrade (this version records node states in the
+	// store instead: AnnounceNode, NodeStates): the node topics show it.
+	// Coalesced per node and incarnation (the latest wins).
 	NodeAnnounced
 )
 

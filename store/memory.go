@@ -25,6 +25,8 @@ type Memory struct {
 	groups map[string]map[string]struct{} // group -> members (groups.go)
 	claims map[string][]string            // user -> groups its last token claimed
 
+	nodes map[string]presence.NodeHistory // node -> its history, under mu (memory_nodes.go)
+
 	logOnce sync.Once
 	glog    *memoryLog // the group log (grouplog.go)
 
@@ -94,17 +96,6 @@ func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
 	if changed {
 		m.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
 	}
-}
-
-// AnnounceNode reports a node's state on the feed (one node: its own).
-func (m *Memory) AnnounceNode(_ context.Context, st presence.NodeStatus) error {
-	if err := st.Validate(); err != nil {
-		return err
-	}
-	m.mu.Lock() // report is called under mu, in order with the commits
-	defer m.mu.Unlock()
-	m.report(Event{Kind: NodeAnnounced, NodeStatus: st})
-	return nil
 }
 
 // Open starts a session with the user's next epoch, taking over a live

@@ -16,8 +16,6 @@ import (
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/presenced/presenced/presence"
 )
 
 // Sentinel errors of the Redis store.
@@ -49,9 +47,12 @@ type RedisOptions struct {
 // Lua script on one user's hash (one slot of a cluster), and every script
 // that commits a change publishes it in the same step, with SPUBLISH on the
 // user's channels in its slot, to the nodes that listen to the user
-// (redis_listen.go). Liveness is per node, not per packet or per session: a node record
-// with a TTL, refreshed every NodeTTL/3 with one SET; when it is gone the
-// other nodes sweep the incarnation's sessions as node_lost.
+// (redis_listen.go). Liveness is per node, not per packet or per session: a
+// node record with a TTL, refreshed every NodeTTL/3 with one SET, and the
+// incarnation's deadline in the registry, a sorted set, pushed ahead by the
+// same refresh; the other nodes look only at the incarnations whose
+// deadline passed, and sweep the sessions of those whose record is gone as
+// node_lost (redis_liveness.go).
 //
 // The words: a node's record is refreshed; a session's store-side expiry
 // is renewed (in bulk, rarely: the backstop); sessions whose expiry passed
@@ -103,6 +104,12 @@ type Redis struct {
 	sweepEvery time.Duration // the sweep's interval (Tasks)
 	reapEvery  time.Duration // the reaper's budget (Tasks)
 	reapedAt   time.Time     // when the reaper last ran after a Renew (under mu)
+	adoptedAt  atomic.Int64  // when adopt last ran (unix ns)
+	older      atomic.Bool   // adopt found incarnations of older nodes
+	clock      redisClock    // Redis's clock, as last read (redis_liveness.go)
+
+	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
+	own           ownWord       // this node's last word recorded (redis_nodes.go)
 }
 
 type redisStats struct {
@@ -255,21 +262,6 @@ func (r *Redis) up() {
 	r.report(Event{Kind: Recovered, Settle: r.settle()})
 }
 
-// AnnounceNode publishes a node's state on the classic channel P:feed,
-// where every node (this one too) receives it as a NodeAnnounced event. It is not
-// stored: each node announces itself every few seconds, so a node that
-// starts learns the others' states within that.
-func (r *Redis) AnnounceNode(ctx context.Context, st presence.NodeStatus) error {
-	if err := st.Validate(); err != nil {
-		return err
-	}
-	b, err := encodeNode(st)
-	if err != nil {
-		return err
-	}
-	return r.fail("announce", r.c.Publish(ctx, r.k.feed(), b).Err())
-}
-
 // Start claims this node's id, registers this incarnation, writes the node
 // record, subscribes to the node announcements and the group changes, and
 // starts the listener of the sharded channels; it returns once the
@@ -286,6 +278,9 @@ func (r *Redis) Start(ctx context.Context) error {
 	}
 	if err := r.register(ctx); err != nil {
 		return err
+	}
+	if err := r.adopt(ctx, true); err != nil {
+		return r.fail("adopt", err)
 	}
 	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed())
 	for range 2 { // the subscriptions' confirmations
@@ -307,15 +302,16 @@ func (r *Redis) Start(ctx context.Context) error {
 }
 
 // Stop stops the background work and waits for it, then deletes this
-// node's record if it still names this incarnation, so that a restart with
-// the same id starts at once and the other nodes sweep whatever sessions
-// this one could not end. It closes the client if the store built it
-// (Open), not one it was given.
+// node's record if it still names this incarnation and makes the
+// incarnation's deadline pass, so that a restart with the same id starts at
+// once and the other nodes sweep whatever sessions this one could not end.
+// It closes the client if the store built it (Open), not one it was given.
 func (r *Redis) Stop() {
 	if r.halt() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = scriptReleaseRecord.Run(ctx, r.c, []string{r.k.node(r.node)}, r.Incarnation()).Err()
+		_ = r.markDue(ctx, member(r.node, r.Incarnation()))
 		if r.ownClient {
 			_ = r.c.Close()
 		}
@@ -375,7 +371,13 @@ func (r *Redis) claim(ctx context.Context) error {
 		case ttl < r.nodeTTL*2/3-margin || time.Now().After(deadline):
 			// Not refreshed when it should have been: the holder is dead.
 			r.log.Info("taking over the record of a previous run of this node", "node", r.node, "incarnation", h)
-			return r.fail("claim", r.c.Set(ctx, key, inc, r.nodeTTL).Err())
+			if err := r.c.Set(ctx, key, inc, r.nodeTTL).Err(); err != nil {
+				return r.fail("claim", err)
+			}
+			// The sweepers look at the old run now, and sweep it after the
+			// grace (its deadline would pass by itself within 2/3 NodeTTL).
+			_ = r.markDue(ctx, member(r.node, h))
+			return nil
 		}
 		holder, lastTTL = h, ttl
 		t := time.NewTimer(50 * time.Millisecond)
@@ -407,15 +409,8 @@ func (r *Redis) record(ctx context.Context, key string) (string, time.Duration, 
 	return h, pttl.Val(), nil
 }
 
-func (r *Redis) register(ctx context.Context) error {
-	r.mu.Lock()
-	m := member(r.node, r.inc)
-	r.mu.Unlock()
-	return r.fail("register", r.c.SAdd(ctx, r.k.registry(), m).Err())
-}
-
 // registrar adds this incarnation to the registry whenever an open of a
-// user new to it asks (registerNow; many asks coalesce into one SADD), and
+// user new to it asks (registerNow; many asks coalesce into one ZADD), and
 // again every second until that succeeds. The registry is a key of its own
 // slot: no connect waits on it.
 func (r *Redis) registrar() {
@@ -447,15 +442,19 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 	inc, first := r.inc, !r.started
 	r.mu.Unlock()
 	m := member(r.node, inc)
-	// The registry first, in the same round trip: whether this incarnation
-	// was still registered tells a record that Redis lost alone from an
-	// incarnation swept, or a Redis that lost everything. (Not a MULTI: two
-	// more commands per refresh, for a race whose loser is only audited
-	// instead of reset, which is right too.)
-	var added *redis.IntCmd
+	if _, err := r.redisNow(ctx); err != nil { // read again every clockEvery
+		return false, r.fail("refresh", err)
+	}
+	// The registry first, the deadline pushed a NodeTTL ahead, in the same
+	// round trip: whether this incarnation was still registered tells a
+	// record that Redis lost alone from an incarnation swept, or a Redis
+	// that lost everything. (Not a MULTI: the record lives in another slot,
+	// and the race's loser is only audited instead of reset, which is right
+	// too.)
+	var reg *redis.IntCmd
 	var set *redis.StatusCmd
 	batch := func(p redis.Pipeliner) error {
-		added = p.SAdd(ctx, r.k.registry(), m)
+		reg = r.registerIn(ctx, p, m)
 		set = p.SetArgs(ctx, r.k.node(r.node), inc, redis.SetArgs{TTL: r.nodeTTL, Get: true})
 		return nil
 	}
@@ -468,16 +467,17 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 		err, old = nil, ""
 	}
 	if err == nil {
-		err = added.Err()
+		err = reg.Err()
 	}
 	if err != nil {
 		return false, r.fail("refresh", err)
 	}
+	added := reg.Val() == 1
 	r.up()
 	if first || old == inc {
 		return false, nil // (a registry that lost this incarnation has it back)
 	}
-	if old == "" && added.Val() == 0 {
+	if old == "" && !added {
 		// The record alone was gone: nobody swept this incarnation (a sweep
 		// ends by taking it out of the registry). The record expired while
 		// this node could not reach it, or was lost with a master that died
@@ -489,8 +489,8 @@ func (r *Redis) refresh(ctx context.Context) (lost bool, err error) {
 		return false, nil
 	}
 	// Swept, Redis came back empty, or another node took the node id.
-	if added.Val() == 1 {
-		_ = r.c.SRem(ctx, r.k.registry(), m).Err() // reset registers the new incarnation
+	if added {
+		_ = r.unregister(ctx, m) // reset registers the new incarnation
 	}
 	return true, nil
 }

@@ -103,7 +103,7 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 	register := r.registersNew(ws, inc)
 	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if register {
-			p.SAdd(ctx, r.k.registry(), member(r.node, inc))
+			r.registerIn(ctx, p, member(r.node, inc))
 		}
 		for i, c := range calls {
 			if c.s != nil {

@@ -15,10 +15,17 @@ import (
 //	                   slot (t hashes to it; the firehose); P:s:all on a
 //	                   single server
 //	P:gb:{<group>}     sharded channel of a group's batches (grouplog.go)
-//	P:feed             classic channel of the node announcements
+//	P:feed             classic channel of the node announcements of nodes of
+//	                   an older version (a rolling upgrade)
 //	P:gfeed            classic channel of the group membership changes
-//	P:nodes            set of "<node>|<incarnation>" that may hold sessions
+//	P:deadlines{<t>}   the registry: sorted set of "<node>|<incarnation>" that
+//	                   may hold sessions, by deadline (ms, Redis's clock): when
+//	                   its record expires unless refreshed; t puts it in the
+//	                   slot of P:nodes (no {<t>} on a single server)
+//	P:nodes            set: the registry of nodes of an older version (adopted)
 //	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
+//	P:nodestate        hash: node -> its presence.NodeHistory, one JSON status a line
+//	P:nodedown{<t>}    sorted set: node -> when it went down (ms), in P:nodestate's slot
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
 //	                   one per slot: t hashes to the slot of the users' records
 //	                   (on a single server, one set, without {<t>})
@@ -88,8 +95,35 @@ func (k keys) commitKeys(user string) []string {
 	return []string{k.user(user), k.userChannel(user), k.slotChannel(user)}
 }
 
-func (k keys) registry() string        { return k.prefix + "nodes" }
 func (k keys) node(node string) string { return k.prefix + "node:" + node }
+
+// registry is the sorted set of the incarnations that may hold sessions,
+// each scored by its deadline (redis_liveness.go), in the slot of the set
+// that nodes of an older version register in (scripts touch both).
+func (k keys) registry() string { return k.sameSlot(k.prefix+"deadlines", k.legacyRegistry()) }
+
+// legacyRegistry is the set of incarnations of nodes of an older version
+// (adopt.lua).
+func (k keys) legacyRegistry() string { return k.prefix + "nodes" }
+
+// sameSlot returns key with a hash tag that puts it in of's slot on a
+// cluster (key itself on a single server).
+func (k keys) sameSlot(key, of string) string {
+	if !k.cluster {
+		return key
+	}
+	return key + "{" + slotTag(keySlot(of)) + "}"
+}
+
+// nodeStates is the hash of every node's history (node_state.lua).
+func (k keys) nodeStates() string { return k.prefix + "nodestate" }
+
+// nodesDown is the sorted set of the nodes down and since when, in the
+// node states' slot.
+func (k keys) nodesDown() string { return k.sameSlot(k.prefix+"nodedown", k.nodeStates()) }
+
+// liveness is KEYS of the scripts on the registry and the older one.
+func (k keys) liveness() []string { return []string{k.registry(), k.legacyRegistry()} }
 
 // nodeUsers is the set, in user's slot, of the users incarnation member
 // opened sessions for.

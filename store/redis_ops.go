@@ -30,7 +30,7 @@ func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session
 		// registry in the same round trip (see Batch).
 		var cmd *redis.Cmd
 		_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.SAdd(ctx, r.k.registry(), member(r.node, inc))
+			r.registerIn(ctx, p, member(r.node, inc))
 			cmd = call.s.EvalSha(ctx, p, call.keys, call.args...)
 			return nil
 		})

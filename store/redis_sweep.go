@@ -12,54 +12,75 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
-// Sweep ends, as node_lost, the sessions of every incarnation whose node
-// record is gone, and of every incarnation replaced by a restart of its node
-// once the grace of presence.SweepDecision has passed (two thirds of
-// NodeTTL). Any node may run it at any time; nodes racing to sweep one
-// incarnation give the result of one. Each swept incarnation is reported as
-// a NodeLost event.
+// Sweep ends, as node_lost, the sessions of every incarnation whose
+// deadline passed and whose node record is gone, and of every incarnation
+// replaced by a restart of its node once the grace of
+// presence.SweepDecision has passed (two thirds of NodeTTL). It costs one
+// command (due.lua) when no deadline passed, however many nodes live; it
+// reads the records of the overdue incarnations only. Any node may run it
+// at any time; nodes racing to sweep one incarnation give the result of
+// one. Each swept incarnation is reported as a NodeLost event.
 func (r *Redis) Sweep(ctx context.Context) (int, error) {
-	members, err := r.c.SMembers(ctx, r.k.registry()).Result()
+	if err := r.adopt(ctx, false); err != nil {
+		return 0, r.sweepFailed(err)
+	}
+	due, complete, err := r.due(ctx)
 	if err != nil {
 		return 0, r.sweepFailed(err)
 	}
-	self := member(r.node, r.Incarnation())
+	overdue, err := r.overdue(ctx, due)
+	if err != nil {
+		return 0, err
+	}
+	now := r.now()
+	doubt := r.doubt(time.Now()) // failoverAt is in the process's clock
+	r.mu.Lock()
+	sweep, seen := presence.SweepOverdue(overdue, complete, doubt, r.replaced, now, r.nodeTTL*2/3)
+	r.replaced = seen
+	r.mu.Unlock()
 	ended := 0
-	for _, m := range members {
-		if m == self {
-			continue
-		}
-		node, inc, ok := splitMember(m)
-		if !ok {
-			continue
-		}
-		live, err := r.c.Get(ctx, r.k.node(node)).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return ended, r.sweepFailed(err)
-		}
-		now := r.now()
-		doubt := r.doubt(time.Now()) // failoverAt is in the process's clock
-		r.mu.Lock()
-		decision, seen := presence.SweepDecision(inc, live, doubt, r.replaced[m], now, r.nodeTTL*2/3)
-		if seen.IsZero() {
-			delete(r.replaced, m)
-		} else {
-			r.replaced[m] = seen
-		}
-		r.mu.Unlock()
-		if decision != presence.SweepIncarnation {
-			continue
-		}
-		n, err := r.sweep(ctx, node, inc)
+	for _, o := range sweep {
+		node, _, _ := splitMember(o.Member)
+		n, err := r.sweep(ctx, node, o.Inc)
 		ended += n
 		if err != nil {
 			return ended, err
 		}
 		r.stats.nodesLost.Add(1)
-		r.report(Event{Kind: NodeLost, Node: node, Incarnation: inc, Sessions: n})
+		r.report(Event{Kind: NodeLost, Node: node, Incarnation: o.Inc, Sessions: n})
 	}
 	r.up()
 	return ended, nil
+}
+
+// overdue reads the records of the nodes of the overdue incarnations
+// (other than this one), pipelined: on a cluster, one round trip per master.
+func (r *Redis) overdue(ctx context.Context, due []string) ([]presence.Overdue, error) {
+	self := member(r.node, r.Incarnation())
+	var out []presence.Overdue
+	var gets []*redis.StringCmd
+	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, m := range due {
+			node, inc, ok := splitMember(m)
+			if !ok || m == self {
+				continue
+			}
+			out = append(out, presence.Overdue{Member: m, Inc: inc})
+			gets = append(gets, p.Get(ctx, r.k.node(node)))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, r.sweepFailed(err)
+	}
+	for i, g := range gets {
+		live, err := g.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, r.sweepFailed(err)
+		}
+		out[i].Live = live
+	}
+	return out, nil
 }
 
 // sweepChunk is how many users a sweep ends in one pipelined round trip.
@@ -131,7 +152,7 @@ func (r *Redis) sweep(ctx context.Context, node, inc string) (int, error) {
 	}); err != nil {
 		return ended, r.sweepFailed(err)
 	}
-	if err := r.c.SRem(ctx, r.k.registry(), m).Err(); err != nil {
+	if err := r.unregister(ctx, m); err != nil {
 		return ended, r.sweepFailed(err)
 	}
 	return ended, nil

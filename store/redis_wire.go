@@ -248,7 +248,9 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 // "nd", so the two cannot be confused.
 const nodeWirePrefix = `{"nd":`
 
-// encodeNode writes a node announcement for the feed channel.
+// encodeNode writes a node announcement for the feed channel, as nodes of
+// an older version still do during a rolling upgrade (this version records
+// them in the node states instead: AnnounceNode); the fuzz test's.
 func encodeNode(st presence.NodeStatus) ([]byte, error) {
 	b, err := st.MarshalJSON()
 	if err != nil {

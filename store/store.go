@@ -55,8 +55,14 @@ type Store interface {
 	Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
 	// User returns a user's whole record.
 	User(ctx context.Context, user string) (presence.User, bool, error)
-	// AnnounceNode reports a node's state to every node (NodeAnnounced).
+	// AnnounceNode records a node's word in its history in the store
+	// (presence.NodeHistory.Record): this node's own, or a survivor's
+	// report that a node it swept is down. Nothing is broadcast: the nodes
+	// that show the node topics read NodeStates. Nodes down for longer than
+	// presence.NodeRetention are forgotten.
 	AnnounceNode(ctx context.Context, st presence.NodeStatus) error
+	// NodeStates returns every node's history, by node (Redis: one read).
+	NodeStates(ctx context.Context) ([]presence.NodeHistory, error)
 	// Forget drops the users offline since before (the memory store; Redis
 	// expires their keys itself) and returns how many.
 	Forget(before time.Time) int

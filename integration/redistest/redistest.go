@@ -213,6 +213,26 @@ func (s *Server) Info(t testing.TB, field string) int64 {
 	return v
 }
 
+// Calls reads INFO commandstats: how many times each command ran ("get",
+// "evalsha", "cluster|slots"…), those a script ran included, as Redis
+// counts them, the INFO that reads them left out (it is counted by later
+// calls). Like Info, it asks over a connection of its own.
+func (s *Server) Calls(t testing.TB) map[string]int64 {
+	t.Helper()
+	raw, err := query(s.Addr(), []string{"INFO", "commandstats"})
+	if err != nil {
+		t.Fatalf("redistest: INFO commandstats on %s: %v%s", s.Addr(), err, s.tail())
+	}
+	out := map[string]int64{}
+	for k, v := range parseInfo(raw) {
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		if n, err := strconv.ParseInt(calls, 10, 64); err == nil && strings.HasPrefix(k, "cmdstat_") {
+			out[strings.TrimPrefix(k, "cmdstat_")] = n
+		}
+	}
+	return out
+}
+
 // launch starts redis-server on port and waits until that very process
 // answers. On failure the process is killed and waited for, and the error
 // quotes the tail of its output.
