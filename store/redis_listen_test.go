@@ -269,6 +269,7 @@ func TestRedisNoClassicPublishOnTheChangePath(t *testing.T) {
 	if err := raw.Del(ctx, prefix+"node:dead").Err(); err != nil {
 		t.Fatal(err)
 	}
+	pastDeadline(t, raw, w, "dead", dead.Incarnation()) // as the record's expiry brings about
 	if n, err := w.Sweep(ctx); n != 1 || err != nil { // end_node
 		t.Fatalf("sweep: %d %v", n, err)
 	}
