@@ -58,9 +58,11 @@
 // Every goroutine has an owner and a way to stop; Stop (and Broker.Stop)
 // stops them all and waits: here, the pump, one per periodic task (renew,
 // the store's Tasks, idle) and a short-lived one per audit and per
-// tombstone wait; the tracker's workers; the store's (Redis: the feed
-// listener, the refresher, the registrar); the groups stage's reader,
-// claims writer and leader loop; the nodes stage's announcer.
+// tombstone wait; the tracker's workers; the store's (Redis: the classic
+// feed's listener, the sharded listener's subscriber and one reader per
+// connection, the refresher, the registrar); the groups stage's reader,
+// claims writer and leader loop; the nodes stage's announcer and reader;
+// the interest stage's worker.
 //
 // # Lock order
 //
@@ -70,9 +72,13 @@
 //   - delivery: the fence (a publish or retain of presence holds it for
 //     writing, a SUBSCRIBE reading retained presence for reading), then
 //     Delivery.mu, then a subscription's mu.
-//   - groups: topicMu, then the delivery fence (a snapshot retained and its
-//     delta published as one step); readMu, fileMu and claimsMu are each
+//   - groups: the delivery fence, then topicMu (Outlet.Step: a snapshot
+//     retained and its delta published as one step; a SUBSCRIBE holds the
+//     fence for reading while the interest hook has the stage note the
+//     group watched under topicMu); readMu, fileMu and claimsMu are each
 //     held alone, and no lock of the stage across a store call.
+//   - interest: Stage.mu, taken by the hook inside the fence, is a leaf:
+//     never held across a store call or a callback.
 //   - hooks: Presence.mu, then a link's rate bucket; Limits.mu, the gate's
 //     and the battles' mu are held alone.
 //   - tracker: Tracker.mu, then a slot's or an account's mu; no lock
