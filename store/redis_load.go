@@ -109,35 +109,25 @@ func (r *Redis) loadUsers(ctx context.Context, users []string) error {
 }
 
 // loadAll reports every user record (from every master of a cluster, read
-// with SCAN and HGETALL) as a change, the same way as the feed's: the
-// firehose's load. Offline users older than the retention have expired in
-// Redis already.
+// with SCAN and, a page at a time, pipelined HGETALL) as a change, the same
+// way as the feed's: the firehose's load. Offline users older than the
+// retention have expired in Redis already.
 func (r *Redis) loadAll(ctx context.Context) error {
 	var mu sync.Mutex // ForEachMaster scans the masters side by side
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, r.k.userPattern(), 1000).Iterator()
-		for it.Next(ctx) {
-			key := it.Val()
-			user, ok := r.k.userOf(key)
-			if !ok {
-				continue
-			}
-			h, err := c.HGetAll(ctx, key).Result()
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, r.k.userPattern(), 1000).Result()
 			if err != nil {
 				return err
 			}
-			_, p, ok, err := decodeUser(user, h)
-			if err != nil {
-				r.log.Error("undecodable user record", "err", err, "user", user)
-				continue
+			if err := r.loadKeys(ctx, c, keys, &mu); err != nil {
+				return err
 			}
-			if ok {
-				mu.Lock()
-				r.report(Event{Kind: Changed, Aggregate: p})
-				mu.Unlock()
+			if cursor = next; cursor == 0 {
+				return nil
 			}
 		}
-		return it.Err()
 	}
 	var err error
 	if cc, ok := r.c.(*redis.ClusterClient); ok {
@@ -146,6 +136,38 @@ func (r *Redis) loadAll(ctx context.Context) error {
 		err = scan(ctx, r.c)
 	}
 	return r.fail("load", err)
+}
+
+// loadKeys reads the user records of one SCAN page from c in one pipelined
+// round trip and reports each (under mu) as a change.
+func (r *Redis) loadKeys(ctx context.Context, c redis.Cmdable, keys []string, mu *sync.Mutex) error {
+	users := make([]string, 0, len(keys))
+	cmds := make([]*redis.MapStringStringCmd, 0, len(keys))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, key := range keys {
+			if user, ok := r.k.userOf(key); ok {
+				users = append(users, user)
+				cmds = append(cmds, p.HGetAll(ctx, key))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, cmd := range cmds {
+		_, a, ok, err := decodeUser(users[i], cmd.Val())
+		if err != nil {
+			r.log.Error("undecodable user record", "err", err, "user", users[i])
+			continue
+		}
+		if ok {
+			mu.Lock()
+			r.report(Event{Kind: Changed, Aggregate: a})
+			mu.Unlock()
+		}
+	}
+	return nil
 }
 
 // hgetall reads one user's hash.
