@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,21 @@ func TestHeartbeatCostRedis(t *testing.T) {
 	})
 	testkit.Wait(t, 30*time.Second, "the tracker idle", func() error {
 		return testkit.Why(n.Stats().Get("tracker_queue_depth") == 0, fmt.Sprintf("tracker queue depth %d", n.Stats().Get("tracker_queue_depth")))
+	})
+	// Each session's user is heard (the audit after a failover needs its
+	// version): the interest stage subscribes its channel and reads it
+	// once. Those commands are the connects', not the renewal's.
+	testkit.Wait(t, 30*time.Second, "every session's user heard", func() error {
+		s := n.Stats()
+		return testkit.Why(s.Get("redis_channels") == clients, fmt.Sprintf("%d channels subscribed, %d users heard", s.Get("redis_channels"), s.Get("interest_users_heard")))
+	})
+	// The node's state in the store says its final session count: a count
+	// that changes is written at the next announcement (every 3 s), one
+	// that stays the same costs nothing, so the window is steady state.
+	rc := srv.Client(t)
+	testkit.Wait(t, 30*time.Second, "the node's session count recorded", func() error {
+		h, err := rc.HGet(context.Background(), "presenced:nodestate", n.cfg.NodeID).Result()
+		return testkit.Why(err == nil && strings.Contains(h, fmt.Sprintf(`"sessions":%d`, clients)), fmt.Sprintf("%v %.200s", err, h))
 	})
 
 	// One bulk renewal of every session, as the node does every renew_interval.

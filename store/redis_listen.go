@@ -53,10 +53,12 @@ import (
 // and flags; it is never held across a call to Redis (go-redis's PubSub
 // has its own lock).
 
-// listenPing: a subscription connection that carried nothing for this
-// long is pinged; one that then stays silent as long again is lost (a
-// master cut off without a reset).
-const listenPing = 5 * time.Second
+// A subscription connection that carried nothing for the node record's
+// TTL (RedisOptions.NodeTTL) is pinged; one that then stays silent as long
+// again is lost (a master cut off without a reset): a node hears of it
+// within the time its own liveness allows, and a quiet node costs a
+// master one PING per connection and node_ttl (at least listenPingMin).
+const listenPingMin = time.Second
 
 // listenRetry is how soon a failed subscription, or a reload, is tried
 // again.
@@ -94,6 +96,7 @@ type listener struct {
 	ctx    context.Context // cancelled by Stop
 	cancel context.CancelFunc
 	wake   chan struct{} // the subscriber has work
+	ping   time.Duration // a silent connection is pinged after this (node_ttl)
 	// beforePass, when set (tests only, before Start), runs before each
 	// pass of the subscriber: a test holds the subscriptions down with it.
 	beforePass func()
@@ -126,7 +129,7 @@ type shard struct {
 func newListener(r *Redis) *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &listener{
-		r: r, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
+		r: r, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), ping: max(r.nodeTTL, listenPingMin),
 		users: make(map[string]struct{}),
 		want:  make(map[string]target), dirty: make(map[string]struct{}),
 		where: make(map[string]*shard), shards: make(map[string]*shard),
@@ -748,12 +751,12 @@ func (l *listener) closeAll() {
 
 // read reports what one connection receives and notes the confirmations,
 // until the connection fails or is closed; it pings a connection that has
-// been silent for listenPing.
+// been silent for l.ping.
 func (l *listener) read(s *shard) {
 	defer l.r.wg.Done()
 	pinged := false
 	for {
-		msg, err := s.ps.ReceiveTimeout(l.ctx, listenPing)
+		msg, err := s.ps.ReceiveTimeout(l.ctx, l.ping)
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() && !pinged {
