@@ -270,7 +270,7 @@ func TestRedisNoClassicPublishOnTheChangePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	pastDeadline(t, raw, w, "dead", dead.Incarnation()) // as the record's expiry brings about
-	if n, err := w.Sweep(ctx); n != 1 || err != nil { // end_node
+	if n, err := w.Sweep(ctx); n != 1 || err != nil {   // end_node
 		t.Fatalf("sweep: %d %v", n, err)
 	}
 	if n, err := w.Tombstone(ctx, map[string]uint64{"eve": 5}); n != 1 || err != nil { // tombstone
