@@ -202,7 +202,7 @@ func (p *Plugin) audit(settle time.Duration) {
 func (p *Plugin) auditOnce(settle time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res, err := p.tracker.Audit(ctx, p.versions())
+	res, err := p.tracker.Audit(ctx)
 	if err != nil {
 		p.log.Debug("audit failed; the next recovery audits", "err", err)
 		return
@@ -210,7 +210,7 @@ func (p *Plugin) auditOnce(settle time.Duration) {
 	if err := p.store.Load(ctx); err != nil {
 		p.log.Debug("audit: reading every user again failed; the next recovery audits", "err", err)
 	}
-	p.log.Info("audit after a Redis failover done", "reopened_users", res.Reopened, "ghosts_ended", res.GhostsEnded)
+	p.log.Info("audit after a Redis failover done", "rewritten_sessions", res.Rewritten, "ghosts_ended", res.GhostsEnded)
 	p.tombstoneAfter(settle, p.publisher.Online)
 }
 
@@ -239,14 +239,4 @@ func (p *Plugin) every(name string, interval, budget time.Duration, fn func(cont
 			}
 		}
 	}()
-}
-
-// versions is the newest version this node knows of each user it shows or
-// hears: what the audit compares the store's with.
-func (p *Plugin) versions() map[string]uint64 {
-	v := p.publisher.Versions()
-	for u, heard := range p.interest.Versions() {
-		v[u] = max(v[u], heard)
-	}
-	return v
 }

@@ -21,3 +21,13 @@ type SessionRef struct {
 	ID    string
 	Epoch uint64
 }
+
+// StoredSession is a live session as the store holds it: its own device,
+// status and text, which the audit after a failover compares with what the
+// node last wrote (Written).
+type StoredSession struct {
+	SessionRef
+	Device string
+	Status Status
+	Text   string
+}

@@ -71,20 +71,9 @@ func (m *Memory) Tasks() []Task {
 	}}}
 }
 
-// Versions implements Store.
-func (m *Memory) Versions(_ context.Context, users []string) (map[string]uint64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make(map[string]uint64, len(users))
-	for _, u := range users {
-		out[u] = m.users[u].Current.Version
-	}
-	return out, nil
-}
-
-// Own implements Store: the memory store loses no write, so there is no
-// ghost to look for.
-func (m *Memory) Own(context.Context) ([]presence.SessionRef, error) { return nil, nil }
+// Own implements Store: the memory store loses no write, so there is
+// nothing to compare.
+func (m *Memory) Own(context.Context) ([]presence.StoredSession, error) { return nil, nil }
 
 // Tombstone implements Store: the memory store never loses a user.
 func (m *Memory) Tombstone(context.Context, map[string]uint64) (int, error) { return 0, nil }

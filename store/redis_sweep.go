@@ -225,38 +225,13 @@ func (r *Redis) Time(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// Versions returns the version Redis holds for each of users (0: none).
-func (r *Redis) Versions(ctx context.Context, users []string) (map[string]uint64, error) {
-	cmds := make([]*redis.StringCmd, len(users))
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, u := range users {
-			cmds[i] = p.HGet(ctx, r.k.user(u), "v")
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, r.fail("versions", err)
-	}
-	out := make(map[string]uint64, len(users))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if errors.Is(err, redis.Nil) {
-			out[users[i]] = 0
-			continue
-		}
-		if err != nil {
-			return nil, r.fail("versions", err)
-		}
-		out[users[i]], _ = strconv.ParseUint(v, 10, 64)
-	}
-	return out, nil
-}
-
 // Own returns the live sessions Redis holds of this incarnation, among the
-// users it registered, read in one pipelined round. After a failover the
-// node compares them with the sessions it holds (tracker.Ghosts): one it no
-// longer holds is a session whose end the dead master took with it.
-func (r *Redis) Own(ctx context.Context) ([]presence.SessionRef, error) {
+// users it registered, read in one pipelined round, each with its own
+// device, status and text. After a failover the node compares them with the
+// sessions it holds (tracker.Audit): one it no longer holds is a session
+// whose end the dead master took with it; one whose state is not what the
+// node last wrote, an update it took.
+func (r *Redis) Own(ctx context.Context) ([]presence.StoredSession, error) {
 	r.mu.Lock()
 	inc := r.inc
 	users := make([]string, 0, len(r.registered))
@@ -274,7 +249,7 @@ func (r *Redis) Own(ctx context.Context) ([]presence.SessionRef, error) {
 	if err != nil && !isNoScript(err) {
 		return nil, r.fail("own", err)
 	}
-	var out []presence.SessionRef
+	var out []presence.StoredSession
 	for i, c := range cmds {
 		res, err := c.StringSlice()
 		if isNoScript(err) { // first use on this server (a promoted replica): the slow way
@@ -283,15 +258,16 @@ func (r *Redis) Own(ctx context.Context) ([]presence.SessionRef, error) {
 		if err != nil {
 			return nil, r.fail("own", err)
 		}
-		if len(res)%2 != 0 {
-			return nil, fmt.Errorf("own %s: odd reply %v", users[i], res)
+		if len(res)%5 != 0 {
+			return nil, fmt.Errorf("own %s: reply of %d strings, not five a session", users[i], len(res))
 		}
-		for j := 0; j < len(res); j += 2 {
+		for j := 0; j < len(res); j += 5 {
 			e, err := strconv.ParseUint(res[j+1], 10, 64)
 			if err != nil || e == 0 {
 				return nil, fmt.Errorf("own %s: bad epoch %q", users[i], res[j+1])
 			}
-			out = append(out, presence.SessionRef{User: users[i], ID: res[j], Epoch: e})
+			out = append(out, presence.StoredSession{SessionRef: presence.SessionRef{User: users[i], ID: res[j], Epoch: e},
+				Device: res[j+2], Status: presence.Status(res[j+3]), Text: res[j+4]})
 		}
 	}
 	r.up()

@@ -562,7 +562,8 @@ func TestRedisOwnAndGhostEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Slice(own, func(i, j int) bool { return own[i].User < own[j].User })
-	want := []presence.SessionRef{{User: "gus", ID: "g", Epoch: ghost.Epoch}, {User: "hal", ID: "h", Epoch: held.Epoch}}
+	want := []presence.StoredSession{{SessionRef: presence.SessionRef{User: "gus", ID: "g", Epoch: ghost.Epoch}, Status: presence.Online},
+		{SessionRef: presence.SessionRef{User: "hal", ID: "h", Epoch: held.Epoch}, Status: presence.Online}}
 	if !slices.Equal(own, want) {
 		t.Fatalf("own %+v, want %+v", own, want)
 	}
@@ -577,12 +578,16 @@ func TestRedisOwnAndGhostEnd(t *testing.T) {
 	if hal, _, _ := r.Get(ctx, "hal"); hal.Status != presence.Online {
 		t.Fatalf("hal: %+v", hal)
 	}
-	vs, err := r.Versions(ctx, []string{"hal", "nobody"})
-	if err != nil || vs["hal"] == 0 || vs["nobody"] != 0 {
-		t.Fatalf("versions %v %v", vs, err)
-	}
 	if own, err := r.Own(ctx); err != nil || len(own) != 1 || own[0].User != "hal" {
 		t.Fatalf("own after the end: %+v %v", own, err)
+	}
+	// Own carries each session's own state, as the node last wrote it.
+	away, lunch, desk := presence.Away, "lunch", "desk"
+	if err := r.Update(ctx, presence.SessionRef{User: "hal", ID: "h", Epoch: held.Epoch}, presence.Update{Status: &away, Text: &lunch, Device: &desk}); err != nil {
+		t.Fatal(err)
+	}
+	if own, err := r.Own(ctx); err != nil || len(own) != 1 || own[0].Status != presence.Away || own[0].Text != "lunch" || own[0].Device != "desk" {
+		t.Fatalf("own after an update: %+v %v", own, err)
 	}
 }
 

@@ -67,13 +67,12 @@ type Store interface {
 	// expires their keys itself) and returns how many.
 	Forget(before time.Time) int
 
-	// The reads of the recovery after a failover (a Recovered event; see
-	// tracker.Audit), and after a reset (Reset): Versions returns the
-	// version the store holds of each user, Own the live sessions it holds
-	// of this incarnation, and Tombstone records offline, above the
-	// version known, every user of known the store lost altogether.
-	Versions(ctx context.Context, users []string) (map[string]uint64, error)
-	Own(ctx context.Context) ([]presence.SessionRef, error)
+	// The recovery after a failover (a Recovered event; see
+	// tracker.Audit), and after a reset (Reset): Own returns the live
+	// sessions the store holds of this incarnation, with their own state,
+	// and Tombstone records offline, above the version known, every user of
+	// known the store lost altogether.
+	Own(ctx context.Context) ([]presence.StoredSession, error)
 	Tombstone(ctx context.Context, known map[string]uint64) (int, error)
 
 	Groups

@@ -9,56 +9,47 @@ import (
 
 // AuditResult says what an Audit made good.
 type AuditResult struct {
-	Reopened    int // users whose sessions were opened again: the store lost their latest writes
+	Rewritten   int // sessions whose own state the store lost (an update) written again
 	GhostsEnded int // sessions the store held of this node that it no longer holds: their end was lost
 }
 
 // Audit checks this node's sessions against the store after a failover
 // (the store reported Recovered): writes acknowledged by a Redis master
 // that died before its replica had them are lost, and are made good,
-// scoped to what was lost:
+// scoped to what was lost, session by session:
 //
-//  1. every session held is renewed (the store reopens any it lost);
-//  2. the sessions of users whose version in the store is below the one
-//     published (published: what this node showed) are opened again: an
-//     update was lost;
+//  1. every session held is renewed (the store reopens any it lost: an
+//     open was lost);
+//  2. the sessions the store holds of this node (Own) whose own device,
+//     status or text is not what this node last wrote are written again:
+//     an update was lost;
 //  3. the sessions the store holds of this node that the tracker no longer
 //     holds (Ghosts) are ended, epoch-checked, as timeout: an end was lost.
 //
+// It needs nothing but the store and the tracker's own record of its
+// writes: not the versions of the users (which this node need not hear).
 // It stops at the first store failure (the next recovery audits again).
-// What else the recovery needs (reading every user again, recording as
-// offline the users the store lost altogether) is the store's; whoever
-// runs the node does it after.
-func (t *Tracker) Audit(ctx context.Context, published map[string]uint64) (AuditResult, error) {
+// What else the recovery needs (reading the users this node shows again,
+// recording as offline the users the store lost altogether) is the
+// store's; whoever runs the node does it after.
+func (t *Tracker) Audit(ctx context.Context) (AuditResult, error) {
 	var res AuditResult
 	if err := t.Renew(ctx); err != nil {
 		return res, err
 	}
-	users := t.Users()
-	list := make([]string, 0, len(users))
-	for u := range users {
-		list = append(list, u)
-	}
-	held, err := t.store.Versions(ctx, list)
-	if err != nil {
-		return res, err
-	}
-	lost := make(map[string]struct{})
-	for u, v := range held {
-		if v < published[u] {
-			lost[u] = struct{}{}
-		}
-	}
-	if len(lost) > 0 {
-		t.log.Warn("audit: the store lost the latest writes of some users: their sessions are opened again", "users", len(lost))
-		t.ReassertUsers(lost)
-	}
-	res.Reopened = len(lost)
 	own, err := t.store.Own(ctx)
 	if err != nil {
 		return res, err
 	}
-	for _, g := range t.Ghosts(own) {
+	res.Rewritten = t.rewrite(own)
+	if res.Rewritten > 0 {
+		t.log.Warn("audit: the store lost the latest writes of some sessions: they are written again", "sessions", res.Rewritten)
+	}
+	refs := make([]presence.SessionRef, len(own))
+	for i, s := range own {
+		refs[i] = s.SessionRef
+	}
+	for _, g := range t.Ghosts(refs) {
 		err := t.store.End(ctx, presence.EndArgs{User: g.User, ID: g.ID, Epoch: g.Epoch, Reason: presence.EndTimeout})
 		switch {
 		case err == nil:
@@ -71,4 +62,38 @@ func (t *Tracker) Audit(ctx context.Context, published map[string]uint64) (Audit
 		}
 	}
 	return res, nil
+}
+
+// rewrite has each session of stored that this node holds open at the
+// same epoch, and whose own state there is not what it last wrote, written
+// again: what the tracker believes written becomes what the store holds,
+// so the next write is the update that makes them equal. It returns how
+// many.
+func (t *Tracker) rewrite(stored []presence.StoredSession) int {
+	n := 0
+	for _, st := range stored {
+		t.mu.Lock()
+		s := t.slots[st.ID]
+		t.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		h := s.have
+		status := h.Status
+		if status == "" {
+			status = presence.Online // what an open writes when none is given
+		}
+		lost := h.Open && h.Epoch == st.Epoch && h.User == st.User &&
+			(h.Device != st.Device || status != st.Status || h.Text != st.Text)
+		if lost {
+			s.have.Device, s.have.Status, s.have.Text = st.Device, st.Status, st.Text
+		}
+		s.mu.Unlock()
+		if lost {
+			n++
+			t.enqueue(s)
+		}
+	}
+	return n
 }

@@ -25,10 +25,9 @@ type Store interface {
 	// Renew extends the named sessions' store-side expiry and returns those
 	// the store no longer has live at that epoch.
 	Renew(ctx context.Context, refs []presence.SessionRef, ttl time.Duration) ([]presence.SessionRef, error)
-	// Versions and Own are the reads of Audit: the version the store holds
-	// of each user, and the live sessions it holds of this node.
-	Versions(ctx context.Context, users []string) (map[string]uint64, error)
-	Own(ctx context.Context) ([]presence.SessionRef, error)
+	// Own is the read of Audit: the live sessions the store holds of this
+	// node, with their own state.
+	Own(ctx context.Context) ([]presence.StoredSession, error)
 }
 
 // Batcher is a store that can make many writes in one round trip (the
