@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,55 +109,13 @@ func joinSize(n int) string {
 // runJoin runs the join scenario on its own processes, stopping it after
 // its time.
 func runJoin(cfg config, r result.Run, fdLimit uint64) result.Run {
-	dir, err := os.MkdirTemp("", "presence-bench-")
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	tempDirs.add(dir)
-	defer tempDirs.remove(dir)
-	sr := r
-	sr.Params, sr.Extra = map[string]any{}, map[string]float64{}
-	e := &runEnv{cfg: cfg, run: &sr, fdLimit: fdLimit, cancel: make(chan struct{})}
-	procs := &scaleProcs{}
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("panic: %v", p)
-			}
-		}()
-		done <- e.join(procs, dir)
-	}()
 	j := cfg.Join
 	joins := 1 + len(j.Users)
 	if j.Old != "" {
 		joins *= 2
 	}
 	timeout := cfg.RunTimeout + time.Duration(joins)*(j.ReadyWait+j.After) + time.Duration(j.Users[len(j.Users)-1]/10000)*time.Second
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err = <-done:
-	case <-timer.C:
-		e.stop()
-		procs.stopAll()
-		e.closeAll()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			r.Error = fmt.Sprintf("timed out after %v (the scenario did not stop)", timeout)
-			return r
-		}
-		err = fmt.Errorf("timed out after %v", timeout)
-	}
-	procs.stopAll()
-	e.closeAll()
-	r = sr
-	if err != nil {
-		r.Error = err.Error()
-	}
-	return r
+	return runOwnProcs(cfg, r, fdLimit, timeout, (*runEnv).join)
 }
 
 // joinRun is what one run of the join scenario carries from step to step.
@@ -385,10 +342,27 @@ type joinSnaps struct {
 	early   int       // messages read before their SUBACK (counted as 0 ms)
 }
 
-// joinSnapshots subscribes one client to presence/users/{user} of each of
-// users in turn and times, for each, from its SUBACK to the first message
-// on its topic (the user's snapshot), waiting at most wait.
+// joinSubsPerClient is how many users one client of joinSnapshots
+// subscribes to (mqtt.max_subscriptions is 100 by default).
+const joinSubsPerClient = 50
+
+// joinSnapshots subscribes to presence/users/{user} of each of users in turn
+// (a new client every joinSubsPerClient users) and times, for each, from its
+// SUBACK to the first message on its topic (the user's snapshot), waiting at
+// most wait.
 func joinSnapshots(addr, id string, users []string, wait time.Duration) (joinSnaps, error) {
+	var out joinSnaps
+	for k := 0; k < len(users); k += joinSubsPerClient {
+		if err := joinSnapshotsOn(addr, id+"-"+strconv.Itoa(k/joinSubsPerClient), users[k:min(k+joinSubsPerClient, len(users))], wait, &out); err != nil {
+			return out, err
+		}
+	}
+	sort.Float64s(out.lat)
+	return out, nil
+}
+
+// joinSnapshotsOn is joinSnapshots on one client.
+func joinSnapshotsOn(addr, id string, users []string, wait time.Duration, out *joinSnaps) error {
 	type arrival struct {
 		topic   string
 		payload []byte
@@ -402,14 +376,13 @@ func joinSnapshots(addr, id string, users []string, wait time.Duration) (joinSna
 		}
 	}}, 10*time.Second)
 	if err != nil {
-		return joinSnaps{}, err
+		return err
 	}
 	defer c.Close()
-	var out joinSnaps
 	for _, u := range users {
 		topic := topicPrefix + u
 		if err := c.Subscribe(10*time.Second, topic); err != nil {
-			return out, err
+			return err
 		}
 		sub := time.Duration(c.subackAt.Load())
 		t := time.NewTimer(wait)
@@ -435,11 +408,10 @@ func joinSnapshots(addr, id string, users []string, wait time.Duration) (joinSna
 				break wait
 			case <-c.Done():
 				t.Stop()
-				return out, fmt.Errorf("connection closed: %w", c.Err())
+				return fmt.Errorf("connection closed: %w", c.Err())
 			}
 		}
 		t.Stop()
 	}
-	sort.Float64s(out.lat)
-	return out, nil
+	return nil
 }
