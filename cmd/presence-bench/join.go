@@ -2,7 +2,8 @@ package main
 
 // The join scenario (issue 17): a presenced node joining a three-master
 // Redis Cluster whose store already holds N offline users, against the same
-// node joining the empty cluster. The bench seeds the users straight into
+// node joining the empty cluster (each node joins a fresh cluster of its own:
+// nothing in it but the seeded users). The bench seeds the users straight into
 // Redis in the store's own format (store.SeedOffline: the first user by the
 // store's scripts, the rest as copies of its record, pipelined). For each
 // node it measures the time from the process start to /readyz 200, its RSS
@@ -41,7 +42,7 @@ const (
 
 // joinConfig sizes the join scenario.
 type joinConfig struct {
-	Users        []int         // store sizes, ascending; each is seeded on top of the last
+	Users        []int         // store sizes, ascending; each in a fresh cluster
 	Snapshots    int           // random seeded users subscribed to, per node
 	After        time.Duration // RSS is read again this long after ready
 	ReadyWait    time.Duration // how long a node may take to be ready
@@ -139,21 +140,6 @@ func (e *runEnv) join(procs *scaleProcs, dir string) error {
 	r.Params["users"] = j.cfg.Users
 	r.Params["snapshots"] = j.cfg.Snapshots
 	r.Params["after_s"] = j.cfg.After.Seconds()
-	masters, err := startRedisCluster(e.cfg.Paths.Redis, dir, scaleMasters, procs)
-	if err != nil {
-		return err
-	}
-	j.masters = masters
-	addrs := make([]string, len(masters))
-	for i, m := range masters {
-		addrs[i] = strconv.Quote(m.addr())
-	}
-	j.extra = fmt.Sprintf("redis: {cluster: true, addrs: [%s]}\n", strings.Join(addrs, ", "))
-	if e.cfg.PresencedExtra != "" {
-		if j.extra, err = mergeYAML(j.extra, e.cfg.PresencedExtra); err != nil {
-			return fmt.Errorf("--presenced-config-extra: %w", err)
-		}
-	}
 	if j.cfg.Old != "" {
 		r.Params["old_build_max_users"] = j.cfg.OldMax
 		r.Params["old_snapshots"] = j.cfg.OldSnapshots
@@ -166,24 +152,15 @@ func (e *runEnv) join(procs *scaleProcs, dir string) error {
 	for i := range j.users {
 		j.users[i] = "j" + strconv.Itoa(i)
 	}
-	// The empty cluster: the same node (and the old build) joins it first.
-	if err := j.joinNode("", e.cfg.Paths.Presenced, 0); err != nil {
-		return err
-	}
-	if j.cfg.Old != "" {
-		if err := j.joinNode("old_", j.cfg.Old, 0); err != nil {
-			return err
-		}
-	}
-	for _, size := range j.cfg.Users {
-		if err := j.seed(size); err != nil {
-			return err
-		}
-		if err := j.joinNode("", e.cfg.Paths.Presenced, size); err != nil {
+	// Every node joins a cluster of its own, fresh, that holds nothing but
+	// the seeded users: no incarnation of an earlier node to sweep.
+	sizes := append([]int{0}, j.cfg.Users...)
+	for _, size := range sizes {
+		if err := j.joinFresh("", e.cfg.Paths.Presenced, size); err != nil {
 			return err
 		}
 		if j.cfg.Old != "" && size <= j.cfg.OldMax {
-			if err := j.joinNode("old_", j.cfg.Old, size); err != nil {
+			if err := j.joinFresh("old_", j.cfg.Old, size); err != nil {
 				return err
 			}
 		}
@@ -191,7 +168,36 @@ func (e *runEnv) join(procs *scaleProcs, dir string) error {
 	return nil
 }
 
-// seed seeds the users up to size, on top of those seeded already.
+// joinFresh starts a fresh cluster, seeds size users in it, has a node of
+// bin join it (joinNode) and stops the cluster.
+func (j *joinRun) joinFresh(pre, bin string, size int) error {
+	e := j.e
+	masters, err := startRedisCluster(e.cfg.Paths.Redis, j.dir, scaleMasters, j.procs)
+	if err != nil {
+		return err
+	}
+	defer j.procs.stopMasters(masters)
+	j.masters, j.seeded = masters, 0
+	addrs := make([]string, len(masters))
+	for i, m := range masters {
+		addrs[i] = strconv.Quote(m.addr())
+	}
+	j.extra = fmt.Sprintf("redis: {cluster: true, addrs: [%s]}\n", strings.Join(addrs, ", "))
+	if e.cfg.PresencedExtra != "" {
+		if j.extra, err = mergeYAML(j.extra, e.cfg.PresencedExtra); err != nil {
+			return fmt.Errorf("--presenced-config-extra: %w", err)
+		}
+	}
+	if size > 0 {
+		if err := j.seed(size); err != nil {
+			return err
+		}
+	}
+	return j.joinNode(pre, bin, size)
+}
+
+// seed seeds the users up to size, on top of those seeded already (none
+// in a fresh cluster).
 func (j *joinRun) seed(size int) error {
 	addrs := make([]string, len(j.masters))
 	for i, m := range j.masters {
@@ -206,8 +212,10 @@ func (j *joinRun) seed(size int) error {
 		return err
 	}
 	took := mono() - t
-	j.e.run.Extra["seed_s_"+joinSize(size)] = round3(took.Seconds())
-	j.e.run.Extra["seed_users_per_s_"+joinSize(size)] = round1(float64(size-j.seeded) / took.Seconds())
+	if _, ok := j.e.run.Extra["seed_s_"+joinSize(size)]; !ok { // the new build's cluster
+		j.e.run.Extra["seed_s_"+joinSize(size)] = round3(took.Seconds())
+		j.e.run.Extra["seed_users_per_s_"+joinSize(size)] = round1(float64(size-j.seeded) / took.Seconds())
+	}
 	j.seeded = size
 	var keys int64
 	for _, m := range j.masters {
@@ -299,13 +307,17 @@ func (j *joinRun) joinNode(pre, bin string, size int) error {
 		if snap.missing > 0 || snap.wrong > 0 || snap.early > 0 {
 			r.Extra[pre+"snapshots_missing_"+name] = float64(snap.missing)
 			r.Extra[pre+"snapshots_not_offline_"+name] = float64(snap.wrong)
+			label := "new"
+			if pre != "" {
+				label = "old"
+			}
 			e.note("%s node on %s users: %d of %d snapshots missing after %v, %d not the seeded offline user, %d before the SUBACK",
-				strings.TrimSuffix(pre, "_")+"new", name, snap.missing, len(pick), j.cfg.SnapWait, snap.wrong, snap.early)
+				label, name, snap.missing, len(pick), j.cfg.SnapWait, snap.wrong, snap.early)
 		}
 	}
 	if st, err := nd.adminStats(); err == nil {
 		parts := []string{}
-		for _, k := range []string{"sessions", "interest_users_heard", "interest_users_watched", "interest_firehose", "redis_channels", "redis_feed_messages_total", "publish_queue"} {
+		for _, k := range []string{"sessions", "interest_users_heard", "interest_users_watched", "interest_firehose", "redis_channels", "redis_feed_messages_total", "publish_queue_depth"} {
 			if v, ok := st[k].(float64); ok {
 				parts = append(parts, k+" "+strconv.FormatFloat(v, 'f', -1, 64))
 			}

@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory, scenarioJoin)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory, scenarioJoin, scenarioInterest)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -83,6 +83,7 @@ type config struct {
 	Ceiling  ceilingConfig
 	Memory   memoryConfig
 	Join     joinConfig
+	Interest interestConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -190,6 +191,7 @@ func defaultConfig() config {
 	ceilingDefaults(&c)
 	memoryDefaults(&c)
 	joinDefaults(&c)
+	interestDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -256,6 +258,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	ceilingFlags(fs, &c)
 	memoryFlags(fs, &c)
 	joinFlags(fs, &c)
+	interestFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -360,6 +363,9 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateJoin(); err != nil {
+		return err
+	}
+	if err := c.validateInterest(); err != nil {
 		return err
 	}
 	if err := c.Ceiling.validate(); err != nil {
