@@ -108,7 +108,13 @@ func (e *runEnv) memory() error {
 		r.Params["observers"] = 1
 	}
 	t0 := mono()
+	// On a loaded machine the connects may take longer than the devices'
+	// keep-alive, and spreadPings begins only once every device is
+	// connected: until then every device connected so far pings every
+	// third of its keep-alive.
+	stopKeep := e.keepUp(time.Duration(cfg.Keepalive) * time.Second / 3)
 	devs, _, ok, err := e.loadDevices("m", n, cfg.Keepalive)
+	stopKeep()
 	if err != nil {
 		return err
 	}
@@ -259,6 +265,37 @@ func (e *runEnv) runtimeStats() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// keepUp pings every client the run has connected so far (e.clients) once
+// per every, until the returned function is called.
+func (e *runEnv) keepUp(every time.Duration) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-e.cancel:
+				return
+			case <-t.C:
+			}
+			e.mu.Lock()
+			cs := append([]*client(nil), e.clients...)
+			e.mu.Unlock()
+			for _, c := range cs {
+				_ = c.Ping()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
 }
 
 // spreadPings sends each device's PINGREQ once per every, the devices'

@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -261,6 +262,7 @@ func (s *scaleRun) allOnline() error {
 	e, r, ok, t0 := s.e, s.e.run, s.ok, s.t0
 	for i, o := range s.obs {
 		if got, done := e.waitProgressEvery(250*time.Millisecond, mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(s.all, online) }); !done {
+			s.noteNodeStats()
 			return fmt.Errorf("observer on node %d showed %d of %d users online (%s)", i+1, got, ok, o.state())
 		}
 	}
@@ -287,6 +289,31 @@ func (s *scaleRun) allOnline() error {
 		r.Extra["redis_used_memory_bytes_per_user"] = round1(float64(mem-s.memPre) / float64(ok))
 	}
 	return nil
+}
+
+// noteNodeStats notes every node's non-zero counters (a scenario that
+// failed: what the nodes did).
+func (s *scaleRun) noteNodeStats() {
+	for i, nd := range append(append([]*system(nil), s.ns...), s.bare) {
+		st, err := nd.adminStats()
+		if err != nil {
+			s.e.note("node %d: stats: %v", i+1, err)
+			continue
+		}
+		s.e.note("node %d (%s) stats: %s", i+1, nd.node(), nonZero(st))
+	}
+}
+
+// nonZero lists the non-zero numbers of a stats object, sorted by name.
+func nonZero(st map[string]any) string {
+	var parts []string
+	for k, v := range st {
+		if f, ok := v.(float64); ok && f != 0 {
+			parts = append(parts, k+" "+strconv.FormatFloat(f, 'f', -1, 64))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // steadyMemory reads the nodes' RSS at steady state (every session idle,
