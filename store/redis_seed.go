@@ -45,7 +45,7 @@ func SeedOffline(ctx context.Context, c redis.UniversalClient, prefix string, us
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	inc := r.Incarnation()
-	if err := c.SRem(ctx, r.k.registry(), member("seed", inc)).Err(); err != nil {
+	if err := c.ZRem(ctx, r.k.registry(), member("seed", inc)).Err(); err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
 	if err := c.Del(ctx, r.k.nodeUsers(member("seed", inc), first)).Err(); err != nil {

@@ -50,7 +50,7 @@ func TestSeedOffline(t *testing.T) {
 			t.Fatalf("%s: TTL %v (%v), want the retention", u, ttl, err)
 		}
 	}
-	if n, err := c.SCard(ctx, r.k.registry()).Result(); err != nil || n != 0 {
+	if n, err := c.ZCard(ctx, r.k.registry()).Result(); err != nil || n != 0 {
 		t.Fatalf("registry holds %d incarnations (%v), want none", n, err)
 	}
 	var keys int64
