@@ -511,6 +511,11 @@ func (in *interestRun) changes() error {
 	}
 	in.feedSplit(all, made, f0, f1)
 	in.redisPerChange(m0, m1, made)
+	for i, nd := range nodes {
+		if st, err := nd.adminStats(); err == nil {
+			e.note("node %d (%s) after the changes: %s", i+1, nd.node(), nonZero(st))
+		}
+	}
 	return nil
 }
 
