@@ -89,7 +89,7 @@ run:
 #      presenced nodes on a 3-master Redis Cluster, 15,000 sessions each,
 #      every node a firehose; then 4 nodes of 10,000 sessions whose
 #      observers watch 5 % of the users each by name, and a firehose node;
-#      3 runs (about 8 min);
+#      3 runs (about 8 min; a run may take 400 s on a loaded machine);
 #   3. join (issue 17): a node joining a cluster that holds 100,000 and
 #      1,000,000 seeded users, against the empty cluster, 3 runs (about 5
 #      min); JOIN_OLD=<presenced binary> joins an older build side by side
@@ -105,7 +105,7 @@ bench: deps
 	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	$(BENCH) --scenarios memory --parallel --repeat 3 --out-name memory
 	$(BENCH) --systems presenced-memory,presenced-redis,mochi-bare --scenarios memory --memory-watch none --parallel --repeat 3 --out-name memory-nowatch
-	$(BENCH) --systems presenced-redis --scenarios scale,interest --repeat 3 --out-name scale
+	$(BENCH) --systems presenced-redis --scenarios scale,interest --repeat 3 --run-timeout 400s --out-name scale
 	$(BENCH) --systems presenced-redis --scenarios join --repeat 3 --out-name join $(if $(JOIN_OLD),--join-old $(JOIN_OLD))
 	$(BENCH) --repeat 3 --scenarios steady,churn,storm,silent,fanout,flap,ceiling \
 		--flap-duration 3s --fanout-interval 500ms --steady-ping-window 3s --ceiling-start 4000 --ceiling-step 2s \
