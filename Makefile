@@ -77,24 +77,36 @@ build:
 run:
 	$(GO) run ./cmd/presenced
 
-# bench: the benchmark of bench/README.md, in three parts that end in one
+# bench: the benchmark of bench/README.md, in parts that end in one
 # report (bench/results/latest.json, latest.md, the plots latency.svg,
 # memory.svg, ceiling.svg, detection.svg, and a timestamped copy of the JSON):
 #   1. memory: 15,000 idle sessions per system, RSS read after an idle
 #      minute; every system and round in a process of its own, at the same
 #      time (--parallel), so the idle minute is spent once (about 2 min);
-#   2. scale: 3 presenced nodes on a 3-master Redis Cluster, 15,000 sessions
-#      each, 3 runs (about 3 min);
-#   3. the standard scenarios and the throughput ceiling, 3 rounds, systems
-#      side by side in each round; the parts above join the report
-#      (--include). Every figure is the median of the 3 rounds with min–max.
-# It takes about 14 minutes on 2 cores. It is not part of `make test`. The
+#      then the same with nobody watching the sessions' users on presenced
+#      (--memory-watch none), against bare mochi: memory-nowatch.{json,md};
+#   2. scale and interest (issue 17), side by side round by round: 3
+#      presenced nodes on a 3-master Redis Cluster, 15,000 sessions each,
+#      every node a firehose; then 4 nodes of 10,000 sessions whose
+#      observers watch 5 % of the users each by name, and a firehose node;
+#      3 runs (about 8 min; a run may take 400 s on a loaded machine);
+#   3. join (issue 17): a node joining a cluster that holds 100,000 and
+#      1,000,000 seeded users, against the empty cluster, 3 runs (about 5
+#      min); JOIN_OLD=<presenced binary> joins an older build side by side
+#      (the pre-interest build: git worktree add /tmp/old 53da37f);
+#   4. the standard scenarios and the throughput ceiling, 3 rounds, systems
+#      side by side in each round; parts 1 (all watched) and 2 join the
+#      report (--include). Every figure is the median of the 3 rounds with
+#      min–max.
+# It takes about 30 minutes on 2 cores. It is not part of `make test`. The
 # team scenario has a target of its own: make bench-team.
 BENCH = bin/presence-bench --presenced bin/presenced --out-dir bench/results
 bench: deps
 	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	$(BENCH) --scenarios memory --parallel --repeat 3 --out-name memory
-	$(BENCH) --systems presenced-redis --scenarios scale --repeat 3 --out-name scale
+	$(BENCH) --systems presenced-memory,presenced-redis,mochi-bare --scenarios memory --memory-watch none --parallel --repeat 3 --out-name memory-nowatch
+	$(BENCH) --systems presenced-redis --scenarios scale,interest --repeat 3 --run-timeout 400s --out-name scale
+	$(BENCH) --systems presenced-redis --scenarios join --repeat 3 --out-name join $(if $(JOIN_OLD),--join-old $(JOIN_OLD))
 	$(BENCH) --repeat 3 --scenarios steady,churn,storm,silent,fanout,flap,ceiling \
 		--flap-duration 3s --fanout-interval 500ms --steady-ping-window 3s --ceiling-start 4000 --ceiling-step 2s \
 		--include bench/results/memory.json,bench/results/scale.json

@@ -25,7 +25,7 @@ const (
 
 // isNA tells a run that does not apply to its system.
 func isNA(r result.Run) bool {
-	return r.Error == naError || r.Error == naTeamRedis || r.Error == naNeedsRedis || r.Error == naNoCluster || r.Error == naScale
+	return r.Error == naError || r.Error == naTeamRedis || r.Error == naNeedsRedis || r.Error == naNoCluster || r.Error == naScale || r.Error == naJoin || r.Error == naInterest
 }
 
 // applies tells whether scenario is run on sys at all: presenced-group is
@@ -232,6 +232,12 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if scenario == scenarioScale {
 		return runScale(cfg, r, fdLimit)
 	}
+	if scenario == scenarioJoin {
+		return runJoin(cfg, r, fdLimit)
+	}
+	if scenario == scenarioInterest {
+		return runInterest(cfg, r, fdLimit)
+	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
 	if err != nil {
 		r.Error = err.Error()
@@ -259,6 +265,12 @@ func notApplicable(sysName, scenario string) string {
 		return naTeamRedis
 	}
 	if why := resilienceNA(sysName, scenario); why != "" {
+		return why
+	}
+	if why := joinNA(sysName, scenario); why != "" {
+		return why
+	}
+	if why := interestNA(sysName, scenario); why != "" {
 		return why
 	}
 	return scaleNA(sysName, scenario)

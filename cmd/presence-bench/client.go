@@ -104,6 +104,7 @@ type client struct {
 	pings    atomic.Int64 // PINGRESPs received
 	pubacks  atomic.Int64
 	lastSent atomic.Int64 // monotonic ns of the last packet written
+	subackAt atomic.Int64 // monotonic ns at which the last SUBACK was read
 	loop     atomic.Pointer[pingLoop]
 	closed   atomic.Bool
 
@@ -372,6 +373,7 @@ func (c *client) readLoop() {
 				c.opts.OnPublish(pk.TopicName, pk.Payload, at)
 			}
 		case packets.Suback:
+			c.subackAt.Store(int64(at))
 			var codes []byte
 			if len(body) > 2 {
 				codes = body[2:]

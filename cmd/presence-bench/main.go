@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory, scenarioJoin, scenarioInterest)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -82,6 +82,8 @@ type config struct {
 	Scale    scaleConfig
 	Ceiling  ceilingConfig
 	Memory   memoryConfig
+	Join     joinConfig
+	Interest interestConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -188,6 +190,8 @@ func defaultConfig() config {
 	scaleDefaults(&c)
 	ceilingDefaults(&c)
 	memoryDefaults(&c)
+	joinDefaults(&c)
+	interestDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -253,6 +257,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	scaleFlags(fs, &c)
 	ceilingFlags(fs, &c)
 	memoryFlags(fs, &c)
+	joinFlags(fs, &c)
+	interestFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -354,6 +360,12 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateMemory(); err != nil {
+		return err
+	}
+	if err := c.validateJoin(); err != nil {
+		return err
+	}
+	if err := c.validateInterest(); err != nil {
 		return err
 	}
 	if err := c.Ceiling.validate(); err != nil {

@@ -3,6 +3,11 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -15,18 +20,31 @@ type memoryConfig struct {
 	Devices   int           // idle sessions
 	Keepalive int           // seconds; each device sends only its PINGREQs
 	Idle      time.Duration // how long the loaded broker sits idle before the steady-state reading
+	// Watch is who watches the devices' users on the broker: "all", one
+	// presence/users/+ observer (on presenced a firehose: it shows every
+	// user); "none", nobody (presenced holds its sessions' users only).
+	Watch   string
+	HeapDir string // where presenced's heap profile is written at the end; "" none
 }
+
+const (
+	memoryWatchAll  = "all"
+	memoryWatchNone = "none"
+)
 
 func memoryDefaults(c *config) {
 	c.Memory.Devices = 15000
 	c.Memory.Keepalive = 60
 	c.Memory.Idle = 60 * time.Second
+	c.Memory.Watch = memoryWatchAll
 }
 
 func memoryFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.Memory.Devices, "memory-devices", c.Memory.Devices, "memory: idle sessions")
 	fs.IntVar(&c.Memory.Keepalive, "memory-keepalive", c.Memory.Keepalive, "memory: keep-alive in seconds; each device sends nothing but a PINGREQ per keep-alive, at its own phase")
 	fs.DurationVar(&c.Memory.Idle, "memory-idle", c.Memory.Idle, "memory: how long the loaded broker sits idle before RSS is read at steady state (a memory run takes this much longer than --run-timeout)")
+	fs.StringVar(&c.Memory.Watch, "memory-watch", c.Memory.Watch, "memory: who watches the devices' users: all (one presence/users/+ observer: on presenced a firehose) or none (no watcher on the broker)")
+	fs.StringVar(&c.Memory.HeapDir, "memory-heap-dir", c.Memory.HeapDir, "memory: write presenced's heap profile (/debug/pprof/heap) at the steady-state reading into this directory, as <system>-<pid>.pb.gz")
 }
 
 func (c *config) validateMemory() error {
@@ -35,6 +53,9 @@ func (c *config) validateMemory() error {
 	}
 	if c.Memory.Idle < 0 {
 		return fmt.Errorf("--memory-idle must not be negative")
+	}
+	if c.Memory.Watch != memoryWatchAll && c.Memory.Watch != memoryWatchNone {
+		return fmt.Errorf("--memory-watch must be %s or %s", memoryWatchAll, memoryWatchNone)
 	}
 	return nil
 }
@@ -71,6 +92,7 @@ func (e *runEnv) memory() error {
 	r.Params["devices"] = n
 	r.Params["keepalive_s"] = cfg.Keepalive
 	r.Params["idle_s"] = cfg.Idle.Seconds()
+	r.Params["watch"] = cfg.Watch
 
 	time.Sleep(300 * time.Millisecond)
 	rss0, err := e.sys.rssKiB()
@@ -79,14 +101,20 @@ func (e *runEnv) memory() error {
 	}
 	rt0 := e.runtimeStats()
 	var obs *observer
-	if e.sys.hasPresence() {
+	if e.sys.hasPresence() && cfg.Watch == memoryWatchAll {
 		if obs, err = e.newObserver("obs-memory", topicPrefix+"+", observerBuf); err != nil {
 			return err
 		}
 		r.Params["observers"] = 1
 	}
 	t0 := mono()
+	// On a loaded machine the connects may take longer than the devices'
+	// keep-alive, and spreadPings begins only once every device is
+	// connected: until then every device connected so far pings every
+	// third of its keep-alive.
+	stopKeep := e.keepUp(time.Duration(cfg.Keepalive) * time.Second / 3)
 	devs, _, ok, err := e.loadDevices("m", n, cfg.Keepalive)
+	stopKeep()
 	if err != nil {
 		return err
 	}
@@ -96,6 +124,19 @@ func (e *runEnv) memory() error {
 		if got, done := e.waitProgress(mono()+30*time.Second, 5*time.Second, ok, func() int { return obs.count(users, online) }); !done {
 			r.Extra["not_converged"] = float64(ok - got)
 			e.note("the observer never showed all devices online: %d of %d (observer: %s)", got, ok, obs.state())
+		}
+	}
+	if obs == nil && e.sys.isPresenced() && e.sys.hasPresence() {
+		// Nobody watches: wait until presenced tracks every session and
+		// has nothing pending.
+		if got, done := e.waitProgressEvery(100*time.Millisecond, mono()+30*time.Second, 10*time.Second, ok, func() int {
+			st, err := e.sys.adminStats()
+			if err != nil || pending(st) > 0 {
+				return 0
+			}
+			return int(num(st, "sessions"))
+		}); !done {
+			e.note("presenced tracked %d of %d sessions", got, ok)
 		}
 	}
 	stopPings := e.spreadPings(devs, time.Duration(cfg.Keepalive)*time.Second)
@@ -139,6 +180,22 @@ func (e *runEnv) memory() error {
 		e.note("%d of %d sessions ended while idle", ok-live, ok)
 	}
 
+	if e.sys.isPresenced() {
+		if st, err := e.sys.adminStats(); err == nil {
+			for _, k := range []string{"interest_users_heard", "interest_users_watched", "interest_firehose", "redis_channels"} {
+				if v := num(st, k); v >= 0 {
+					r.Extra[k] = v
+				}
+			}
+		}
+		if cfg.HeapDir != "" {
+			if path, err := e.sys.heapProfile(cfg.HeapDir); err != nil {
+				e.note("heap profile: %v", err)
+			} else {
+				e.note("heap profile at the steady-state reading: %s", path)
+			}
+		}
+	}
 	per := func(kib int64) float64 { return round3(float64(kib) / float64(ok)) }
 	r.Metrics.Sessions = live
 	r.Metrics.RSSMiB = round1(float64(rss2) / 1024)
@@ -160,6 +217,29 @@ func (e *runEnv) memory() error {
 		e.evaluateObservers(mono(), obs)
 	}
 	return nil
+}
+
+// heapProfile writes presenced's heap profile (/debug/pprof/heap, after a
+// GC) into dir as <system>-<pid>.pb.gz and returns its path.
+func (s *system) heapProfile(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	cl := http.Client{Timeout: 30 * time.Second}
+	resp, err := cl.Get("http://127.0.0.1:" + strconv.Itoa(s.adminPort) + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/debug/pprof/heap: %s", resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, s.name+"-"+strconv.Itoa(s.pid())+".pb.gz")
+	return path, os.WriteFile(path, b, 0o644)
 }
 
 // runtimeStats reads presenced's Go runtime figures (/api/v1/stats
@@ -185,6 +265,37 @@ func (e *runEnv) runtimeStats() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// keepUp pings every client the run has connected so far (e.clients) once
+// per every, until the returned function is called.
+func (e *runEnv) keepUp(every time.Duration) func() {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-e.cancel:
+				return
+			case <-t.C:
+			}
+			e.mu.Lock()
+			cs := append([]*client(nil), e.clients...)
+			e.mu.Unlock()
+			for _, c := range cs {
+				_ = c.Ping()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+	}
 }
 
 // spreadPings sends each device's PINGREQ once per every, the devices'

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -66,6 +67,47 @@ func TestMemorySmoke(t *testing.T) {
 			}
 			if sys != result.SystemMochi && r.Correct != (result.Correctness{}) {
 				t.Errorf("wrong presence: %+v (notes %v)", r.Correct, r.Notes)
+			}
+		})
+	}
+}
+
+// TestMemoryNoWatchSmoke runs the memory scenario with nobody watching the
+// devices' users (--memory-watch none) on presenced with either store, with
+// its heap profile written: presenced tracks every session and hears its
+// sessions' users but shows (watches) none, and is no firehose.
+func TestMemoryNoWatchSmoke(t *testing.T) {
+	cfg := smokeConfig(t)
+	cfg.Memory.Devices, cfg.Memory.Keepalive, cfg.Memory.Idle = 20, 2, 3*time.Second
+	cfg.Memory.Watch = memoryWatchNone
+	for _, sys := range []string{result.SystemMemory, result.SystemRedis} {
+		t.Run(sys, func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.Memory.HeapDir = t.TempDir()
+			c.Systems, c.Scenarios = []string{sys}, []string{scenarioMemory}
+			f, err := runBench(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := f.Runs[0]
+			if r.Error != "" {
+				t.Fatalf("error %q (notes %v)", r.Error, r.Notes)
+			}
+			x := r.Extra
+			if r.Metrics.Sessions != 20 || x["interest_users_watched"] != 0 || x["interest_firehose"] != 0 || x["interest_users_heard"] != 20 {
+				t.Errorf("sessions %d; watched %v, firehose %v, heard %v; want 20, 0, 0, 20 (notes %v)",
+					r.Metrics.Sessions, x["interest_users_watched"], x["interest_firehose"], x["interest_users_heard"], r.Notes)
+			}
+			if r.Params["watch"] != memoryWatchNone || r.Params["observers"] != nil {
+				t.Errorf("params %v: want watch none and no observer", r.Params)
+			}
+			files, err := os.ReadDir(c.Memory.HeapDir)
+			if err != nil || len(files) != 1 {
+				t.Fatalf("heap profiles %v (%v), want one (notes %v)", files, err, r.Notes)
+			}
+			if fi, err := files[0].Info(); err != nil || fi.Size() == 0 {
+				t.Errorf("heap profile %v: %v", fi, err)
 			}
 		})
 	}

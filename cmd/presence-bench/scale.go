@@ -116,6 +116,26 @@ func (p *scaleProcs) stopAll() {
 	}
 }
 
+// stopMasters stops the Redis servers ms and forgets them.
+func (p *scaleProcs) stopMasters(ms []*redisServer) {
+	p.mu.Lock()
+	kept := p.masters[:0]
+	for _, m := range p.masters {
+		stop := false
+		for _, x := range ms {
+			stop = stop || x == m
+		}
+		if !stop {
+			kept = append(kept, m)
+		}
+	}
+	p.masters = kept
+	p.mu.Unlock()
+	for _, m := range ms {
+		m.stop()
+	}
+}
+
 // runScale runs the scale scenario on its own processes (it starts no
 // system of runOne's kind), stopping it after its time.
 func runScale(cfg config, r result.Run, fdLimit uint64) result.Run {

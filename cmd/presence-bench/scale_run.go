@@ -8,6 +8,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -119,9 +120,11 @@ func (s *scaleRun) startCluster() error {
 }
 
 // startNodes starts the nodes one after the other, then a further node
-// with no session and no observer: what a node pays for the users of the
-// whole cluster (each node keeps every user's retained presence). That one
-// is stopped cleanly after the steady-state reading.
+// with no session whose one observer watches presence/users/+ (startClients):
+// what a firehose node pays for the users of the whole cluster (it keeps
+// every user's retained presence; a node without a firehose observer holds
+// only its interest, see the interest scenario). That one is stopped
+// cleanly after the steady-state reading.
 func (s *scaleRun) startNodes() error {
 	for i := 0; i < s.cfg.Nodes; i++ {
 		nd, err := s.startNode("scale-" + strconv.Itoa(i+1))
@@ -168,6 +171,9 @@ func (s *scaleRun) startClients() error {
 		if s.obs[i], err = e.newObserverAt(nd.addr(), "obs-scale-"+strconv.Itoa(i+1), []string{topicPrefix + "+"}, observerBuf, nil); err != nil {
 			return err
 		}
+	}
+	if _, err = e.newObserverAt(s.bare.addr(), "obs-scale-nosessions", []string{topicPrefix + "+"}, observerBuf, nil); err != nil {
+		return err
 	}
 	bin := cfg.Worker
 	if bin == "" {
@@ -256,6 +262,7 @@ func (s *scaleRun) allOnline() error {
 	e, r, ok, t0 := s.e, s.e.run, s.ok, s.t0
 	for i, o := range s.obs {
 		if got, done := e.waitProgressEvery(250*time.Millisecond, mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(s.all, online) }); !done {
+			s.noteNodeStats()
 			return fmt.Errorf("observer on node %d showed %d of %d users online (%s)", i+1, got, ok, o.state())
 		}
 	}
@@ -284,6 +291,31 @@ func (s *scaleRun) allOnline() error {
 	return nil
 }
 
+// noteNodeStats notes every node's non-zero counters (a scenario that
+// failed: what the nodes did).
+func (s *scaleRun) noteNodeStats() {
+	for i, nd := range append(append([]*system(nil), s.ns...), s.bare) {
+		st, err := nd.adminStats()
+		if err != nil {
+			s.e.note("node %d: stats: %v", i+1, err)
+			continue
+		}
+		s.e.note("node %d (%s) stats: %s", i+1, nd.node(), nonZero(st))
+	}
+}
+
+// nonZero lists the non-zero numbers of a stats object, sorted by name.
+func nonZero(st map[string]any) string {
+	var parts []string
+	for k, v := range st {
+		if f, ok := v.(float64); ok && f != 0 {
+			parts = append(parts, k+" "+strconv.FormatFloat(f, 'f', -1, 64))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
 // steadyMemory reads the nodes' RSS at steady state (every session idle,
 // pinging at its keep-alive): the largest, and what a node pays per user of
 // the cluster and per session of its own.
@@ -304,6 +336,25 @@ func (s *scaleRun) steadyMemory() error {
 	}
 	r.Extra["node_rss_mib_max"] = round1(rssMax)
 	r.Metrics.RSSMiB = round1(rssMax)
+	// What each node holds: its sessions and its interest (the users it
+	// names as heard: its sessions' users and those watched by name; a
+	// firehose, interest_firehose 1, hears every user of the cluster
+	// besides).
+	var sessions, heard, fire float64
+	for _, nd := range s.ns {
+		if st, err := nd.adminStats(); err == nil {
+			sessions += num(st, "sessions")
+			heard += num(st, "interest_users_heard")
+			fire += num(st, "interest_firehose")
+		}
+	}
+	r.Extra["node_sessions"] = round1(sessions / float64(len(s.ns)))
+	r.Extra["node_heard_users"] = round1(heard / float64(len(s.ns)))
+	r.Extra["node_firehose"] = round3(fire / float64(len(s.ns)))
+	if st, err := s.bare.adminStats(); err == nil {
+		r.Extra["nosessions_node_heard_users"] = num(st, "interest_users_heard")
+		r.Extra["nosessions_node_firehose"] = num(st, "interest_firehose")
+	}
 	if bare1, err := s.bare.rssKiB(); err == nil {
 		perUser := float64(bare1-s.bare0) / float64(ok)
 		r.Extra["nosessions_node_rss_mib"] = round1(float64(bare1) / 1024)

@@ -204,10 +204,18 @@ func TestScaleSmoke(t *testing.T) {
 		"steady_redis_cmds_per_s", "steady_redis_cmds_per_s_master1", "steady_redis_cmds_per_s_master2", "steady_redis_cmds_per_s_master3",
 		"steady_pingreq_per_s", "reap_s", "reap_s_obs1", "reap_s_obs2", "node_ttl_s", "final_wrong", "changes_made",
 		"connect_redis_cmds_per_session", "redis_used_memory_bytes_per_user", "change_redis_cmds_per_change",
-		"nosessions_node_rss_mib", "node_rss_kib_per_cluster_user", "node_rss_kib_per_local_session"} {
+		"nosessions_node_rss_mib", "node_rss_kib_per_cluster_user", "node_rss_kib_per_local_session",
+		"node_sessions", "node_heard_users", "nosessions_node_heard_users", "nosessions_node_firehose"} {
 		if _, ok := x[k]; !ok {
 			t.Errorf("no %s in %v (notes %v)", k, x, r.Notes)
 		}
+	}
+	// Every node has a presence/users/+ observer: a firehose, it hears
+	// every user of the cluster (interest_firehose), and names as heard
+	// only the users it needs itself: its sessions' users.
+	if x["node_sessions"] != 50 || x["node_heard_users"] != 50 || x["node_firehose"] != 1 || x["nosessions_node_heard_users"] != 0 || x["nosessions_node_firehose"] != 1 {
+		t.Errorf("per node: %v sessions, %v users heard, firehose %v; the node without sessions: %v heard, firehose %v",
+			x["node_sessions"], x["node_heard_users"], x["node_firehose"], x["nosessions_node_heard_users"], x["nosessions_node_firehose"])
 	}
 	if r.Metrics.Sessions != 150 || x["killed_sessions"] != 50 {
 		t.Errorf("sessions %d, killed %v; want 150, 50", r.Metrics.Sessions, x["killed_sessions"])

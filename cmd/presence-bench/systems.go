@@ -68,6 +68,9 @@ type system struct {
 	pacingOff  bool   // presencedConfig.PacingOff
 	extra      string // YAML merged into the config file (--presenced-config-extra)
 	nodeID     string // --node-id; "bench" when empty
+
+	portWait  time.Duration // how long start waits for the MQTT port; 15 s when zero
+	startedAt time.Duration // monotonic time just before the process was started
 }
 
 // systemGroup is presenced with the in-memory store and a groups file,
@@ -159,6 +162,7 @@ func (s *system) start() error {
 	cmd.Stdout = s.stderr
 	cmd.Stderr = s.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	s.startedAt = mono()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", s.name, err)
 	}
@@ -166,7 +170,11 @@ func (s *system) start() error {
 	children.add(cmd.Process)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait(); children.remove(cmd.Process) }()
-	if err := waitPort(s.addr(), 15*time.Second, exited); err != nil {
+	wait := s.portWait
+	if wait <= 0 {
+		wait = 15 * time.Second
+	}
+	if err := waitPort(s.addr(), wait, exited); err != nil {
 		_ = cmd.Process.Kill()
 		return fmt.Errorf("%s did not listen on %s: %w; output: %s", s.name, s.addr(), err, s.stderr.String())
 	}
