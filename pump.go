@@ -125,7 +125,6 @@ func (p *Plugin) handle(events []store.Event) {
 		switch e.Kind {
 		case store.Changed:
 			a := e.Aggregate
-			p.interest.Heard(a.User, a.Version)
 			if !p.interest.Shows(a.User) {
 				continue // nobody here watches the user
 			}

@@ -182,10 +182,10 @@ func (p *Plugin) interestStats() []stats.Stat {
 	i := &p.interest.Stats
 	return []stats.Stat{
 		gauge("interest_users_watched", "Users a subscription on this node (or the group topics' leader) may read now.", i.Watched.Load),
-		gauge("interest_users_heard", "Users whose changes this node asks the store for: watched, with a session here, or lingering.", i.Heard.Load),
+		gauge("interest_users_heard", "Users whose changes this node asks the store for: watched, or lingering.", i.Heard.Load),
 		gauge("interest_firehose", "1 while this node hears every user (an unrestricted presence/users/+ or # subscriber), else 0.", i.Firehose.Load),
 		counter("interest_listens_total", "Users this node began to hear (each loaded once heard).", i.Listens.Load),
-		counter("interest_users_forgotten_total", "Users forgotten after presence.interest_linger without a watcher or a session here.", i.Forgotten.Load),
+		counter("interest_users_forgotten_total", "Users forgotten after presence.interest_linger without a watcher.", i.Forgotten.Load),
 		counter("interest_errors_total", "Store calls of the interest stage that failed (tried again).", i.Failures.Load),
 	}
 }

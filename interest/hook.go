@@ -10,7 +10,7 @@ import (
 )
 
 // Hook is the mochi hook that tells the stage of the subscriptions mochi
-// grants and removes and of the sessions. Add it after presence's hook (it
+// grants and removes. Add it after presence's hook (it
 // asks that hook who reads through a connection).
 type Hook struct {
 	mqtt.HookBase
@@ -29,35 +29,43 @@ func (h *Hook) Provides(b byte) bool {
 	return false
 }
 
-// OnSessionEstablished counts the connection's session, and takes over the
-// subscriptions it inherited (a persistent session resumed, or taken over
-// with clean start off: mochi copies them without an OnSubscribed).
+// OnSessionEstablished takes over the subscriptions a connection
+// inherited (a persistent session resumed, or taken over with clean start
+// off: mochi copies them without an OnSubscribed), and drops what an older
+// connection with the same client id counted. A connection that subscribes
+// to nothing costs the stage nothing: its session makes no interest (the
+// node need not hear the users of its own sessions).
 func (h *Hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	if cl.Net.Inline {
 		return
 	}
 	s := h.Stage
-	user, service := s.o.Viewer(cl)
+	subs := cl.State.Subscriptions.GetAll()
+	var user string
+	var service bool
+	if len(subs) > 0 {
+		user, service = s.o.Viewer(cl)
+	}
 	s.mu.Lock()
 	old := s.clients[cl.ID]
-	c := &client{cl: cl, filters: make(map[string]struct{}), viewer: user, service: service}
-	for _, sub := range cl.State.Subscriptions.GetAll() {
-		c.filters[sub.Filter] = struct{}{}
+	if old == nil && len(subs) == 0 {
+		s.mu.Unlock()
+		return
 	}
-	s.clients[cl.ID] = c
+	delete(s.clients, cl.ID)
+	var inherited map[string]struct{}
+	if len(subs) > 0 { // counted before the old one is dropped: no watcher count falls to 0 between
+		c := &client{cl: cl, filters: make(map[string]struct{}, len(subs)), viewer: user, service: service}
+		for _, sub := range subs {
+			c.filters[sub.Filter] = struct{}{}
+		}
+		s.clients[cl.ID] = c
+		s.applyLocked(c, s.needOf(c))
+		inherited = maps.Clone(c.filters)
+	}
 	if old != nil {
-		s.endSessionLocked(old)
 		s.applyLocked(old, need{})
 	}
-	if user != "" {
-		c.session = true
-		s.sessions[user]++
-		if s.sessions[user] == 1 {
-			s.needLocked(user, false)
-		}
-	}
-	s.applyLocked(c, s.needOf(c))
-	inherited := maps.Clone(c.filters)
 	s.mu.Unlock()
 	s.wake()
 	s.tellNodes(inherited)
@@ -123,9 +131,9 @@ func (h *Hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	s.wake()
 }
 
-// OnDisconnect ends the connection's session, and its subscriptions when
-// mochi drops them with it (a clean session); a persistent session keeps
-// them until it expires or is taken over.
+// OnDisconnect drops the connection's subscriptions when mochi drops them
+// with it (a clean session); a persistent session keeps them until it
+// expires or is taken over.
 func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	if cl.Net.Inline {
 		return
@@ -133,7 +141,6 @@ func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	s := h.Stage
 	s.mu.Lock()
 	if c := s.clients[cl.ID]; c != nil && c.cl == cl {
-		s.endSessionLocked(c)
 		if expire && !cl.IsTakenOver() {
 			s.applyLocked(c, need{})
 			delete(s.clients, cl.ID)
@@ -148,7 +155,6 @@ func (h *Hook) OnClientExpired(cl *mqtt.Client) {
 	s := h.Stage
 	s.mu.Lock()
 	if c := s.clients[cl.ID]; c != nil && c.cl == cl {
-		s.endSessionLocked(c)
 		s.applyLocked(c, need{})
 		delete(s.clients, cl.ID)
 	}
@@ -161,7 +167,6 @@ func (s *Stage) clientLocked(cl *mqtt.Client) *client {
 	c := s.clients[cl.ID]
 	if c == nil || c.cl != cl {
 		if c != nil {
-			s.endSessionLocked(c)
 			s.applyLocked(c, need{})
 		}
 		user, service := s.o.Viewer(cl)
@@ -169,21 +174,6 @@ func (s *Stage) clientLocked(cl *mqtt.Client) *client {
 		s.clients[cl.ID] = c
 	}
 	return c
-}
-
-// endSessionLocked uncounts a client's session.
-func (s *Stage) endSessionLocked(c *client) {
-	if !c.session {
-		return
-	}
-	c.session = false
-	if s.sessions[c.viewer] > 0 {
-		s.sessions[c.viewer]--
-		if s.sessions[c.viewer] == 0 {
-			delete(s.sessions, c.viewer)
-			s.releaseLocked(c.viewer)
-		}
-	}
 }
 
 // needOf is what a client's filters make the node need, under the

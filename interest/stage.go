@@ -90,7 +90,6 @@ type Stage struct {
 	clients  map[string]*client   // by client id: a session taken over keeps its interest
 	follows  map[string]*client   // the program's inline subscriptions, by id
 	watchers map[string]int       // user -> clients (and the leader) that need it shown
-	sessions map[string]int       // user -> sessions here
 	leader   map[string]struct{}  // the members the group topics' leader needs
 	fire     int                  // clients with an unrestricted wildcard
 	fireIdle time.Time            // when fire fell to 0 (zero: in use, or never)
@@ -99,7 +98,6 @@ type Stage struct {
 	heard    map[string]struct{}  // users the store listens to (asked)
 	pending  map[string]struct{}  // users to ask for (again: a user newly shown is loaded)
 	idle     map[string]time.Time // heard users nobody needs any more, since
-	versions map[string]uint64    // the newest version heard of each user heard
 	all      bool                 // the store listens to every user
 	wakeC    chan struct{}
 
@@ -113,9 +111,8 @@ type Stage struct {
 type client struct {
 	cl      *mqtt.Client
 	filters map[string]struct{}
-	viewer  string // the connection's user, kept for its end
+	viewer  string // the connection's user, whose mates or self it may read
 	service bool   // the connection is a service account's
-	session bool   // it counts in sessions
 	need    need   // what the filters make the node need, as counted
 }
 
@@ -138,10 +135,10 @@ func New(o Options) *Stage {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Stage{o: o, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", node: o.Prefix + "/nodes/",
-		clients: make(map[string]*client), follows: make(map[string]*client), watchers: make(map[string]int), sessions: make(map[string]int),
+		clients: make(map[string]*client), follows: make(map[string]*client), watchers: make(map[string]int),
 		leader: make(map[string]struct{}), gwatch: make(map[string]int), gidle: make(map[string]time.Time),
 		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]time.Time),
-		versions: make(map[string]uint64), wakeC: make(chan struct{}, 1), stop: make(chan struct{})}
+		wakeC: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // wake wakes the worker without waiting.
@@ -165,24 +162,7 @@ func (s *Stage) showsLocked(user string) bool {
 	return s.watchers[user] > 0 || s.fire > 0 || !s.fireIdle.IsZero()
 }
 
-// Heard notes a change of user heard at version: its newest version, for
-// the audit after a failover. A user the node does not hear is not kept.
-func (s *Stage) Heard(user string, version uint64) {
-	s.mu.Lock()
-	if _, ok := s.heard[user]; ok && version > s.versions[user] {
-		s.versions[user] = version
-	}
-	s.mu.Unlock()
-}
-
-// Versions returns the newest version heard of every user heard.
-func (s *Stage) Versions() map[string]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.versions)
-}
-
-// Heard returns the users the store listens to for this node (the
+// HeardUsers returns the users the store listens to for this node (the
 // firehose aside).
 func (s *Stage) HeardUsers() []string {
 	s.mu.Lock()
@@ -262,35 +242,13 @@ func (s *Stage) needLocked(user string, load bool) {
 
 // releaseLocked starts the linger of a user nobody needs any more.
 func (s *Stage) releaseLocked(user string) {
-	if s.watchers[user] > 0 || s.sessions[user] > 0 {
+	if s.watchers[user] > 0 {
 		return
 	}
 	delete(s.pending, user)
 	if _, ok := s.heard[user]; ok {
 		s.idle[user] = s.o.Now()
 	}
-}
-
-// session counts a session of user here, or one fewer.
-func (s *Stage) session(user string, on bool) {
-	if user == "" {
-		return
-	}
-	s.mu.Lock()
-	if on {
-		s.sessions[user]++
-		if s.sessions[user] == 1 {
-			s.needLocked(user, false)
-		}
-	} else if s.sessions[user] > 0 {
-		s.sessions[user]--
-		if s.sessions[user] == 0 {
-			delete(s.sessions, user)
-			s.releaseLocked(user)
-		}
-	}
-	s.mu.Unlock()
-	s.wake()
 }
 
 // Start starts the worker, which asks the store for what the node needs
@@ -387,7 +345,7 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 	s.mu.Lock()
 	var gone []string
 	for _, u := range users {
-		if _, idle := s.idle[u]; idle && s.watchers[u] == 0 && s.sessions[u] == 0 {
+		if _, idle := s.idle[u]; idle && s.watchers[u] == 0 {
 			gone = append(gone, u)
 		}
 	}
@@ -401,13 +359,12 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 	s.mu.Lock()
 	var dropped []string
 	for _, u := range gone {
-		if _, idle := s.idle[u]; !idle || s.watchers[u] > 0 || s.sessions[u] > 0 {
+		if _, idle := s.idle[u]; !idle || s.watchers[u] > 0 {
 			s.pending[u] = struct{}{} // needed again while unlistening: listen again
 			continue
 		}
 		delete(s.idle, u)
 		delete(s.heard, u)
-		delete(s.versions, u)
 		if !s.showsLocked(u) {
 			dropped = append(dropped, u)
 		}

@@ -168,31 +168,31 @@ func TestInterestAppearsAndLingers(t *testing.T) {
 	}
 }
 
-// A session here makes the node hear its user (its versions, for the
-// audit) but not show it; the versions of users not heard are not kept.
-func TestSessionsAreHeardNotShown(t *testing.T) {
+// A session here makes no interest: its user is neither heard nor shown
+// (the node writes the session's changes itself; the audit after a
+// failover compares sessions, not versions), and a connection that
+// subscribes to nothing leaves the stage no record. Watched, the user is
+// heard and shown like any other.
+func TestSessionsMakeNoInterest(t *testing.T) {
 	r := newRig(t, Open)
 	cl := r.client("bob-1", "bob", false)
 	r.reconcile()
-	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) {
-		t.Fatalf("listened %v", l)
+	if l, _ := r.st.take(); len(l) != 0 {
+		t.Fatalf("a session alone listened to %v", l)
 	}
-	if r.s.Shows("bob") {
-		t.Fatal("a session alone shows its user")
+	if r.s.Shows("bob") || len(r.s.clients) != 0 {
+		t.Fatalf("a session alone: shows bob %v, %d client records", r.s.Shows("bob"), len(r.s.clients))
 	}
-	r.s.Heard("bob", 7)
-	r.s.Heard("zed", 9)
-	if v := r.s.Versions(); v["bob"] != 7 || len(v) != 1 {
-		t.Fatalf("versions %v", v)
+	r.subscribe(cl, "presence/users/bob") // bob watches himself
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) || !r.s.Shows("bob") {
+		t.Fatalf("watched: listened %v, shows %v", l, r.s.Shows("bob"))
 	}
 	(&Hook{Stage: r.s}).OnDisconnect(cl, nil, true)
 	r.clk.Advance(linger)
 	r.reconcile()
-	if _, u := r.st.take(); !slices.Equal(u, []string{"bob"}) {
-		t.Fatalf("unlistened %v", u)
-	}
-	if len(r.s.Versions()) != 0 {
-		t.Fatalf("versions kept: %v", r.s.Versions())
+	if _, u := r.st.take(); !slices.Equal(u, []string{"bob"}) || len(r.s.clients) != 0 {
+		t.Fatalf("after the linger: unlistened %v, %d client records", u, len(r.s.clients))
 	}
 }
 
@@ -280,7 +280,8 @@ func TestWildcardUnderVisibility(t *testing.T) {
 
 // Refused filters count for nothing; a persistent session keeps its
 // interest after its connection ends, until it expires; a takeover keeps
-// the interest (keyed by client id) and counts one session.
+// the interest (keyed by client id); connections that subscribe to nothing
+// leave no record, through a takeover too.
 func TestSubscriptionsLifecycle(t *testing.T) {
 	r := newRig(t, Open)
 	cl := r.client("p", "", false)
@@ -305,16 +306,13 @@ func TestSubscriptionsLifecycle(t *testing.T) {
 	if r.s.Shows("ann") {
 		t.Fatal("an expired session kept its interest")
 	}
-	// A user's sessions counted once each through a takeover.
+	// Connections without subscriptions, one taking the other over.
 	a := r.client("ann-1", "ann", false)
 	b := r.client("ann-1", "ann", false) // the same id: a takeover
 	(&Hook{Stage: r.s}).OnDisconnect(a, nil, true)
-	if r.s.sessions["ann"] != 1 {
-		t.Fatalf("sessions of ann %d, want 1 after a takeover", r.s.sessions["ann"])
-	}
 	(&Hook{Stage: r.s}).OnDisconnect(b, nil, true)
-	if r.s.sessions["ann"] != 0 {
-		t.Fatalf("sessions of ann %d, want 0", r.s.sessions["ann"])
+	if len(r.s.clients) != 0 || r.s.Shows("ann") {
+		t.Fatalf("%d client records, shows ann %v: want none", len(r.s.clients), r.s.Shows("ann"))
 	}
 }
 
