@@ -1,0 +1,425 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
+	"github.com/presenced/presenced/presence"
+)
+
+// Interest routing (issue 17): a node holds and hears only the users that
+// someone there watches, plus the users of its own sessions. Each test runs
+// two nodes in this process (the binary's composition, so that it can read
+// their figures and mochi's retained store) on a real Redis Cluster of
+// three masters, with presence.interest_linger set to itLinger.
+const (
+	// itLinger is the nodes' presence.interest_linger.
+	itLinger = time.Second
+	// itForget bounds how soon a node has forgotten a user after its last
+	// watcher left: the linger, the interest worker's tick (a tenth of the
+	// linger), and 2 s for the SUNSUBSCRIBE and the pump on a busy machine.
+	itForget = itLinger + itLinger/10 + 2*time.Second
+	// itSnapshot bounds how soon after its SUBACK the first subscriber of a
+	// user the node did not hold gets the user's snapshot: a SSUBSCRIBE, an
+	// HGETALL and a publish, on a busy machine under the race detector.
+	itSnapshot = 2 * time.Second
+)
+
+// itStart starts node id on the cluster with the linger itLinger, the
+// pacing off, and the defaults changed by edits.
+func itStart(t *testing.T, cl *redistest.Cluster, id string, edits ...func(*configs.Config)) *testNode {
+	t.Helper()
+	cfg := configs.Defaults()
+	cfg.NodeID = id
+	cfg.MQTT.Addr, cfg.MQTT.WSAddr, cfg.Admin.Addr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Redis.Addrs, cfg.Redis.Cluster = cl.Addrs(), true
+	cfg.Redis.NodeTTL = configs.Duration(mnNodeTTL)
+	cfg.Redis.SweepInterval = configs.Duration(mnSweep)
+	cfg.Presence.InterestLinger = configs.Duration(itLinger)
+	pacingOff(&cfg)
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	return startConfigured(t, cfg)
+}
+
+// itStat reads one of a node's figures.
+func itStat(n *testNode, name string) int64 { return n.Stats().Get(name) }
+
+// itWaitStat waits until a node's figure is want.
+func itWaitStat(t *testing.T, n *testNode, name string, want int64, within time.Duration) time.Duration {
+	t.Helper()
+	return testkit.Wait(t, within, fmt.Sprintf("%s's %s at %d", n.cfg.NodeID, name, want), func() error {
+		got := itStat(n, name)
+		return testkit.Why(got == want, fmt.Sprintf("%d", got))
+	})
+}
+
+// itRetained returns what a node's mochi retains on a user's topic: what
+// it holds of the user and gives a new subscriber at once.
+func itRetained(n *testNode, user string) (presence.Aggregate, bool) {
+	pk, ok := n.Server.Topics.Retained.Get("presence/users/" + user)
+	if !ok || len(pk.Payload) == 0 {
+		return presence.Aggregate{}, false
+	}
+	a, err := presence.ParseAggregate(pk.Payload)
+	if err != nil {
+		return presence.Aggregate{}, false
+	}
+	return a, true
+}
+
+// itStored reads a user's current aggregate from the store (through n).
+func itStored(t *testing.T, n *testNode, user string) presence.Aggregate {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	u, _, err := n.Presence.User(ctx, user)
+	if err != nil {
+		t.Fatalf("the store's %s: %v", user, err)
+	}
+	return u.Current
+}
+
+// itWaitStored waits until the store holds a user's change that cond
+// accepts, and returns it.
+func itWaitStored(t *testing.T, n *testNode, user, what string, cond func(presence.Aggregate) bool) presence.Aggregate {
+	t.Helper()
+	var a presence.Aggregate
+	testkit.Wait(t, waitTimeout, user+" "+what+" in the store", func() error {
+		a = itStored(t, n, user)
+		return testkit.Why(a.Version > 0 && cond(a), fmt.Sprintf("%s %q v%d", a.Status, a.Text, a.Version))
+	})
+	return a
+}
+
+// itSet publishes a presence/set for a device and fails unless accepted.
+func itSet(t *testing.T, c *client5, status presence.Status, text string) {
+	t.Helper()
+	if rc := c.publish(t, "presence/set", fmt.Sprintf(`{"status":%q,"text":%q}`, status, text), 1, false); rc >= 0x80 {
+		t.Fatalf("presence/set %s %q: reason %#x", status, text, rc)
+	}
+}
+
+// hasText is a condition: the aggregate's text is text.
+func hasText(text string) func(presence.Aggregate) bool {
+	return func(p presence.Aggregate) bool { return p.Text == text }
+}
+
+// unsubscribe sends an UNSUBSCRIBE and waits for its UNSUBACK.
+func (o *observer) unsubscribe(filter string) {
+	o.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := o.c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{filter}}); err != nil {
+		o.t.Fatalf("unsubscribe %s: %v", filter, err)
+	}
+}
+
+// itMasters tells which master of a cluster holds a user's record.
+type itMasters struct {
+	t  *testing.T
+	cc *redis.ClusterClient
+}
+
+func newItMasters(t *testing.T, cl *redistest.Cluster) itMasters {
+	return itMasters{t: t, cc: cl.Client(t)}
+}
+
+// of returns the address of the master of user's record (the default key
+// prefix).
+func (m itMasters) of(user string) string {
+	m.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	c, err := m.cc.MasterForKey(ctx, "presenced:{"+user+"}")
+	if err != nil {
+		m.t.Fatalf("the master of %s: %v", user, err)
+	}
+	return c.Options().Addr
+}
+
+// spread names perMaster users on each of the cluster's masters, prefix
+// followed by a number, the masters taken by turns.
+func (m itMasters) spread(prefix string, masters, perMaster int) []string {
+	m.t.Helper()
+	byMaster := map[string][]string{}
+	var order []string
+	for i := 0; ; i++ {
+		if i > 10000 {
+			m.t.Fatalf("no %d users of prefix %s on each of %d masters: %v", perMaster, prefix, masters, byMaster)
+		}
+		u := fmt.Sprintf("%s%03d", prefix, i)
+		a := m.of(u)
+		if _, ok := byMaster[a]; !ok {
+			order = append(order, a)
+		}
+		if len(byMaster[a]) < perMaster {
+			byMaster[a] = append(byMaster[a], u)
+		}
+		full := len(order) == masters
+		for _, a := range order {
+			full = full && len(byMaster[a]) == perMaster
+		}
+		if full {
+			break
+		}
+	}
+	var out []string
+	for k := range perMaster {
+		for _, a := range order {
+			out = append(out, byMaster[a][k])
+		}
+	}
+	return out
+}
+
+// sameMaster names a user (prefix followed by a number) whose record lives
+// on the same master as user's.
+func (m itMasters) sameMaster(prefix, user string) string {
+	m.t.Helper()
+	want := m.of(user)
+	for i := range 1000 {
+		u := fmt.Sprintf("%s%03d", prefix, i)
+		if m.of(u) == want {
+			return u
+		}
+	}
+	m.t.Fatalf("no user of prefix %s on %s", prefix, want)
+	return ""
+}
+
+// 1. Interest appears and disappears with the subscriptions. Two nodes, A
+// and B; alice's device is on A, and nobody watches her:
+//   - B does not hear her: her change does not reach B (a marker user on
+//     the same master, committed after it and watched on B, arrives alone
+//     on B's connection to that master), B hears only the marker, and
+//     neither node retains her (A hears her for its session, and shows
+//     nothing of her);
+//   - a SUBSCRIBE to presence/users/alice on B makes B hear her and gives
+//     the subscriber her current presence within itSnapshot of the SUBACK,
+//     then her later change;
+//   - the UNSUBSCRIBE, and a second subscriber's disconnect, make B forget
+//     her within itForget;
+//   - an unrestricted presence/users/+ on B makes B a firehose that shows
+//     zed, a user nobody watches; it ends a linger after that subscriber
+//     left, and B forgets zed.
+func TestInterestFollowsSubscriptions(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	masters := newItMasters(t, cl)
+	a := itStart(t, cl, "A")
+	b := itStart(t, cl, "B")
+	const alice = "it1-alice"
+	marker := masters.sameMaster("it1-mark", alice)
+	aliceDev := dial5(t, a.MQTTAddr(), alice+"-1", alice)
+	markDev := dial5(t, a.MQTTAddr(), marker+"-1", marker)
+	mk := newObserver(t, b.MQTTAddr(), "presence/users/"+marker)
+	mk.waitStatus(marker, presence.Online)
+	itWaitStored(t, a, alice, "online", statusOf(presence.Online))
+
+	// alice's change, committed; then the marker's, on the same master.
+	fed := itStat(b, "redis_feed_messages_total")
+	itSet(t, aliceDev, presence.Away, "a1")
+	itWaitStored(t, a, alice, "away a1", hasText("a1"))
+	itSet(t, markDev, presence.Away, "m1")
+	mk.waitFor(marker, "m1", hasText("m1"))
+	if got := itStat(b, "redis_feed_messages_total") - fed; got != 1 {
+		t.Errorf("B received %d messages for alice's change and the marker's, want 1 (the marker's): B heard alice, whom nobody there watches", got)
+	}
+	for _, c := range []struct {
+		n              *testNode
+		watched, heard int64
+	}{{a, 0, 2}, {b, 1, 1}} { // A: its sessions' users, alice and the marker; B: the marker
+		if w, h := itStat(c.n, "interest_users_watched"), itStat(c.n, "interest_users_heard"); w != c.watched || h != c.heard {
+			t.Errorf("%s: interest_users_watched %d, interest_users_heard %d, want %d and %d", c.n.cfg.NodeID, w, h, c.watched, c.heard)
+		}
+		if p, ok := itRetained(c.n, alice); ok {
+			t.Errorf("%s retains alice (v%d), whom nobody there watches", c.n.cfg.NodeID, p.Version)
+		}
+	}
+
+	// The first subscriber on B gets the snapshot, then the next change.
+	o := newObserver(t, b.MQTTAddr(), "presence/users/"+marker)
+	want := itStored(t, a, alice)
+	o.subscribe("presence/users/" + alice)
+	subacked := time.Now()
+	snap := o.waitFor(alice, "the snapshot", func(p presence.Aggregate) bool { return p.Version >= want.Version })
+	took := time.Since(subacked)
+	if snap.Version != want.Version || snap.Status != presence.Away || snap.Text != "a1" {
+		t.Errorf("the first subscriber on B got %s %q v%d, want the store's %s %q v%d", snap.Status, snap.Text, snap.Version, want.Status, want.Text, want.Version)
+	}
+	if took > itSnapshot {
+		t.Errorf("the snapshot came %v after the SUBACK, want within %v", took.Round(time.Millisecond), itSnapshot)
+	}
+	t.Logf("alice's snapshot reached the first subscriber on B %v after its SUBACK", took.Round(time.Millisecond))
+	itWaitStat(t, b, "interest_users_heard", 2, waitTimeout)
+	if w := itStat(b, "interest_users_watched"); w != 2 {
+		t.Errorf("B watches %d users, want 2 (alice and the marker)", w)
+	}
+	if p, ok := itRetained(b, alice); !ok || p.Version != want.Version {
+		t.Errorf("B retains alice: %v v%d, want v%d", ok, p.Version, want.Version)
+	}
+	fed = itStat(b, "redis_feed_messages_total")
+	itSet(t, aliceDev, presence.Busy, "a2")
+	busy := o.waitFor(alice, "busy a2", hasText("a2"))
+	if stored := itStored(t, a, alice); busy.Version != stored.Version {
+		t.Errorf("the subscriber on B has alice at v%d, the store at v%d", busy.Version, stored.Version)
+	}
+	if got := itStat(b, "redis_feed_messages_total") - fed; got < 1 {
+		t.Errorf("B received %d messages for alice's change while watching her", got)
+	}
+
+	// The UNSUBSCRIBE: B forgets alice.
+	left := time.Now()
+	o.unsubscribe("presence/users/" + alice)
+	itForgotten(t, b, alice, 1, "the UNSUBSCRIBE")
+	t.Logf("B forgot alice %v after the UNSUBSCRIBE (linger %v)", time.Since(left).Round(time.Millisecond), itLinger)
+
+	// A second subscriber, which disconnects: the interest comes and goes
+	// again.
+	o2 := newObserver(t, b.MQTTAddr(), "presence/users/"+alice)
+	o2.waitFor(alice, "the snapshot again", func(p presence.Aggregate) bool { return p.Version == busy.Version })
+	itWaitStat(t, b, "interest_users_heard", 2, waitTimeout)
+	left = time.Now()
+	o2.c.disconnect()
+	itForgotten(t, b, alice, 1, "the subscriber's disconnect")
+	t.Logf("B forgot alice %v after her subscriber's disconnect", time.Since(left).Round(time.Millisecond))
+
+	// The firehose.
+	const zed = "it1-zed"
+	fh := newObserver(t, b.MQTTAddr(), "presence/users/+")
+	itWaitStat(t, b, "interest_firehose", 1, waitTimeout)
+	dial5(t, a.MQTTAddr(), zed+"-1", zed)
+	fh.waitStatus(zed, presence.Online)
+	fh.waitFor(alice, "alice (loaded with every user)", func(p presence.Aggregate) bool { return p.Version == busy.Version })
+	if _, ok := itRetained(b, zed); !ok {
+		t.Errorf("B, a firehose, does not retain zed")
+	}
+	if h := itStat(b, "interest_users_heard"); h != 1 {
+		t.Errorf("B, a firehose, listens to %d users one by one, want 1 (the marker)", h)
+	}
+	forgotten := itStat(b, "interest_users_forgotten_total")
+	left = time.Now()
+	fh.c.disconnect()
+	testkit.Wait(t, itForget, "B no longer a firehose, zed forgotten", func() error {
+		_, held := itRetained(b, zed)
+		fire := itStat(b, "interest_firehose")
+		return testkit.Why(fire == 0 && !held, fmt.Sprintf("interest_firehose %d, zed retained %v", fire, held))
+	})
+	t.Logf("B ended the firehose %v after its subscriber left", time.Since(left).Round(time.Millisecond))
+	if took := time.Since(left); took < itLinger {
+		t.Errorf("B ended the firehose %v after its subscriber left, before the linger %v", took, itLinger)
+	}
+	if got := itStat(b, "interest_users_forgotten_total") - forgotten; got < 2 {
+		t.Errorf("interest_users_forgotten_total grew by %d at the firehose's end, want at least 2 (zed, alice)", got)
+	}
+	if _, ok := itRetained(b, marker); !ok {
+		t.Errorf("B forgot the marker, which is watched there")
+	}
+	for _, x := range []*observer{mk, o, o2, fh} {
+		x.check()
+	}
+}
+
+// itForgotten waits until n no longer holds user: it hears heard users,
+// and retains nothing of the user.
+func itForgotten(t *testing.T, n *testNode, user string, heard int64, after string) {
+	t.Helper()
+	testkit.Wait(t, itForget, n.cfg.NodeID+" forgets "+user+" after "+after, func() error {
+		h := itStat(n, "interest_users_heard")
+		p, held := itRetained(n, user)
+		return testkit.Why(h == heard && !held, fmt.Sprintf("interest_users_heard %d (want %d), retained %v v%d", h, heard, held, p.Version))
+	})
+}
+
+// 2. Under visibility groups, a presence/users/+ subscriber's interest is
+// its group mates. Node A starts first and leads the group topics (the
+// leader shows every member: A watches all four); B starts after it. bob's
+// wildcard subscription on B makes B hear exactly bob and his team-mate
+// alice, not carol and dave of another group, nor is B a firehose; carol
+// added to the team becomes heard on B and shown to bob, and her next
+// change reaches him; taken out again, B forgets her after the linger.
+func TestInterestGroupsWildcard(t *testing.T) {
+	const alice, bob, carol, dave = "gw-alice", "gw-bob", "gw-carol", "gw-dave"
+	cl := redistest.StartCluster(t, 3)
+	pwfile := t.TempDir() + "/passwd"
+	pw := map[string]string{alice: "alice-Secret-1", bob: "bob-Secret-2", carol: "carol-Secret-3", dave: "dave-Secret-4"}
+	writePasswordFile(t, pwfile, pw)
+	groupsOn := func(c *configs.Config) {
+		c.Auth.PasswordFile = pwfile
+		c.Presence.Visibility = configs.VisibilityGroups
+	}
+	ctx := context.Background()
+	a := itStart(t, cl, "A", groupsOn)
+	if err := a.Presence.SetGroups(ctx, map[string][]string{"team": {alice, bob}, "other": {carol, dave}}); err != nil {
+		t.Fatal(err)
+	}
+	itWaitStat(t, a, "interest_users_watched", 4, waitTimeout) // A leads: every member
+	b := itStart(t, cl, "B", groupsOn)
+	testkit.Wait(t, waitTimeout, "B knows the groups", func() error {
+		g := b.Presence.Groups()
+		return testkit.Why(g.Member("team", bob) && g.Member("other", dave), "not yet")
+	})
+	for _, u := range []string{alice, dave} {
+		dial5(t, a.MQTTAddr(), u+"-1", u, withPassword(pw[u]))
+	}
+	carolDev := dial5(t, a.MQTTAddr(), carol+"-1", carol, withPassword(pw[carol]))
+	for _, u := range []string{alice, carol, dave} {
+		itWaitStored(t, a, u, "online", statusOf(presence.Online))
+	}
+	bo := newObserver(t, b.MQTTAddr(), "presence/users/+", withUser(bob), withPassword(pw[bob]))
+	bo.waitStatus(alice, presence.Online)
+	bo.waitStatus(bob, presence.Online)
+
+	holds := func(want ...string) error {
+		for _, u := range []string{alice, bob, carol, dave} {
+			_, held := itRetained(b, u)
+			if held != slices.Contains(want, u) {
+				return fmt.Errorf("B retains %s: %v", u, held)
+			}
+		}
+		w, h, f := itStat(b, "interest_users_watched"), itStat(b, "interest_users_heard"), itStat(b, "interest_firehose")
+		if w != int64(len(want)) || h != int64(len(want)) || f != 0 {
+			return fmt.Errorf("B: watched %d, heard %d, firehose %d; want %d, %d, 0", w, h, f, len(want), len(want))
+		}
+		return nil
+	}
+	testkit.Wait(t, waitTimeout, "B holds alice and bob only", func() error { return holds(alice, bob) })
+
+	// carol joins the team.
+	joined := time.Now()
+	if err := a.Presence.SetGroups(ctx, map[string][]string{"team": {alice, bob, carol}, "other": {carol, dave}}); err != nil {
+		t.Fatal(err)
+	}
+	want := itStored(t, a, carol)
+	bo.waitFor(carol, "carol's current presence", func(p presence.Aggregate) bool { return p.Version >= want.Version })
+	t.Logf("carol, added to bob's team, shown to bob on B %v after the change", time.Since(joined).Round(time.Millisecond))
+	testkit.Wait(t, waitTimeout, "B holds alice, bob and carol", func() error { return holds(alice, bob, carol) })
+	itSet(t, carolDev, presence.Busy, "c1")
+	bo.waitFor(carol, "busy c1", hasText("c1"))
+
+	// carol leaves it: B forgets her.
+	left := time.Now()
+	if err := a.Presence.SetGroups(ctx, map[string][]string{"team": {alice, bob}, "other": {carol, dave}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, waitTimeout+itForget, "B forgets carol", func() error { return holds(alice, bob) })
+	t.Logf("carol, out of bob's team, forgotten on B %v after the change", time.Since(left).Round(time.Millisecond))
+	if h := bo.history(dave); len(h) != 0 {
+		t.Errorf("bob received dave's presence: %+v", h)
+	}
+	bo.check()
+}
