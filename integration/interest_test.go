@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"testing"
 	"time"
@@ -422,4 +424,125 @@ func TestInterestGroupsWildcard(t *testing.T) {
 		t.Errorf("bob received dave's presence: %+v", h)
 	}
 	bo.check()
+}
+
+// itRaceRounds is how many fresh users TestInterestFirstSubscriptionRace
+// races a first subscription with.
+const itRaceRounds = 250
+
+// 3. A change racing a first subscription: no gap, no version backwards.
+// In each round a fresh user's device connects to A and changes its status
+// one to four times (and leaves, in a third of the rounds), a random 0-3 ms
+// apart, while an observer on B, where nobody watches the user, subscribes
+// to it after a random 0-20 ms. Whatever the interleaving, the observer's
+// last message of the user is the store's final state (nothing fell between
+// B starting to hear the user and loading it), and the versions it received
+// never went down. The observer then unsubscribes, so that B forgets the
+// users of earlier rounds (a linger after) while later rounds run.
+func TestInterestFirstSubscriptionRace(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	a := itStart(t, cl, "A")
+	b := itStart(t, cl, "B")
+	o := newObserver(t, b.MQTTAddr(), "presence/users/it3-nobody")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed>>1))
+	statuses := []presence.Status{presence.Away, presence.Busy, presence.Online}
+	var raced, before, after int // rounds whose observer saw several versions, the first only, the last only
+	start := time.Now()
+	for i := range itRaceRounds {
+		u := fmt.Sprintf("it3-u%03d", i)
+		plan := itChurnPlan{user: u, leave: rng.IntN(3) == 0}
+		for j := range 1 + rng.IntN(4) {
+			plan.sets = append(plan.sets, itStep{status: statuses[rng.IntN(len(statuses))], text: fmt.Sprintf("r%d-%d", i, j),
+				gap: time.Duration(rng.IntN(3000)) * time.Microsecond})
+		}
+		delay := time.Duration(rng.IntN(10000)) * time.Microsecond
+		done := make(chan error, 1)
+		go func() { done <- plan.run(t, a.MQTTAddr()) }()
+		time.Sleep(delay) // the fuzzed interleaving, not a wait
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		_, err := o.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "presence/users/" + u, QoS: 1}}})
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: subscribe: %v", i, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		final := itWaitStored(t, a, u, "final", plan.final)
+		got := o.waitFor(u, fmt.Sprintf("round %d: the store's final v%d", i, final.Version), func(p presence.Aggregate) bool {
+			return p.Version >= final.Version
+		})
+		if got.Version != final.Version || got.Status != final.Status || got.Text != final.Text || len(got.Sessions) != len(final.Sessions) {
+			t.Errorf("round %d (%s, delay %v, %d sets, leave %v): the observer's last is %s %q v%d with %d sessions, the store's %s %q v%d with %d",
+				i, u, delay, len(plan.sets), plan.leave, got.Status, got.Text, got.Version, len(got.Sessions), final.Status, final.Text, final.Version, len(final.Sessions))
+		}
+		switch h := o.history(u); {
+		case len(h) > 1:
+			raced++
+		case h[0].Version == final.Version:
+			after++
+		default:
+			before++
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), waitTimeout)
+		_, err = o.c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: []string{"presence/users/" + u}})
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: unsubscribe: %v", i, err)
+		}
+	}
+	o.check()
+	t.Logf("%d rounds in %v: the observer saw several versions in %d, the final one only in %d, (an error) an earlier one only in %d; B forgot %d users meanwhile",
+		itRaceRounds, time.Since(start).Round(time.Millisecond), raced, after, before, itStat(b, "interest_users_forgotten_total"))
+}
+
+// itChurnPlan is what a user's device does in a round of the race.
+type itChurnPlan struct {
+	user  string
+	sets  []itStep
+	leave bool // at the end, a clean DISCONNECT
+}
+
+type itStep struct {
+	status presence.Status
+	text   string
+	gap    time.Duration // before the step
+}
+
+// final reports whether a state is the plan's last.
+func (p itChurnPlan) final(a presence.Aggregate) bool {
+	if p.leave {
+		return a.Status == presence.Offline
+	}
+	last := p.sets[len(p.sets)-1]
+	return a.Text == last.text && len(a.Sessions) == 1
+}
+
+// run connects the device and runs the plan; it reports what failed (it
+// runs on a goroutine of its own).
+func (p itChurnPlan) run(t *testing.T, addr string) error {
+	conn, err := net.DialTimeout("tcp", addr, waitTimeout)
+	if err != nil {
+		return err
+	}
+	c, ack, err := connect5(t, conn, p.user+"-1", p.user)
+	if err != nil || ack.ReasonCode != 0 {
+		return fmt.Errorf("connect %s: %v %v", p.user, ack, err)
+	}
+	for _, s := range p.sets {
+		time.Sleep(s.gap) // the fuzzed interleaving
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		resp, err := c.Publish(ctx, &paho.Publish{Topic: "presence/set", QoS: 1,
+			Payload: fmt.Appendf(nil, `{"status":%q,"text":%q}`, s.status, s.text)})
+		cancel()
+		if err != nil || resp == nil || resp.ReasonCode >= 0x80 {
+			return fmt.Errorf("presence/set of %s: %v %v", p.user, resp, err)
+		}
+	}
+	if p.leave {
+		c.disconnect()
+	}
+	return nil
 }
