@@ -26,7 +26,11 @@
 // Options.Linger: a user that nobody here watches and that has no session
 // here is forgotten (its retained message, the publisher's and the pacer's
 // state, and the store's subscription) a linger after it was last needed,
-// so that memory follows interest over time, not history.
+// so that memory follows interest over time, not history. A user that
+// nobody here watches any more but that keeps a session here stays heard,
+// and what the node shows of it (its retained message, which the node no
+// longer updates) goes a linger after its last watcher left: a later
+// subscriber is not given a presence gone stale meanwhile.
 //
 // The hook (Hook) follows the subscriptions as mochi grants them
 // (OnSubscribed, with the reason codes), their removal (OnUnsubscribed, a

@@ -98,6 +98,7 @@ type Stage struct {
 	heard    map[string]struct{}  // users the store listens to (asked)
 	pending  map[string]struct{}  // users to ask for (again: a user newly shown is loaded)
 	idle     map[string]time.Time // heard users nobody needs any more, since
+	unshown  map[string]time.Time // users nobody here watches any more, since (a session may keep them heard)
 	versions map[string]uint64    // the newest version heard of each user heard
 	all      bool                 // the store listens to every user
 	wakeC    chan struct{}
@@ -141,6 +142,7 @@ func New(o Options) *Stage {
 		clients: make(map[string]*client), follows: make(map[string]*client), watchers: make(map[string]int), sessions: make(map[string]int),
 		leader: make(map[string]struct{}), gwatch: make(map[string]int), gidle: make(map[string]time.Time),
 		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]time.Time),
+		unshown:  make(map[string]time.Time),
 		versions: make(map[string]uint64), wakeC: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -235,6 +237,7 @@ func (s *Stage) watchLocked(user string) {
 	s.watchers[user]++
 	if s.watchers[user] == 1 {
 		s.Stats.Watched.Add(1)
+		delete(s.unshown, user)
 		s.needLocked(user, true)
 	}
 }
@@ -248,6 +251,7 @@ func (s *Stage) unwatchLocked(user string) {
 	if s.watchers[user] == 0 {
 		delete(s.watchers, user)
 		s.Stats.Watched.Add(-1)
+		s.unshown[user] = s.o.Now()
 		s.releaseLocked(user)
 	}
 }
@@ -349,6 +353,15 @@ func (s *Stage) reconcile() error {
 			forget = append(forget, u)
 		}
 	}
+	var unshow []string
+	for u, since := range s.unshown {
+		if now.Sub(since) >= s.o.Linger {
+			delete(s.unshown, u)
+			if s.sessions[u] > 0 && !s.showsLocked(u) {
+				unshow = append(unshow, u) // heard for its session: only what the node shows of it goes
+			}
+		}
+	}
 	var groups []string
 	for g, since := range s.gidle {
 		if now.Sub(since) >= s.o.Linger {
@@ -357,6 +370,9 @@ func (s *Stage) reconcile() error {
 		}
 	}
 	s.mu.Unlock()
+	if len(unshow) > 0 && s.o.Forget != nil {
+		s.o.Forget(unshow)
+	}
 	for _, g := range groups {
 		if s.o.Groups != nil {
 			s.o.Groups.Unwatch(g)
@@ -408,6 +424,7 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 		delete(s.idle, u)
 		delete(s.heard, u)
 		delete(s.versions, u)
+		delete(s.unshown, u)
 		if !s.showsLocked(u) {
 			dropped = append(dropped, u)
 		}

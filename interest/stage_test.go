@@ -385,3 +385,43 @@ func TestInlineFollow(t *testing.T) {
 		t.Fatal("unfollowed subscriptions still count")
 	}
 }
+
+// A user watched here and with a session here stays heard once its last
+// watcher left, for its session; what the node shows of it (no longer
+// updated) is forgotten a linger after, not before, and the store is not
+// asked to stop hearing it. Watched again, it is loaded again.
+func TestUnwatchedSessionUserUnshownAfterLinger(t *testing.T) {
+	r := newRig(t, Open)
+	r.client("bob-1", "bob", false)
+	obs := r.client("obs", "", false)
+	r.subscribe(obs, "presence/users/bob")
+	r.reconcile()
+	r.st.take()
+	r.unsubscribe(obs, "presence/users/bob")
+	r.clk.Advance(linger - time.Second)
+	r.reconcile()
+	if len(r.forgot) != 0 {
+		t.Fatalf("within the linger: forgot %v", r.forgot)
+	}
+	r.clk.Advance(time.Second)
+	r.reconcile()
+	if !slices.Equal(r.forgot, []string{"bob"}) {
+		t.Fatalf("after the linger: forgot %v, want bob (no longer shown)", r.forgot)
+	}
+	if _, u := r.st.take(); len(u) != 0 {
+		t.Fatalf("unlistened %v: bob's session keeps him heard", u)
+	}
+	if w, h := r.s.Watching("bob"); w || !h {
+		t.Fatalf("bob watched %v, heard %v; want heard only", w, h)
+	}
+	r.clk.Advance(linger)
+	r.reconcile()
+	if len(r.forgot) != 1 {
+		t.Fatalf("forgot %v: bob once", r.forgot)
+	}
+	r.subscribe(obs, "presence/users/bob")
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) {
+		t.Fatalf("watched again: listened %v, want bob (loaded again)", l)
+	}
+}
