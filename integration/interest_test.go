@@ -546,3 +546,128 @@ func (p itChurnPlan) run(t *testing.T, addr string) error {
 	}
 	return nil
 }
+
+// 4. Forgetting after the linger. Users f0, f1, f2 (one per master) have a
+// device on A, s one on B; on B, observer o1 watches f0, f1 and s, and o2
+// f1 and f2. Each time the last watcher of a user leaves B (o1's
+// disconnect for f0; o2's UNSUBSCRIBE for f1) and the user has no session
+// there, B drops it no sooner than the linger and within itForget: its
+// retained message goes, interest_users_heard, interest_users_watched and
+// redis_channels fall by one, interest_users_forgotten_total grows by one;
+// a user still watched (f1 after o1 left, f2) is kept. s, whose session
+// keeps it heard on B, is no longer shown there either within itForget of
+// its last watcher leaving: B retains nothing of it, and a fresh subscriber
+// gets its current presence only, not one that went stale meanwhile; it is
+// forgotten a linger after its device leaves too. A fresh subscriber of f0
+// after it was forgotten gets its current presence, changed meanwhile.
+func TestInterestForgetsAfterLinger(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	masters := newItMasters(t, cl)
+	a := itStart(t, cl, "A")
+	b := itStart(t, cl, "B")
+	f := masters.spread("it4-f", 3, 1)
+	const s = "it4-s"
+	devs := map[string]*client5{}
+	for _, u := range f {
+		devs[u] = dial5(t, a.MQTTAddr(), u+"-1", u)
+	}
+	devs[s] = dial5(t, b.MQTTAddr(), s+"-1", s)
+	o1 := newObserver(t, b.MQTTAddr(), "presence/users/"+f[0])
+	o1.subscribe("presence/users/" + f[1])
+	o1.subscribe("presence/users/" + s)
+	o2 := newObserver(t, b.MQTTAddr(), "presence/users/"+f[1])
+	o2.subscribe("presence/users/" + f[2])
+	for _, u := range []string{f[0], f[1], s} {
+		o1.waitStatus(u, presence.Online)
+	}
+	for _, u := range f[1:] {
+		o2.waitStatus(u, presence.Online)
+	}
+	// held checks B's figures (each of watched, heard, channels) and which
+	// of the users it retains.
+	held := func(watched, heard, channels int64, retained ...string) error {
+		w, h, c := itStat(b, "interest_users_watched"), itStat(b, "interest_users_heard"), itStat(b, "redis_channels")
+		if w != watched || h != heard || c != channels {
+			return fmt.Errorf("B: watched %d, heard %d, channels %d; want %d, %d, %d", w, h, c, watched, heard, channels)
+		}
+		for _, u := range append(slices.Clone(f), s) {
+			if _, ok := itRetained(b, u); ok != slices.Contains(retained, u) {
+				return fmt.Errorf("B retains %s: %v", u, ok)
+			}
+		}
+		return nil
+	}
+	testkit.Wait(t, waitTimeout, "B holds f0, f1, f2 and s", func() error { return held(4, 4, 4, f[0], f[1], f[2], s) })
+
+	// forgets waits until B has forgotten user, from the time its last
+	// watcher left, and checks the figures then.
+	forgets := func(user, after string, since time.Time, watched, heard, channels int64, kept ...string) {
+		t.Helper()
+		forgotten := itStat(b, "interest_users_forgotten_total")
+		testkit.Wait(t, itForget, "B forgets "+user+" after "+after, func() error {
+			_, ok := itRetained(b, user)
+			h := itStat(b, "interest_users_heard")
+			return testkit.Why(!ok && h == heard, fmt.Sprintf("retained %v, heard %d", ok, h))
+		})
+		took := time.Since(since)
+		t.Logf("B forgot %s %v after %s (linger %v, bound %v)", user, took.Round(time.Millisecond), after, itLinger, itForget)
+		if took < itLinger {
+			t.Errorf("B forgot %s %v after %s, before the linger %v", user, took.Round(time.Millisecond), after, itLinger)
+		}
+		if got := itStat(b, "interest_users_forgotten_total") - forgotten; got != 1 {
+			t.Errorf("interest_users_forgotten_total grew by %d when B forgot %s, want 1", got, user)
+		}
+		testkit.Wait(t, waitTimeout, "B's figures after it forgot "+user, func() error { return held(watched, heard, channels, kept...) })
+	}
+
+	left := time.Now()
+	o1.c.disconnect()
+	forgets(f[0], "o1's disconnect", left, 2, 3, 3, f[1], f[2])
+
+	// s: its session keeps it heard on B, where nobody watches it now.
+	testkit.Wait(t, itForget-time.Since(left), "B no longer shows s", func() error {
+		p, ok := itRetained(b, s)
+		return testkit.Why(!ok, fmt.Sprintf("B retains s %s %q v%d, %v after its last watcher left", p.Status, p.Text, p.Version, time.Since(left).Round(time.Millisecond)))
+	})
+	itSet(t, devs[s], presence.Away, "s-later")
+	want := itWaitStored(t, b, s, "away", hasText("s-later"))
+	o4 := newObserver(t, b.MQTTAddr(), "presence/users/"+s)
+	itFirstIs(t, o4, s, want)
+	testkit.Wait(t, waitTimeout, "B shows s again", func() error { return held(3, 3, 3, f[1], f[2], s) })
+
+	left = time.Now()
+	o2.unsubscribe("presence/users/" + f[1])
+	forgets(f[1], "o2's UNSUBSCRIBE", left, 2, 2, 2, f[2], s)
+
+	// f0 changes while B does not hold it; a fresh subscriber gets it.
+	itSet(t, devs[f[0]], presence.Away, "f0-later")
+	want = itWaitStored(t, a, f[0], "away", hasText("f0-later"))
+	o3 := newObserver(t, b.MQTTAddr(), "presence/users/"+f[0])
+	itFirstIs(t, o3, f[0], want)
+	testkit.Wait(t, waitTimeout, "B holds f0 again", func() error { return held(3, 3, 3, f[0], f[2], s) })
+
+	// s: its watcher and its session on B end.
+	left = time.Now()
+	o4.c.disconnect()
+	devs[s].disconnect()
+	forgets(s, "its watcher and its device left B", left, 2, 2, 2, f[0], f[2])
+
+	for _, o := range []*observer{o1, o2, o3, o4} {
+		o.check()
+	}
+}
+
+// itFirstIs waits for a fresh subscriber's first presence of user, and
+// fails the test unless it is the current one (want) and the only one.
+func itFirstIs(t *testing.T, o *observer, user string, want presence.Aggregate) {
+	t.Helper()
+	o.waitFor(user, "its current presence", func(p presence.Aggregate) bool { return p.Version >= want.Version })
+	h := o.history(user)
+	if len(h) != 1 || h[0].Version != want.Version || h[0].Text != want.Text {
+		var got []string
+		for _, p := range h {
+			got = append(got, fmt.Sprintf("%s %q v%d", p.Status, p.Text, p.Version))
+		}
+		t.Errorf("a fresh subscriber of %s got %v, want only the current %s %q v%d", user, got, want.Status, want.Text, want.Version)
+	}
+}
