@@ -671,3 +671,199 @@ func itFirstIs(t *testing.T, o *observer, user string, want presence.Aggregate) 
 		t.Errorf("a fresh subscriber of %s got %v, want only the current %s %q v%d", user, got, want.Status, want.Text, want.Version)
 	}
 }
+
+// itFeedUser is the Redis ACL user node B connects as in
+// TestInterestAfterFeedLossAndFailover, so that the test can keep B's
+// subscriptions down (and only B's) while changes are committed.
+const itFeedUser, itFeedPassword = "nodeb", "nodeb-Secret-1"
+
+// itACL sends ACL SETUSER itFeedUser with rules to every running node of
+// the cluster.
+func itACL(t *testing.T, cl *redistest.Cluster, rules ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	for _, n := range cl.Nodes() {
+		if n.PID() == 0 {
+			continue // killed
+		}
+		args := append([]any{"ACL", "SETUSER", itFeedUser}, toAny(rules)...)
+		if err := n.Client(t).Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER %s %v on %s: %v", itFeedUser, rules, n.Addr(), err)
+		}
+	}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// itCutFeed cuts node B's subscriptions and keeps them down: itFeedUser
+// is disabled on every node (its open connections keep working, no new one
+// authenticates), and its pub/sub connections are killed on every master
+// (CLIENT KILL USER itFeedUser TYPE pubsub). It returns how many it killed
+// and waits until B has noticed (redis_channels 0).
+func itCutFeed(t *testing.T, cl *redistest.Cluster, b *testNode) int64 {
+	t.Helper()
+	itACL(t, cl, "off")
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var killed int64
+	for _, m := range cl.Masters() {
+		n, err := m.Client(t).ClientKillByFilter(ctx, "USER", itFeedUser, "TYPE", "pubsub").Result()
+		if err != nil {
+			t.Fatalf("CLIENT KILL USER %s TYPE pubsub on %s: %v", itFeedUser, m.Addr(), err)
+		}
+		killed += n
+	}
+	itWaitStat(t, b, "redis_channels", 0, waitTimeout)
+	return killed
+}
+
+// 5. A node holds only its interest after a feed reconnect and after a
+// Redis failover. On a 3-master cluster with a replica each, node B's
+// observer watches six users (two per master), whose devices are on A with
+// three others' that nobody on B watches. Twice, B's sharded subscriptions
+// are cut and kept down (its Redis user disabled, its pub/sub connections
+// killed on every master) while every user's status changes:
+//   - a feed reconnect: nothing else happens;
+//   - a failover: the master of none of the shared keys is SIGKILLed, and
+//     the changes are committed once its replica took over.
+//
+// The test checks that B received nothing while cut off (else it proves
+// nothing; after the failover B audits, which may read the users it
+// listens to through its other connections, so only the feed reconnect
+// asks that the observer had nothing new), then lets B in again: B subscribes again
+// (redis_resubscriptions_total grows), reloads (redis_reloads_total grows),
+// the observer gets every change made while B was cut off, at the store's
+// version, B hears and watches the same six users on six channels, and
+// retains none of the three others. Changes after that arrive live. No
+// version the observer got went down.
+func TestInterestAfterFeedLossAndFailover(t *testing.T) {
+	cl := redistest.StartClusterWithReplicas(t, 3, 1)
+	itACL(t, cl, "reset", "on", ">"+itFeedPassword, "~*", "&*", "+@all")
+	masters := newItMasters(t, cl)
+	victim := foQuietMaster(t, cl)
+	a := itStart(t, cl, "A")
+	b := itStart(t, cl, "B", func(c *configs.Config) {
+		c.Redis.Username, c.Redis.Password = itFeedUser, configs.Secret(itFeedPassword)
+	})
+	watched := masters.spread("it5-w", 3, 2)
+	others := masters.spread("it5-u", 3, 1)
+	devs := map[string]*client5{}
+	for _, u := range append(slices.Clone(watched), others...) {
+		devs[u] = dial5(t, a.MQTTAddr(), u+"-1", u)
+	}
+	o := newObserver(t, b.MQTTAddr(), "presence/users/"+watched[0])
+	for _, u := range watched[1:] {
+		o.subscribe("presence/users/" + u)
+	}
+	for _, u := range watched {
+		o.waitStatus(u, presence.Online)
+	}
+	// holds checks that B hears, watches and retains the watched users
+	// only, on one channel each.
+	holds := func() error {
+		w, h, c, f := itStat(b, "interest_users_watched"), itStat(b, "interest_users_heard"), itStat(b, "redis_channels"), itStat(b, "interest_firehose")
+		if n := int64(len(watched)); w != n || h != n || c != n || f != 0 {
+			return fmt.Errorf("B: watched %d, heard %d, channels %d, firehose %d; want %d, %d, %d, 0", w, h, c, f, n, n, n)
+		}
+		for _, u := range watched {
+			if _, ok := itRetained(b, u); !ok {
+				return fmt.Errorf("B does not retain %s, watched there", u)
+			}
+		}
+		for _, u := range others {
+			if p, ok := itRetained(b, u); ok {
+				return fmt.Errorf("B retains %s (v%d), whom nobody there watches", u, p.Version)
+			}
+		}
+		return nil
+	}
+	testkit.Wait(t, waitTimeout, "B holds the watched users only", holds)
+
+	// round cuts B off, has every user change to status/text (after kill,
+	// if any), lets B in again and checks.
+	round := func(name string, status presence.Status, text string, kill func()) {
+		t.Helper()
+		before := b.Stats()
+		killed := itCutFeed(t, cl, b)
+		cut := time.Now()
+		fed := itStat(b, "redis_feed_messages_total")
+		if kill != nil {
+			kill()
+		}
+		for _, u := range append(slices.Clone(watched), others...) {
+			itSet(t, devs[u], status, text)
+		}
+		final := map[string]presence.Aggregate{}
+		for _, u := range append(slices.Clone(watched), others...) {
+			testkit.Wait(t, foPromote, name+": "+u+" "+text+" in the store", func() error {
+				final[u] = itStored(t, a, u)
+				return testkit.Why(final[u].Text == text, fmt.Sprintf("%s %q", final[u].Status, final[u].Text))
+			})
+		}
+		if kill == nil { // (after a failover, the audit may read them, see below)
+			for _, u := range watched {
+				if p, _ := o.last(u); p.Text == text {
+					t.Fatalf("%s: inconclusive: the observer on B has %s's change v%d while B's subscriptions are down", name, u, p.Version)
+				}
+			}
+		}
+		if c, f := itStat(b, "redis_channels"), itStat(b, "redis_feed_messages_total"); c != 0 || f != fed {
+			t.Fatalf("%s: inconclusive: B is not cut off: %d channels, %d messages received since the cut", name, c, f-fed)
+		}
+		let := time.Now()
+		itACL(t, cl, "on")
+		for _, u := range watched {
+			o.waitFor(u, name+": the change made while B was cut off", func(p presence.Aggregate) bool { return p.Version >= final[u].Version })
+			if p, _ := o.last(u); p.Version != final[u].Version || p.Text != text {
+				t.Errorf("%s: the observer has %s at %s %q v%d, the store at %q v%d", name, u, p.Status, p.Text, p.Version, text, final[u].Version)
+			}
+		}
+		shown := time.Since(let)
+		testkit.Wait(t, waitTimeout, name+": B holds the watched users only", holds)
+		after := b.Stats()
+		resubs := after.Get("redis_resubscriptions_total") - before.Get("redis_resubscriptions_total")
+		reloads := after.Get("redis_reloads_total") - before.Get("redis_reloads_total")
+		t.Logf("%s: %d pub/sub connections of B killed; B cut off %v; every change shown %v after B was let in; B resubscribed %d times, reloaded %d times",
+			name, killed, let.Sub(cut).Round(time.Millisecond), shown.Round(time.Millisecond), resubs, reloads)
+		if resubs < 1 || reloads < 1 {
+			t.Errorf("%s: redis_resubscriptions_total grew by %d, redis_reloads_total by %d; want both to grow", name, resubs, reloads)
+		}
+		// Live again.
+		for _, u := range watched {
+			itSet(t, devs[u], presence.Online, name+"-live")
+		}
+		for _, u := range watched {
+			o.waitFor(u, name+": live again", hasText(name+"-live"))
+		}
+	}
+
+	round("feed reconnect", presence.Away, "held-1", nil)
+	cl.WaitReplicated(t, waitTimeout)
+	round("failover", presence.Busy, "held-2", func() {
+		t.Logf("killing %s, master of the users %v", victim.Addr(), itOn(masters, victim.Addr(), append(slices.Clone(watched), others...)))
+		killed := time.Now()
+		victim.Kill(t)
+		_, at := cl.WaitPromoted(t, victim, foPromote)
+		t.Logf("its replica took over %v after the kill", at.Sub(killed).Round(time.Millisecond))
+	})
+	testkit.Wait(t, waitTimeout, "B holds the watched users only, at the end", holds)
+	o.check()
+}
+
+// itOn returns the users of users whose records the master at addr held.
+func itOn(m itMasters, addr string, users []string) []string {
+	var out []string
+	for _, u := range users {
+		if m.of(u) == addr {
+			out = append(out, u)
+		}
+	}
+	return out
+}
