@@ -432,8 +432,8 @@ const itRaceRounds = 250
 
 // 3. A change racing a first subscription: no gap, no version backwards.
 // In each round a fresh user's device connects to A and changes its status
-// one to four times (and leaves, in a third of the rounds), a random 0-3 ms
-// apart, while an observer on B, where nobody watches the user, subscribes
+// one to four times, a random 0-3 ms apart (and leaves, in a third of the
+// rounds, once the store has it), while an observer on B, where nobody watches the user, subscribes
 // to it after a random 0-20 ms. Whatever the interleaving, the observer's
 // last message of the user is the store's final state (nothing fell between
 // B starting to hear the user and loading it), and the versions it received
@@ -459,7 +459,7 @@ func TestInterestFirstSubscriptionRace(t *testing.T) {
 		}
 		delay := time.Duration(rng.IntN(10000)) * time.Microsecond
 		done := make(chan error, 1)
-		go func() { done <- plan.run(t, a.MQTTAddr()) }()
+		go func() { done <- plan.run(t, a) }()
 		time.Sleep(delay) // the fuzzed interleaving, not a wait
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		_, err := o.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "presence/users/" + u, QoS: 1}}})
@@ -520,10 +520,13 @@ func (p itChurnPlan) final(a presence.Aggregate) bool {
 	return a.Text == last.text && len(a.Sessions) == 1
 }
 
-// run connects the device and runs the plan; it reports what failed (it
-// runs on a goroutine of its own).
-func (p itChurnPlan) run(t *testing.T, addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, waitTimeout)
+// run connects the device to n and runs the plan; it reports what failed
+// (it runs on a goroutine of its own). Before the device leaves, it waits
+// until the store has the user: a session that ends before the node wrote
+// it is never written (nobody could have seen it), and the round would
+// have no final state to compare.
+func (p itChurnPlan) run(t *testing.T, n *testNode) error {
+	conn, err := net.DialTimeout("tcp", n.MQTTAddr(), waitTimeout)
 	if err != nil {
 		return err
 	}
@@ -542,6 +545,17 @@ func (p itChurnPlan) run(t *testing.T, addr string) error {
 		}
 	}
 	if p.leave {
+		if _, err := testkit.Poll(waitTimeout, testkit.Tick, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			u, _, err := n.Presence.User(ctx, p.user)
+			if err == nil && u.Current.Version == 0 {
+				err = fmt.Errorf("%s not in the store", p.user)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
 		c.disconnect()
 	}
 	return nil
