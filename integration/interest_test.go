@@ -471,11 +471,12 @@ func TestInterestFirstSubscriptionRace(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		_, err := o.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "presence/users/" + u, QoS: 1}}})
 		cancel()
+		churned := <-done // before any Fatalf: the goroutine uses t
 		if err != nil {
 			t.Fatalf("round %d: subscribe: %v", i, err)
 		}
-		if err := <-done; err != nil {
-			t.Fatalf("round %d: %v", i, err)
+		if churned != nil {
+			t.Fatalf("round %d: %v", i, churned)
 		}
 		final := itWaitStored(t, a, u, "final", plan.final)
 		got := o.waitFor(u, fmt.Sprintf("round %d: the store's final v%d", i, final.Version), func(p presence.Aggregate) bool {
