@@ -22,7 +22,7 @@ func (h *Hook) ID() string { return "presence-interest" }
 // Provides implements mqtt.Hook.
 func (h *Hook) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnSessionEstablished, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnDisconnect, mqtt.OnClientExpired:
+	case mqtt.OnSessionEstablished, mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnUnsubscribed, mqtt.OnDisconnect, mqtt.OnClientExpired:
 		return true
 	}
 	return false
@@ -60,32 +60,49 @@ func (h *Hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	s.wake()
 }
 
-// OnSubscribed counts the filters mochi granted.
+// OnSubscribe has the groups stage watch the group topics subscribed to.
+// It runs before mochi indexes the filters and before the delivery hook
+// (added after this one) takes its fence for the subscription: the groups
+// stage takes its topic lock here, and holds that lock while it takes the
+// fence to publish a group's snapshot, so a Watch from inside the fence
+// (OnSubscribed) could deadlock with it.
+func (h *Hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
+	s := h.Stage
+	if cl.Net.Inline || s.o.Groups == nil {
+		return pk
+	}
+	for _, f := range pk.Filters {
+		if _, ok := s.groupFilter(f.Filter); ok {
+			s.o.Groups.Watch(cl, f.Filter)
+		}
+	}
+	return pk
+}
+
+// OnSubscribed counts the filters mochi granted. A group topic refused
+// (watched by OnSubscribe all the same) that nobody here watches lingers
+// out like one given up.
 func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if cl.Net.Inline {
 		return
 	}
 	s := h.Stage
-	var groups []string
 	s.mu.Lock()
 	c := s.clientLocked(cl)
 	for i, f := range pk.Filters {
 		if i < len(codes) && codes[i] >= 0x80 { // refused
+			if g, ok := s.groupFilter(f.Filter); ok && s.gwatch[g] == 0 {
+				if _, idle := s.gidle[g]; !idle {
+					s.gidle[g] = s.o.Now()
+				}
+			}
 			continue
 		}
 		c.filters[f.Filter] = struct{}{}
-		if g, ok := s.groupFilter(f.Filter); ok {
-			groups = append(groups, g)
-		}
 	}
 	s.applyLocked(c, s.needOf(c))
 	s.mu.Unlock()
 	s.wake()
-	if s.o.Groups != nil {
-		for _, g := range groups {
-			s.o.Groups.Watch(cl, s.groups+g)
-		}
-	}
 }
 
 // OnUnsubscribed forgets the filters given up.

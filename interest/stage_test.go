@@ -110,6 +110,7 @@ func (r *rig) subscribe(cl *mqtt.Client, filters ...string) {
 		pk.Filters = append(pk.Filters, packets.Subscription{Filter: f})
 		cl.State.Subscriptions.Add(f, packets.Subscription{Filter: f})
 	}
+	(&Hook{Stage: r.s}).OnSubscribe(cl, pk) // as mochi: OnSubscribe, then OnSubscribed
 	(&Hook{Stage: r.s}).OnSubscribed(cl, pk, codes)
 }
 
@@ -423,5 +424,29 @@ func TestUnwatchedSessionUserUnshownAfterLinger(t *testing.T) {
 	r.reconcile()
 	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) {
 		t.Fatalf("watched again: listened %v, want bob (loaded again)", l)
+	}
+}
+
+// The groups stage is asked to watch a group topic at OnSubscribe, before
+// mochi grants it (and before the delivery hook takes its fence for the
+// subscription); a group topic mochi then refuses, which nobody here
+// watches, is unwatched a linger later.
+func TestGroupWatchedAtSubscribe(t *testing.T) {
+	r := newRig(t, Open)
+	cl := r.client("a", "", false)
+	pk := packets.Packet{Filters: packets.Subscriptions{{Filter: "presence/groups/team"}, {Filter: "presence/groups/other"}}}
+	(&Hook{Stage: r.s}).OnSubscribe(cl, pk)
+	if !slices.Equal(r.g.watched, []string{"presence/groups/team", "presence/groups/other"}) {
+		t.Fatalf("watched at OnSubscribe: %v", r.g.watched)
+	}
+	cl.State.Subscriptions.Add("presence/groups/team", packets.Subscription{Filter: "presence/groups/team"})
+	(&Hook{Stage: r.s}).OnSubscribed(cl, pk, []byte{0x01, 0x87})
+	if len(r.g.watched) != 2 {
+		t.Fatalf("OnSubscribed watched again: %v", r.g.watched)
+	}
+	r.clk.Advance(linger)
+	r.reconcile()
+	if !slices.Equal(r.g.unwatched, []string{"other"}) {
+		t.Fatalf("unwatched %v, want other (refused) only", r.g.unwatched)
 	}
 }
