@@ -8,18 +8,19 @@ GO ?= go
 # against the Redis store (a redis-server per test, started by the tests),
 # and a third time against the embedded form: presence attached to a mochi
 # server of the test's own, behind mochi's own listeners. The second run skips
-# the failover tests (TestFailover), which start Redis of their own whatever
-# the store: one run of them is enough. The third run skips
+# the failover and interest tests (TestFailover, TestInterest), which start a
+# Redis Cluster of their own whatever the store: one run of them is enough.
+# The third run skips
 # the tests that run processes of their own (the binary, several nodes, the
 # example program) or measure Redis: they do not depend on the form; and
 # those of what only the binary configures: its authentication and TLS
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
 test: deps check
 	$(GO) test -race -count=1 ./...
-	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover' ./integration/
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest' ./integration/
 	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests

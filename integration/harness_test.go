@@ -89,7 +89,13 @@ func nodeConfig(t *testing.T, edits ...func(*configs.Config)) configs.Config {
 // pacingOff), stopped at cleanup.
 func startNode(t *testing.T, edit func(*configs.Config), opts ...presenced.Option) *testNode {
 	t.Helper()
-	cfg := nodeConfig(t, pacingOff, edit)
+	return startConfigured(t, nodeConfig(t, pacingOff, edit), opts...)
+}
+
+// startConfigured starts a node of a config made and validated by the
+// caller (in the suite's form), stopped at cleanup.
+func startConfigured(t *testing.T, cfg configs.Config, opts ...presenced.Option) *testNode {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
