@@ -342,7 +342,7 @@ func (in *interestRun) memory() error {
 	}
 	e.sleepUntil(mono() + in.cfg.Settle)
 	users := float64(len(s.all))
-	var heardOver, rssMax, grown float64
+	var heardMax, rssMax, grown float64
 	for i, nd := range s.ns {
 		st, err := nd.adminStats()
 		if err != nil {
@@ -357,15 +357,15 @@ func (in *interestRun) memory() error {
 		r.Extra["heard_node"+k] = heard
 		r.Extra["watched_node"+k] = watched
 		r.Extra["sessions_node"+k] = sessions
-		// What it holds beyond its own sessions' users, in % of all users.
-		over := (heard - sessions) / users * 100
-		r.Extra["heard_beyond_own_pct_node"+k] = round3(over)
-		heardOver = max(heardOver, over)
+		// What it holds, in % of all users (its sessions make no interest).
+		held := heard / users * 100
+		r.Extra["heard_pct_node"+k] = round3(held)
+		heardMax = max(heardMax, held)
 		r.Extra["rss_mib_node"+k] = round1(float64(kib) / 1024)
 		rssMax = max(rssMax, float64(kib)/1024)
 		grown += float64(kib - in.rss0[i])
 	}
-	r.Extra["heard_beyond_own_pct_max"] = round3(heardOver)
+	r.Extra["heard_pct_max"] = round3(heardMax)
 	r.Extra["node_rss_mib_max"] = round1(rssMax)
 	r.Metrics.RSSMiB = round1(rssMax)
 	// Per session of its own and per user it shows, together: what a node
@@ -564,40 +564,39 @@ func (in *interestRun) propagation(all []scaleChange, origin map[string]int) (cr
 
 // feedSplit records, per node, the change messages it received during the
 // changes (f1 − f0) in % of the changes made, and what the bench knows of
-// the changed users: of the node's own sessions, watched here (and not its
-// own), and the rest of what it received (neither).
+// the changed users: watched here (its own sessions' users or not), and
+// the rest of what it received (neither: 0 when the node hears exactly its
+// interest). The changes of its own sessions' users that nobody there
+// watches are counted in the note: a session makes no interest.
 func (in *interestRun) feedSplit(all []scaleChange, made int, f0, f1 []float64) {
 	s, e, r := in.s, in.s.e, in.s.e.run
 	if made == 0 {
 		return
 	}
 	pct := func(v float64) float64 { return round3(v / float64(made) * 100) }
-	var maxPct, maxBeyondOwn float64
+	var maxPct float64
 	for i := range s.ns {
 		got := f1[i] - f0[i]
-		own, watched := 0, 0
+		watched, ownUnwatched := 0, 0
 		for _, c := range all {
 			switch {
-			case in.owner[c.user] == i:
-				own++
 			case in.watched[i][c.user]:
 				watched++
+			case in.owner[c.user] == i:
+				ownUnwatched++
 			}
 		}
-		other := got - float64(own) - float64(watched)
+		other := got - float64(watched)
 		k := strconv.Itoa(i + 1)
 		r.Extra["feed_msgs_node"+k] = got
 		r.Extra["feed_pct_node"+k] = pct(got)
-		r.Extra["feed_own_pct_node"+k] = pct(float64(own))
 		r.Extra["feed_watched_pct_node"+k] = pct(float64(watched))
 		r.Extra["feed_other_pct_node"+k] = pct(other)
 		maxPct = max(maxPct, pct(got))
-		maxBeyondOwn = max(maxBeyondOwn, pct(got-float64(own)))
-		e.note("node %d received %v change messages for %d changes (%.2f %%): %d of its own sessions' users (%.2f %%), %d of users watched there and not its own (%.2f %%), %v besides (%.2f %%)",
-			i+1, got, made, got/float64(made)*100, own, float64(own)/float64(made)*100, watched, float64(watched)/float64(made)*100, other, other/float64(made)*100)
+		e.note("node %d received %v change messages for %d changes (%.2f %%): %d of users watched there (%.2f %%), %v besides (%.2f %%); not received: the %d changes of its own sessions' users that nobody there watches (%.2f %%)",
+			i+1, got, made, got/float64(made)*100, watched, float64(watched)/float64(made)*100, other, other/float64(made)*100, ownUnwatched, float64(ownUnwatched)/float64(made)*100)
 	}
 	r.Extra["feed_pct_max"] = maxPct
-	r.Extra["feed_beyond_own_pct_max"] = maxBeyondOwn
 	if in.fire != nil {
 		got := f1[len(f1)-1] - f0[len(f0)-1]
 		r.Extra["firehose_feed_msgs"] = got

@@ -33,9 +33,9 @@ func TestInterestSmoke(t *testing.T) {
 		t.Fatalf("interest: %s (notes %v)", r.Error, r.Notes)
 	}
 	x := r.Extra
-	for _, k := range []string{"all_online_s", "changes_made", "feed_pct_node1", "feed_pct_node2", "feed_own_pct_node1", "feed_watched_pct_node2",
+	for _, k := range []string{"all_online_s", "changes_made", "feed_pct_node1", "feed_pct_node2", "feed_watched_pct_node1", "feed_watched_pct_node2",
 		"feed_other_pct_node1", "feed_pct_max", "firehose_feed_pct", "firehose_latency_p99_ms", "heard_node1", "watched_node2", "sessions_node1",
-		"heard_beyond_own_pct_max", "rss_mib_node1", "node_rss_kib_per_own_session", "firehose_heard", "firehose_rss_mib",
+		"heard_pct_node1", "heard_pct_max", "rss_mib_node1", "node_rss_kib_per_own_session", "firehose_heard", "firehose_rss_mib",
 		"redis_cmds_per_change", "redis_cmds_per_change_master1", "redis_in_bytes_per_change_master2", "redis_out_bytes_per_change_master3"} {
 		if _, ok := x[k]; !ok {
 			t.Errorf("no %s in %v (notes %v)", k, x, r.Notes)
@@ -52,11 +52,16 @@ func TestInterestSmoke(t *testing.T) {
 	if x["watched_node1"] != 20 || x["watched_node2"] != 20 || x["sessions_node1"] != 100 || x["firehose_flag"] != 1 {
 		t.Errorf("watched %v, %v; sessions %v; firehose %v", x["watched_node1"], x["watched_node2"], x["sessions_node1"], x["firehose_flag"])
 	}
-	// A node hears at least its own sessions' users (the audit needs
-	// them); every change of the cluster reaches the firehose.
+	// A node receives the changes of the users watched there and nothing
+	// else (its sessions make no interest): 20 of 200 users, 10 %; every
+	// change of the cluster reaches the firehose.
 	for _, k := range []string{"1", "2"} {
-		if x["feed_pct_node"+k] < x["feed_own_pct_node"+k] || x["feed_own_pct_node"+k] <= 0 {
-			t.Errorf("node %s received %v %% of the changes, its own users made %v %%", k, x["feed_pct_node"+k], x["feed_own_pct_node"+k])
+		if x["feed_watched_pct_node"+k] <= 0 || x["feed_other_pct_node"+k] != 0 || x["feed_pct_node"+k] != x["feed_watched_pct_node"+k] {
+			t.Errorf("node %s received %v %% of the changes: %v %% of users watched there, %v %% besides; want the watched only",
+				k, x["feed_pct_node"+k], x["feed_watched_pct_node"+k], x["feed_other_pct_node"+k])
+		}
+		if h := x["heard_node"+k]; h != 20 {
+			t.Errorf("node %s hears %v users, want its 20 watched", k, h)
 		}
 	}
 	if x["firehose_feed_pct"] < 100 {
