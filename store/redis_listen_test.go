@@ -286,6 +286,12 @@ func TestRedisNoClassicPublishOnTheChangePath(t *testing.T) {
 	// reap; dov: open, end_node; eve: tombstone; team: a batch.
 	const want = 4 + 3 + 2 + 2 + 1 + 1
 	waitMessages(t, f, want, "every commit at the firehose")
+	// The message counter moves when a message is read, the collector when
+	// it is reported, just after: wait for the report too.
+	testkit.Wait(t, 10*time.Second, "the group batch reported at the firehose", func() error {
+		n := len(colF.groupBatches())
+		return testkit.Why(n >= 1, fmt.Sprintf("%d group batches", n))
+	})
 	if n := len(colF.groupBatches()); n != 1 {
 		t.Fatalf("%d group batches at the firehose, want 1", n)
 	}
