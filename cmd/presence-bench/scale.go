@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,51 +138,9 @@ func (p *scaleProcs) stopMasters(ms []*redisServer) {
 // runScale runs the scale scenario on its own processes (it starts no
 // system of runOne's kind), stopping it after its time.
 func runScale(cfg config, r result.Run, fdLimit uint64) result.Run {
-	dir, err := os.MkdirTemp("", "presence-bench-")
-	if err != nil {
-		r.Error = err.Error()
-		return r
-	}
-	tempDirs.add(dir)
-	defer tempDirs.remove(dir)
-	sr := r
-	sr.Params, sr.Extra = map[string]any{}, map[string]float64{}
-	e := &runEnv{cfg: cfg, run: &sr, fdLimit: fdLimit, cancel: make(chan struct{})}
-	procs := &scaleProcs{}
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("panic: %v", p)
-			}
-		}()
-		done <- e.scale(procs, dir)
-	}()
 	s := cfg.Scale
 	timeout := cfg.RunTimeout + s.NodeTTL + s.Settle + s.Window + time.Duration(float64(s.Changes)/s.Rate*float64(time.Second))
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	select {
-	case err = <-done:
-	case <-timer.C:
-		e.stop()
-		procs.stopAll()
-		e.closeAll()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			r.Error = fmt.Sprintf("timed out after %v (the scenario did not stop)", timeout)
-			return r
-		}
-		err = fmt.Errorf("timed out after %v", timeout)
-	}
-	procs.stopAll()
-	e.closeAll()
-	r = sr
-	if err != nil {
-		r.Error = err.Error()
-	}
-	return r
+	return runOwnProcs(cfg, r, fdLimit, timeout, (*runEnv).scale)
 }
 
 // scalePongs sums the PINGRESPs the workers' sessions received.
