@@ -243,10 +243,25 @@ type RedisConfig struct {
 // with any username, and presenced listens on loopback only unless
 // allow_anonymous is set.
 type AuthConfig struct {
-	AllowAnonymous bool      `yaml:"allow_anonymous"` // no method: listen beyond loopback anyway; with a method: clients without credentials connect as anonymous observers
-	PasswordFile   string    `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
-	JWT            JWTConfig `yaml:"jwt"`
-	CertUserFrom   string    `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	AllowAnonymous bool            `yaml:"allow_anonymous"` // no method: listen beyond loopback anyway; with a method: clients without credentials connect as anonymous observers
+	PasswordFile   string          `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
+	JWT            JWTConfig       `yaml:"jwt"`
+	CertUserFrom   string          `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	Passwords      PasswordsConfig `yaml:"passwords"`
+}
+
+// PasswordsConfig bounds the CPU that password checks (bcrypt, ~70 ms of a
+// core each) cost: failures by address are throttled before hashing, the
+// comparisons at once are bounded, and verified passwords are cached (as a
+// keyed SHA-256 of user and password) until the password file is read
+// again.
+type PasswordsConfig struct {
+	FailureBurst    int      `yaml:"failure_burst"`    // failed checks an address may make before it is refused (0x9F) without hashing; default 10; 1..10000
+	FailureInterval Duration `yaml:"failure_interval"` // an address gets one failure back per interval; default 6s; 10ms..1h
+	Addresses       int      `yaml:"addresses"`        // addresses with recent failures kept (IPv4, IPv6 /64); default 65536; 16..10000000
+	Concurrency     int      `yaml:"concurrency"`      // bcrypt comparisons at once; default 0: the number of CPUs; 0..1024
+	QueueWait       Duration `yaml:"queue_wait"`       // a check waits this long for its turn, then 0x89 server busy; default 2s; 1ms..1m
+	CacheSize       int      `yaml:"cache_size"`       // users whose verified password is cached; default 65536; -1 turns the cache off; up to 10000000
 }
 
 // JWTConfig configures tokens carried in the CONNECT password.
@@ -338,6 +353,11 @@ const (
 	defaultDialTimeout         = Duration(2 * time.Second)
 	defaultRedisIOTimeout      = Duration(time.Second)
 	defaultPoolSize            = 32
+	defaultFailureBurst        = 10
+	defaultFailureInterval     = Duration(6 * time.Second)
+	defaultPasswordAddresses   = 65536
+	defaultPasswordQueueWait   = Duration(2 * time.Second)
+	defaultPasswordCache       = 65536
 	defaultNodeTTL             = Duration(10 * time.Second)
 	defaultSweepInterval       = Duration(2 * time.Second)
 	defaultRetention           = Duration(30 * 24 * time.Hour)
@@ -474,6 +494,11 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
 	setDuration(&c.Auth.JWT.Leeway, defaultJWTLeeway)
+	setInt(&c.Auth.Passwords.FailureBurst, defaultFailureBurst)
+	setDuration(&c.Auth.Passwords.FailureInterval, defaultFailureInterval)
+	setInt(&c.Auth.Passwords.Addresses, defaultPasswordAddresses)
+	setDuration(&c.Auth.Passwords.QueueWait, defaultPasswordQueueWait)
+	setInt(&c.Auth.Passwords.CacheSize, defaultPasswordCache)
 
 	setString(&c.Redis.KeyPrefix, defaultKeyPrefix)
 	setDuration(&c.Redis.DialTimeout, defaultDialTimeout)
@@ -738,6 +763,15 @@ func (c Config) validateAuth(v *validator) {
 		v.add("auth.cert_user_from", "must be empty, cn or san (got %q)", c.Auth.CertUserFrom)
 	} else if c.Auth.CertUserFrom != "" && c.TLS.ClientCAFile == "" {
 		v.add("auth.cert_user_from", "needs tls.client_ca_file: only a verified client certificate can name a user")
+	}
+	pw := c.Auth.Passwords
+	v.check("auth.passwords.failure_burst", intBetween(pw.FailureBurst, 1, 10000))
+	v.check("auth.passwords.failure_interval", durationBetween(pw.FailureInterval, Duration(10*time.Millisecond), Duration(time.Hour)))
+	v.check("auth.passwords.addresses", intBetween(pw.Addresses, 16, 10000000))
+	v.check("auth.passwords.concurrency", intBetween(pw.Concurrency, 0, 1024))
+	v.check("auth.passwords.queue_wait", durationBetween(pw.QueueWait, Duration(time.Millisecond), Duration(time.Minute)))
+	if pw.CacheSize != -1 {
+		v.check("auth.passwords.cache_size", intBetween(pw.CacheSize, 1, 10000000))
 	}
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
