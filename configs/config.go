@@ -222,20 +222,32 @@ type RedisConfig struct {
 	// SentinelMaster names the master that Redis Sentinel watches; with it,
 	// addrs are the Sentinels' addresses, and the master they name is used
 	// (and followed through a failover).
-	SentinelMaster   string   `yaml:"sentinel_master"`
-	SentinelUsername string   `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
-	SentinelPassword Secret   `yaml:"sentinel_password"` // never logged
-	Username         string   `yaml:"username"`          // ACL user
-	Password         Secret   `yaml:"password"`          // never logged
-	DB               int      `yaml:"db"`                // database number (not with cluster)
-	KeyPrefix        string   `yaml:"key_prefix"`        // default "presenced:"
-	DialTimeout      Duration `yaml:"dial_timeout"`      // default 2s
-	ReadTimeout      Duration `yaml:"read_timeout"`      // default 1s
-	WriteTimeout     Duration `yaml:"write_timeout"`     // default 1s
-	PoolSize         int      `yaml:"pool_size"`         // connections per Redis node; default 32
-	NodeTTL          Duration `yaml:"node_ttl"`          // a node record lives this long unless refreshed; default 10s
-	SweepInterval    Duration `yaml:"sweep_interval"`    // how often nodes look for dead nodes' sessions; default 2s
-	Retention        Duration `yaml:"retention"`         // how long an offline user is kept; default 720h (30 days)
+	SentinelMaster   string         `yaml:"sentinel_master"`
+	SentinelUsername string         `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
+	SentinelPassword Secret         `yaml:"sentinel_password"` // never logged
+	Username         string         `yaml:"username"`          // ACL user
+	Password         Secret         `yaml:"password"`          // never logged
+	DB               int            `yaml:"db"`                // database number (not with cluster)
+	KeyPrefix        string         `yaml:"key_prefix"`        // default "presenced:"
+	DialTimeout      Duration       `yaml:"dial_timeout"`      // default 2s
+	ReadTimeout      Duration       `yaml:"read_timeout"`      // default 1s
+	WriteTimeout     Duration       `yaml:"write_timeout"`     // default 1s
+	PoolSize         int            `yaml:"pool_size"`         // connections per Redis node; default 32
+	NodeTTL          Duration       `yaml:"node_ttl"`          // a node record lives this long unless refreshed; default 10s
+	SweepInterval    Duration       `yaml:"sweep_interval"`    // how often nodes look for dead nodes' sessions; default 2s
+	Retention        Duration       `yaml:"retention"`         // how long an offline user is kept; default 720h (30 days)
+	TLS              RedisTLSConfig `yaml:"tls"`
+}
+
+// RedisTLSConfig is TLS to Redis (single server, every Cluster node, the
+// Sentinels and their master). Off by default: Redis's own default.
+type RedisTLSConfig struct {
+	Enabled            bool   `yaml:"enabled"`              // dial Redis over TLS
+	CAFile             string `yaml:"ca_file"`              // PEM roots Redis's certificate must chain to; empty: the system's
+	CertFile           string `yaml:"cert_file"`            // client certificate (PEM), for tls-auth-clients; with key_file
+	KeyFile            string `yaml:"key_file"`             // its key
+	ServerName         string `yaml:"server_name"`          // the name Redis's certificate must hold; empty: each address's host
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"` // accept any certificate (tests only); default false
 }
 
 // AuthConfig configures who may connect. With no method configured
@@ -822,6 +834,11 @@ func (c Config) validateRedis(v *validator) {
 	v.check("redis.node_ttl", durationBetween(c.Redis.NodeTTL, Duration(time.Second), Duration(time.Hour)))
 	if c.Redis.SweepInterval <= 0 || c.Redis.SweepInterval > c.Redis.NodeTTL {
 		v.add("redis.sweep_interval", "must be more than 0 and at most redis.node_ttl (%s) (got %s)", c.Redis.NodeTTL, c.Redis.SweepInterval)
+	}
+	if t := c.Redis.TLS; !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
+		v.add("redis.tls.enabled", "must be true when another redis.tls key is set")
+	} else if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add("redis.tls.cert_file", "and redis.tls.key_file go together")
 	}
 	if c.Redis.Retention < Duration(time.Minute) {
 		v.add("redis.retention", "must be at least 1m (got %s)", c.Redis.Retention)
