@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -17,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/presenced/presenced/integration/redistest"
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -170,5 +174,89 @@ func TestRedisTLSConfig(t *testing.T) {
 	}
 	if c, err := (RedisTLS{}).Config(); c != nil || err != nil {
 		t.Errorf("off: %v %v", c, err)
+	}
+}
+
+// The TLS configuration reaches each kind of client: single, Cluster and
+// Sentinel (whose options the master connections use too).
+func TestRedisTLSEveryTopology(t *testing.T) {
+	tc := &tls.Config{ServerName: "redis.test", MinVersion: tls.VersionTLS12}
+	base := RedisConfig{Addrs: []string{"127.0.0.1:1"}, TLS: tc, PoolSize: 1}
+	single := newClient(base).(*redis.Client)
+	defer single.Close()
+	if single.Options().TLSConfig != tc {
+		t.Error("single server: no TLS")
+	}
+	cc := base
+	cc.Cluster = true
+	cluster := newClient(cc).(*redis.ClusterClient)
+	defer cluster.Close()
+	if cluster.Options().TLSConfig != tc {
+		t.Error("cluster: no TLS")
+	}
+	sc := base
+	sc.SentinelMaster = "m"
+	failover := newClient(sc).(*redis.Client)
+	defer failover.Close()
+	if failover.Options().TLSConfig != tc {
+		t.Error("sentinel: no TLS")
+	}
+}
+
+// A Redis Cluster (one master, TLS for clients and the bus) reached over
+// TLS only: the store opens a session and reads it back.
+func TestRedisTLSCluster(t *testing.T) {
+	pki := newTestPKI(t, t.TempDir())
+	tlsPort := freeTCPPort(t)
+	srv := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--tls-port", strconv.Itoa(tlsPort),
+		"--tls-cert-file", pki.serverCert, "--tls-key-file", pki.serverKey, "--tls-ca-cert-file", pki.ca,
+		"--tls-auth-clients", "yes", "--tls-cluster", "yes", "--cluster-announce-ip", "127.0.0.1")
+	ctx := context.Background()
+	plain := srv.Client(t)
+	if err := plain.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Wait(t, 10*time.Second, "the cluster is ok", func() error {
+		info, err := plain.ClusterInfo(ctx).Result()
+		return testkit.Why(err == nil && strings.Contains(info, "cluster_state:ok"), info)
+	})
+	tc, err := RedisTLS{Enabled: true, CAFile: pki.ca, CertFile: pki.clientCert, KeyFile: pki.clientKey}.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Open(Config{Node: "tls-cluster-node", Authoritative: []string{"desktop"}, Retention: time.Hour, ReapInterval: time.Second,
+		Redis: &RedisConfig{Addrs: []string{"127.0.0.1:" + strconv.Itoa(tlsPort)}, Cluster: true, TLS: tc,
+			DialTimeout: 2 * time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second, PoolSize: 4,
+			KeyPrefix: "tls:", NodeTTL: 3 * time.Second, SweepInterval: time.Second}})
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Start(sctx); err != nil {
+		t.Fatalf("start over TLS: %v", err)
+	}
+	defer s.Stop()
+	if _, err := s.Open(ctx, presence.OpenArgs{User: "alice", ID: "a", Node: "tls-cluster-node", TTL: time.Hour}); err != nil {
+		t.Fatalf("open over TLS: %v", err)
+	}
+	if p, ok, err := s.(*Redis).Get(ctx, "alice"); err != nil || !ok || p.Status != presence.Online {
+		t.Fatalf("alice over TLS: %+v %v %v", p, ok, err)
+	}
+	// The store's connections are all on the TLS port; the plain port
+	// serves only the test's own client.
+	list, err := plain.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTLS, onPlain := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		switch {
+		case strings.Contains(line, "laddr=127.0.0.1:"+strconv.Itoa(tlsPort)+" "):
+			onTLS++
+		case !strings.Contains(line, "cmd=client|list"):
+			onPlain++
+			t.Errorf("a connection on the plain port: %s", line)
+		}
+	}
+	if onTLS == 0 {
+		t.Errorf("no connection on the TLS port:\n%s", list)
 	}
 }
