@@ -42,9 +42,11 @@ func TestBrokerCollector(t *testing.T) {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 	for name, want := range map[string]int{
-		"presenced_listener_connections": 2, // tcp and ws
-		"presenced_auth_connects_total":  4,
-		"presenced_admin_refused_total":  1,
+		"presenced_listener_connections":            2, // tcp and ws
+		"presenced_auth_connects_total":             6, // accepted, anonymous, refused, client_id_denied, throttled, busy
+		"presenced_admin_refused_total":             1,
+		"presenced_auth_password_checks_total":      4, // hashed, cached, throttled, busy
+		"presenced_auth_password_failing_addresses": 1,
 	} {
 		if got := testutil.CollectAndCount(c, name); got != want {
 			t.Errorf("%s: %d series, want %d", name, got, want)

@@ -48,6 +48,11 @@ func (b *Broker) secure() error {
 			},
 			Observers:    cfg.Presence.Observers,
 			CertUserFrom: cfg.Auth.CertUserFrom,
+			Passwords: auth.PasswordLimits{
+				FailureBurst: cfg.Auth.Passwords.FailureBurst, FailureInterval: cfg.Auth.Passwords.FailureInterval.D(),
+				Addresses: cfg.Auth.Passwords.Addresses, Concurrency: cfg.Auth.Passwords.Concurrency,
+				QueueWait: cfg.Auth.Passwords.QueueWait.D(), CacheSize: cfg.Auth.Passwords.CacheSize,
+			},
 		})
 		if err != nil {
 			return err

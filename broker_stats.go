@@ -70,7 +70,7 @@ func (b *Broker) buildTable() *stats.Table {
 			}}
 	}
 	authResults := stats.Stat{Name: "auth_connects_total", Kind: stats.Counter, Labels: []string{"result"},
-		Help: "CONNECTs the authentication decided, by result (accepted, anonymous, refused: bad credentials, client_id_denied).",
+		Help: "CONNECTs the authentication decided, by result (accepted, anonymous, refused: bad credentials, client_id_denied, throttled: a password from an address that failed too often, busy: no turn for a password check).",
 		Read: func(emit func(float64, ...string)) {
 			if b.auth == nil {
 				return
@@ -80,6 +80,27 @@ func (b *Broker) buildTable() *stats.Table {
 			emit(float64(a.Anonymous.Load()), "anonymous")
 			emit(float64(a.Refused.Load()), "refused")
 			emit(float64(a.ClientIDDenied.Load()), "client_id_denied")
+			emit(float64(a.Throttled.Load()), "throttled")
+			emit(float64(a.Busy.Load()), "busy")
+		}}
+	passwordChecks := stats.Stat{Name: "auth_password_checks_total", Kind: stats.Counter, Labels: []string{"result"},
+		Help: "Password checks by what they cost: hashed (a bcrypt comparison), cached (a verified password, no bcrypt), throttled (refused before hashing: the address failed too often), busy (refused: no turn within auth.passwords.queue_wait).",
+		Read: func(emit func(float64, ...string)) {
+			if b.creds == nil {
+				return
+			}
+			p := b.creds.PasswordStats()
+			emit(float64(p.Hashed.Load()), "hashed")
+			emit(float64(p.Cached.Load()), "cached")
+			emit(float64(p.Throttled.Load()), "throttled")
+			emit(float64(p.Busy.Load()), "busy")
+		}}
+	throttledAddrs := stats.Stat{Name: "auth_password_failing_addresses", Kind: stats.Gauge,
+		Help: "Addresses (IPv4, IPv6 /64) with recent password failures kept by the throttle (at most auth.passwords.addresses).",
+		Read: func(emit func(float64, ...string)) {
+			if b.creds != nil {
+				emit(float64(b.creds.ThrottledAddresses()))
+			}
 		}}
 	adminRefused := stats.Stat{Name: "admin_refused_total", Kind: stats.Counter,
 		Help: "Admin requests refused for a missing or wrong bearer token.",
@@ -101,6 +122,6 @@ func (b *Broker) buildTable() *stats.Table {
 			func(s listener.Stats) int64 { return s.TooLarge }),
 		perListener("listener_tls_failures_total", "TLS handshakes that failed or timed out.", stats.Counter,
 			func(s listener.Stats) int64 { return s.TLSFailures }),
-		authResults, adminRefused,
+		authResults, adminRefused, passwordChecks, throttledAddrs,
 	)
 }

@@ -125,6 +125,15 @@ type Redis struct {
 	NodeTTL          time.Duration
 	SweepInterval    time.Duration
 	Retention        time.Duration
+	TLS              RedisTLS
+}
+
+// RedisTLS is redis.tls: TLS to Redis (see configs.RedisTLSConfig).
+type RedisTLS struct {
+	Enabled                   bool
+	CAFile, CertFile, KeyFile string
+	ServerName                string
+	InsecureSkipVerify        bool
 }
 
 // Validate reports the first problems with c, each naming its key in
@@ -219,7 +228,8 @@ func (c Config) yaml() configs.Config {
 		SentinelUsername: r.SentinelUsername, SentinelPassword: configs.Secret(r.SentinelPassword),
 		Username: r.Username, Password: configs.Secret(r.Password), DB: r.DB, KeyPrefix: r.KeyPrefix,
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
-		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention)}
+		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
+		TLS: configs.RedisTLSConfig(r.TLS)}
 	return y
 }
 
@@ -284,7 +294,8 @@ func ConfigFrom(y configs.Config) Config {
 	c.Redis = Redis{Addrs: r.Addrs, Cluster: r.Cluster, SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername,
 		SentinelPassword: string(r.SentinelPassword), Username: r.Username, Password: string(r.Password), DB: r.DB, KeyPrefix: r.KeyPrefix,
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
-		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D()}
+		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
+		TLS: RedisTLS(r.TLS)}
 	return c
 }
 

@@ -2,6 +2,7 @@ package presenced
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,13 +70,15 @@ func WithRedisClient(c redis.UniversalClient) Option { return func(p *Plugin) { 
 // Plugin is presence attached to one mochi server: the stages, composed
 // (see the package doc), and nothing else.
 type Plugin struct {
-	cfg     Config
-	srv     *mqtt.Server
-	log     *slog.Logger
-	now     func() time.Time
-	redisC  redis.UniversalClient // WithRedisClient's
-	acl     *delivery.Policy
-	service func(cl *mqtt.Client) bool
+	cfg    Config
+	srv    *mqtt.Server
+	log    *slog.Logger
+	now    func() time.Time
+	redisC redis.UniversalClient // WithRedisClient's
+	// redisTLS is redis.tls, its files read (nil: no TLS).
+	redisTLS *tls.Config
+	acl      *delivery.Policy
+	service  func(cl *mqtt.Client) bool
 
 	// The stages, in the order the data flows.
 	drain     *hooks.Drain  // refuses CONNECTs and moves clients while the node drains
@@ -130,6 +133,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	}
 	if cfg.Presence.Visibility != VisibilityOpen && p.acl == nil {
 		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
+	}
+	if p.redisTLS, err = store.RedisTLS(cfg.Redis.TLS).Config(); err != nil {
+		return nil, fmt.Errorf("presenced: %w", err)
 	}
 	p.build()
 	return p, p.addHooks()
@@ -246,7 +252,7 @@ func (p *Plugin) storeConfig() store.Config {
 		SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword,
 		Username: r.Username, Password: r.Password, DB: r.DB,
 		DialTimeout: r.DialTimeout, ReadTimeout: r.ReadTimeout, WriteTimeout: r.WriteTimeout, PoolSize: r.PoolSize,
-		KeyPrefix: r.KeyPrefix, NodeTTL: r.NodeTTL, SweepInterval: r.SweepInterval,
+		KeyPrefix: r.KeyPrefix, NodeTTL: r.NodeTTL, SweepInterval: r.SweepInterval, TLS: p.redisTLS,
 	}
 	return sc
 }

@@ -131,7 +131,7 @@ func (p *Plugin) sessionStats() []stats.Stat {
 		counter("redis_resubscriptions_total", "Sharded subscriptions lost (a connection, a moved slot) and made again.", func() int64 { return st().Resubscriptions }),
 		counter("redis_nodes_swept_total", "Dead node incarnations whose sessions this node swept.", func() int64 { return st().NodesLost }, "redis_nodes_lost"),
 		hidden("redis_swept", func() int64 { return st().Swept }),
-		counter("redis_feed_errors_total", "Undecodable change feed messages.", func() int64 { return st().FeedErrors }, "redis_feed_errors"),
+		counter("redis_feed_errors_total", "Feed messages and user records from Redis refused: undecodable, failing the checks of a client's input, on another user's channel, or with a version ahead of Redis's clock.", func() int64 { return st().FeedErrors }, "redis_feed_errors"),
 		counter("redis_tombstones_total", "Users Redis lost altogether, recorded offline.", func() int64 { return st().Tombstones }, "redis_tombstones"),
 	}
 }

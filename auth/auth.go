@@ -77,6 +77,9 @@ type Config struct {
 	CertUserFrom string
 	// Now is the clock for exp and nbf; nil means time.Now.
 	Now func() time.Time
+	// Passwords bound the work of password checks (the zero value takes
+	// the defaults).
+	Passwords PasswordLimits
 }
 
 // The values of Config.CertUserFrom.
@@ -142,6 +145,11 @@ type Authenticator struct {
 
 	reloading sync.Mutex // one Reload at a time: an older read never replaces a newer one
 	material  atomic.Pointer[material]
+
+	limits   PasswordLimits // with the defaults
+	throttle *throttle      // failed password checks by address
+	checks   chan struct{}  // one token per bcrypt comparison running
+	pwStats  PasswordStats
 }
 
 // material is everything read from files: immutable once published, so
@@ -174,6 +182,9 @@ func New(c Config) (*Authenticator, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.limits = c.Passwords.withDefaults()
+	a.throttle = newThrottle(a.limits)
+	a.checks = make(chan struct{}, a.limits.Concurrency)
 	switch {
 	case a.leeway == 0:
 		a.leeway = DefaultLeeway
@@ -212,7 +223,7 @@ func (a *Authenticator) load() (*material, error) {
 	m := new(material)
 	var err error
 	if a.cfg.PasswordFile != "" {
-		if m.passwords, err = loadPasswordFile(a.cfg.PasswordFile); err != nil {
+		if m.passwords, err = loadPasswordFile(a.cfg.PasswordFile, a.limits.CacheSize); err != nil {
 			return nil, err
 		}
 	}
@@ -235,8 +246,17 @@ func (a *Authenticator) load() (*material, error) {
 // layer verified it against the client CAs; otherwise nil.
 //
 // The error is ErrNoCredentials, or ErrDenied wrapped with a reason (which
-// may be ErrClientIDDenied).
+// may be ErrClientIDDenied), or ErrBusy. Password failures are not
+// throttled by address: see AuthenticateFrom.
 func (a *Authenticator) Authenticate(username string, password []byte, clientID string, peer *x509.Certificate) (Identity, error) {
+	return a.AuthenticateFrom("", username, password, clientID, peer)
+}
+
+// AuthenticateFrom is Authenticate for a connection from remote (its
+// "host:port"): a password check from an address that failed too often
+// lately is refused with ErrThrottled before any hashing (see
+// PasswordLimits).
+func (a *Authenticator) AuthenticateFrom(remote, username string, password []byte, clientID string, peer *x509.Certificate) (Identity, error) {
 	m := a.material.Load()
 	if peer != nil && a.cfg.CertUserFrom != "" {
 		user := certUser(peer, a.cfg.CertUserFrom)
@@ -254,8 +274,8 @@ func (a *Authenticator) Authenticate(username string, password []byte, clientID 
 		}
 	}
 	if m.passwords != nil && username != "" {
-		if !m.passwords.check(username, password) {
-			return Identity{}, denied("unknown user or wrong password")
+		if err := a.checkPassword(m.passwords, remote, username, password); err != nil {
+			return Identity{}, err
 		}
 		return a.identity(username, MethodPassword), nil
 	}

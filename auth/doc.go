@@ -47,6 +47,20 @@
 // A user is a service account ([Identity].Observer) when Config.Observers
 // lists the name, or when the token's JWTConfig.ObserverClaim is true.
 //
+// # The cost of passwords
+//
+// A bcrypt comparison costs ~70 ms of a core, so [Authenticator.AuthenticateFrom]
+// bounds the work ([PasswordLimits]): an address (IPv4, or IPv6 /64) that
+// failed too many checks lately is refused with [ErrThrottled] before any
+// hashing, the right password included (a check takes a token of its
+// address before hashing and a success gives it back); at most one
+// comparison per CPU runs at once, and a check that finds no turn within
+// the queue wait is refused with [ErrBusy]; a verified password is cached
+// per user as an HMAC-SHA-256 of user and password under a random
+// per-process key, so that the same password again costs no bcrypt. The
+// cache belongs to the loaded password file: a reload drops it.
+// [Authenticator.Authenticate] does not throttle (it has no address).
+//
 // # Reloading
 //
 // [New] reads every configured file once. [Authenticator.Reload] reads them

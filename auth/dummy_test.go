@@ -35,7 +35,7 @@ func TestDummyHashHasTheUsualCost(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tt.file), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		table, err := loadPasswordFile(path)
+		table, err := loadPasswordFile(path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestDummyHashHasTheUsualCost(t *testing.T) {
 		}
 		// Loading a file of the same usual cost again takes the dummy hash
 		// made before.
-		again, err := loadPasswordFile(path)
+		again, err := loadPasswordFile(path, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

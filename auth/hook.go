@@ -37,7 +37,9 @@ var _ Credentials = (*Authenticator)(nil)
 // answers no OnACLCheck (presence's delivery.Guard is then the server's one).
 //
 // Refusals: bad credentials get 0x86 (MQTT 3.1.1: 0x04); a client id the
-// credentials do not allow, 0x85 (3.1.1: 0x02). Each is counted, and logged
+// credentials do not allow, 0x85 (3.1.1: 0x02); a password from an address
+// that failed too often lately, 0x9F (3.1.1: 0x03) before any hashing; a
+// password check that found no turn (too many at once), 0x89 (3.1.1: 0x03). Each is counted, and logged
 // at info with the remote address, at most once a second (the rest are
 // counted in the next line), and never with the password or token.
 type Hook struct {
@@ -56,6 +58,8 @@ type Stats struct {
 	Anonymous      atomic.Int64 // connections without credentials, let in as observers
 	Refused        atomic.Int64 // bad or missing credentials
 	ClientIDDenied atomic.Int64 // a client id the credentials do not allow
+	Throttled      atomic.Int64 // password checks refused before hashing: the address failed too often
+	Busy           atomic.Int64 // password checks refused: too many at once
 }
 
 // HookOptions configure the hook.
@@ -116,8 +120,18 @@ func (a *Hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	username := string(cl.Properties.Username)
 	peer, _ := listener.PeerCertificate(cl.Net.Conn)
-	id, err := a.o.Credentials.Authenticate(username, pk.Connect.Password, cl.ID, peer)
+	id, err := a.authenticate(cl, username, pk.Connect.Password, peer)
 	switch {
+	case errors.Is(err, ErrThrottled):
+		a.Stats.Throttled.Add(1)
+		a.logRefusal(cl, username, err)
+		connack.Refuse(a.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
+		return errRefused
+	case errors.Is(err, ErrBusy):
+		a.Stats.Busy.Add(1)
+		a.logRefusal(cl, username, err)
+		connack.Refuse(a.o.Server, cl, packets.ErrServerBusy, packets.Err3ServerUnavailable)
+		return errRefused
 	case errors.Is(err, ErrNoCredentials) && username == "" && a.o.AllowAnonymous:
 		a.Stats.Anonymous.Add(1) // no account: an observer, not a service account
 		return nil
@@ -148,6 +162,21 @@ func (a *Hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		a.o.Groups(id.User, id.Groups)
 	}
 	return nil
+}
+
+// fromAddress is Credentials that throttle password failures by the
+// client's address (*Authenticator).
+type fromAddress interface {
+	AuthenticateFrom(remote, username string, password []byte, clientID string, peer *x509.Certificate) (Identity, error)
+}
+
+// authenticate asks the credentials, with the client's address when they
+// take it.
+func (a *Hook) authenticate(cl *mqtt.Client, username string, password []byte, peer *x509.Certificate) (Identity, error) {
+	if f, ok := a.o.Credentials.(fromAddress); ok {
+		return f.AuthenticateFrom(cl.Net.Remote, username, password, cl.ID, peer)
+	}
+	return a.o.Credentials.Authenticate(username, password, cl.ID, peer)
 }
 
 // clientIDDenied says why the credentials do not allow clientID, or "".

@@ -31,6 +31,7 @@ const maxFileCost = 15
 type passwordTable struct {
 	hashes map[string][]byte // user → bcrypt hash
 	dummy  []byte            // compared for unknown users: of the file's usual cost
+	cache  *verified         // passwords verified since the file was read; nil: no cache
 }
 
 // check reports whether password is user's. An unknown user costs one
@@ -47,7 +48,7 @@ func (t *passwordTable) check(user string, password []byte) bool {
 }
 
 // loadPasswordFile reads and parses a password file.
-func loadPasswordFile(path string) (*passwordTable, error) {
+func loadPasswordFile(path string, cacheSize int) (*passwordTable, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("auth: password file: %w", err)
@@ -60,7 +61,7 @@ func loadPasswordFile(path string) (*passwordTable, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: password file %s: %w", path, err)
 	}
-	return &passwordTable{hashes: hashes, dummy: dummy}, nil
+	return &passwordTable{hashes: hashes, dummy: dummy, cache: newVerified(cacheSize)}, nil
 }
 
 // dummies holds the dummy hash of each cost made so far (int → []byte):

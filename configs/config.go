@@ -222,20 +222,32 @@ type RedisConfig struct {
 	// SentinelMaster names the master that Redis Sentinel watches; with it,
 	// addrs are the Sentinels' addresses, and the master they name is used
 	// (and followed through a failover).
-	SentinelMaster   string   `yaml:"sentinel_master"`
-	SentinelUsername string   `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
-	SentinelPassword Secret   `yaml:"sentinel_password"` // never logged
-	Username         string   `yaml:"username"`          // ACL user
-	Password         Secret   `yaml:"password"`          // never logged
-	DB               int      `yaml:"db"`                // database number (not with cluster)
-	KeyPrefix        string   `yaml:"key_prefix"`        // default "presenced:"
-	DialTimeout      Duration `yaml:"dial_timeout"`      // default 2s
-	ReadTimeout      Duration `yaml:"read_timeout"`      // default 1s
-	WriteTimeout     Duration `yaml:"write_timeout"`     // default 1s
-	PoolSize         int      `yaml:"pool_size"`         // connections per Redis node; default 32
-	NodeTTL          Duration `yaml:"node_ttl"`          // a node record lives this long unless refreshed; default 10s
-	SweepInterval    Duration `yaml:"sweep_interval"`    // how often nodes look for dead nodes' sessions; default 2s
-	Retention        Duration `yaml:"retention"`         // how long an offline user is kept; default 720h (30 days)
+	SentinelMaster   string         `yaml:"sentinel_master"`
+	SentinelUsername string         `yaml:"sentinel_username"` // ACL user of the Sentinels, if any
+	SentinelPassword Secret         `yaml:"sentinel_password"` // never logged
+	Username         string         `yaml:"username"`          // ACL user
+	Password         Secret         `yaml:"password"`          // never logged
+	DB               int            `yaml:"db"`                // database number (not with cluster)
+	KeyPrefix        string         `yaml:"key_prefix"`        // default "presenced:"
+	DialTimeout      Duration       `yaml:"dial_timeout"`      // default 2s
+	ReadTimeout      Duration       `yaml:"read_timeout"`      // default 1s
+	WriteTimeout     Duration       `yaml:"write_timeout"`     // default 1s
+	PoolSize         int            `yaml:"pool_size"`         // connections per Redis node; default 32
+	NodeTTL          Duration       `yaml:"node_ttl"`          // a node record lives this long unless refreshed; default 10s
+	SweepInterval    Duration       `yaml:"sweep_interval"`    // how often nodes look for dead nodes' sessions; default 2s
+	Retention        Duration       `yaml:"retention"`         // how long an offline user is kept; default 720h (30 days)
+	TLS              RedisTLSConfig `yaml:"tls"`
+}
+
+// RedisTLSConfig is TLS to Redis (single server, every Cluster node, the
+// Sentinels and their master). Off by default: Redis's own default.
+type RedisTLSConfig struct {
+	Enabled            bool   `yaml:"enabled"`              // dial Redis over TLS
+	CAFile             string `yaml:"ca_file"`              // PEM roots Redis's certificate must chain to; empty: the system's
+	CertFile           string `yaml:"cert_file"`            // client certificate (PEM), for tls-auth-clients; with key_file
+	KeyFile            string `yaml:"key_file"`             // its key
+	ServerName         string `yaml:"server_name"`          // the name Redis's certificate must hold; empty: each address's host
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"` // accept any certificate (tests only); default false
 }
 
 // AuthConfig configures who may connect. With no method configured
@@ -243,10 +255,25 @@ type RedisConfig struct {
 // with any username, and presenced listens on loopback only unless
 // allow_anonymous is set.
 type AuthConfig struct {
-	AllowAnonymous bool      `yaml:"allow_anonymous"` // no method: listen beyond loopback anyway; with a method: clients without credentials connect as anonymous observers
-	PasswordFile   string    `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
-	JWT            JWTConfig `yaml:"jwt"`
-	CertUserFrom   string    `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	AllowAnonymous bool            `yaml:"allow_anonymous"` // no method: listen beyond loopback anyway; with a method: clients without credentials connect as anonymous observers
+	PasswordFile   string          `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
+	JWT            JWTConfig       `yaml:"jwt"`
+	CertUserFrom   string          `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	Passwords      PasswordsConfig `yaml:"passwords"`
+}
+
+// PasswordsConfig bounds the CPU that password checks (bcrypt, ~70 ms of a
+// core each) cost: failures by address are throttled before hashing, the
+// comparisons at once are bounded, and verified passwords are cached (as a
+// keyed SHA-256 of user and password) until the password file is read
+// again.
+type PasswordsConfig struct {
+	FailureBurst    int      `yaml:"failure_burst"`    // failed checks an address may make before it is refused (0x9F) without hashing; default 10; 1..10000
+	FailureInterval Duration `yaml:"failure_interval"` // an address gets one failure back per interval; default 6s; 10ms..1h
+	Addresses       int      `yaml:"addresses"`        // addresses with recent failures kept (IPv4, IPv6 /64); default 65536; 16..10000000
+	Concurrency     int      `yaml:"concurrency"`      // bcrypt comparisons at once; default 0: the number of CPUs; 0..1024
+	QueueWait       Duration `yaml:"queue_wait"`       // a check waits this long for its turn, then 0x89 server busy; default 2s; 1ms..1m
+	CacheSize       int      `yaml:"cache_size"`       // users whose verified password is cached; default 65536; -1 turns the cache off; up to 10000000
 }
 
 // JWTConfig configures tokens carried in the CONNECT password.
@@ -338,6 +365,11 @@ const (
 	defaultDialTimeout         = Duration(2 * time.Second)
 	defaultRedisIOTimeout      = Duration(time.Second)
 	defaultPoolSize            = 32
+	defaultFailureBurst        = 10
+	defaultFailureInterval     = Duration(6 * time.Second)
+	defaultPasswordAddresses   = 65536
+	defaultPasswordQueueWait   = Duration(2 * time.Second)
+	defaultPasswordCache       = 65536
 	defaultNodeTTL             = Duration(10 * time.Second)
 	defaultSweepInterval       = Duration(2 * time.Second)
 	defaultRetention           = Duration(30 * 24 * time.Hour)
@@ -474,6 +506,11 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Auth.JWT.UserClaim, defaultUserClaim)
 	setString(&c.Auth.JWT.GroupsClaim, defaultGroupsClaim)
 	setDuration(&c.Auth.JWT.Leeway, defaultJWTLeeway)
+	setInt(&c.Auth.Passwords.FailureBurst, defaultFailureBurst)
+	setDuration(&c.Auth.Passwords.FailureInterval, defaultFailureInterval)
+	setInt(&c.Auth.Passwords.Addresses, defaultPasswordAddresses)
+	setDuration(&c.Auth.Passwords.QueueWait, defaultPasswordQueueWait)
+	setInt(&c.Auth.Passwords.CacheSize, defaultPasswordCache)
 
 	setString(&c.Redis.KeyPrefix, defaultKeyPrefix)
 	setDuration(&c.Redis.DialTimeout, defaultDialTimeout)
@@ -739,6 +776,15 @@ func (c Config) validateAuth(v *validator) {
 	} else if c.Auth.CertUserFrom != "" && c.TLS.ClientCAFile == "" {
 		v.add("auth.cert_user_from", "needs tls.client_ca_file: only a verified client certificate can name a user")
 	}
+	pw := c.Auth.Passwords
+	v.check("auth.passwords.failure_burst", intBetween(pw.FailureBurst, 1, 10000))
+	v.check("auth.passwords.failure_interval", durationBetween(pw.FailureInterval, Duration(10*time.Millisecond), Duration(time.Hour)))
+	v.check("auth.passwords.addresses", intBetween(pw.Addresses, 16, 10000000))
+	v.check("auth.passwords.concurrency", intBetween(pw.Concurrency, 0, 1024))
+	v.check("auth.passwords.queue_wait", durationBetween(pw.QueueWait, Duration(time.Millisecond), Duration(time.Minute)))
+	if pw.CacheSize != -1 {
+		v.check("auth.passwords.cache_size", intBetween(pw.CacheSize, 1, 10000000))
+	}
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
 	}
@@ -788,6 +834,11 @@ func (c Config) validateRedis(v *validator) {
 	v.check("redis.node_ttl", durationBetween(c.Redis.NodeTTL, Duration(time.Second), Duration(time.Hour)))
 	if c.Redis.SweepInterval <= 0 || c.Redis.SweepInterval > c.Redis.NodeTTL {
 		v.add("redis.sweep_interval", "must be more than 0 and at most redis.node_ttl (%s) (got %s)", c.Redis.NodeTTL, c.Redis.SweepInterval)
+	}
+	if t := c.Redis.TLS; !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" || t.InsecureSkipVerify) {
+		v.add("redis.tls.enabled", "must be true when another redis.tls key is set")
+	} else if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add("redis.tls.cert_file", "and redis.tls.key_file go together")
 	}
 	if c.Redis.Retention < Duration(time.Minute) {
 		v.add("redis.retention", "must be at least 1m (got %s)", c.Redis.Retention)

@@ -842,5 +842,59 @@ func (l *listener) message(m *redis.Message) {
 		r.log.Error("undecodable change on the feed", "err", err, "channel", m.Channel)
 		return
 	}
+	if e.Kind == Changed {
+		user := e.Aggregate.User
+		if m.Channel != r.k.userChannel(user) && m.Channel != r.k.slotChannel(user) {
+			r.stats.feedErrors.Add(1)
+			r.log.Error("a change on another user's channel", "user", user, "channel", m.Channel)
+			return
+		}
+		if limit := r.versionLimit(); e.Aggregate.Version > limit {
+			// Not a version a commit writes (presence.NextStamp: Redis's
+			// time in µs): forged, or Redis's clock went back. Believe the
+			// record, not the message.
+			r.stats.feedErrors.Add(1)
+			r.log.Error("a change with a version ahead of Redis's clock: reading the record instead", "user", user, "version", e.Aggregate.Version, "limit", limit)
+			r.reread(user)
+			return
+		}
+	}
 	r.report(e)
+}
+
+// versionAhead is how far ahead of Redis's clock a change's version may be
+// (versions are Redis's time in µs, one more per change within the same
+// µs): a version further ahead is not believed, so a forged message can
+// hold a user's real changes back for at most this long.
+const versionAhead = 10 * time.Second
+
+// versionLimit is the highest version a change heard now may have: Redis's
+// clock as last read (this process's before it ever was) plus versionAhead,
+// in µs.
+func (r *Redis) versionLimit() uint64 {
+	t, _ := r.clock.now()
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return uint64(t.Add(versionAhead).UnixMicro())
+}
+
+// reread reports user's record as Redis holds it, in place of a change
+// that was not believed.
+func (r *Redis) reread(user string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	h, err := r.hgetall(ctx, user)
+	if err != nil {
+		return
+	}
+	_, p, ok, err := decodeUser(user, h)
+	if err != nil {
+		r.stats.feedErrors.Add(1)
+		r.log.Error("undecodable user record", "err", err, "user", user)
+		return
+	}
+	if ok {
+		r.report(Event{Kind: Changed, Aggregate: p})
+	}
 }

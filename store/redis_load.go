@@ -96,6 +96,7 @@ func (r *Redis) loadUsers(ctx context.Context, users []string) error {
 		for i, c := range cmds {
 			_, p, ok, err := decodeUser(chunk[i], c.Val())
 			if err != nil {
+				r.stats.feedErrors.Add(1)
 				r.log.Error("undecodable user record", "err", err, "user", chunk[i])
 				continue
 			}
@@ -158,6 +159,7 @@ func (r *Redis) loadKeys(ctx context.Context, c redis.Cmdable, keys []string, mu
 	for i, cmd := range cmds {
 		_, a, ok, err := decodeUser(users[i], cmd.Val())
 		if err != nil {
+			r.stats.feedErrors.Add(1)
 			r.log.Error("undecodable user record", "err", err, "user", users[i])
 			continue
 		}

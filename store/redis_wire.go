@@ -131,6 +131,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if !validStatus(presence.Status(w.St)) {
 		return presence.Aggregate{}, fmt.Errorf("feed status %q", w.St)
 	}
+	if err := presence.ValidText(w.Tx); err != nil {
+		return presence.Aggregate{}, fmt.Errorf("feed text: %w", err)
+	}
 	p := presence.Aggregate{User: w.U, Status: presence.Status(w.St), Text: w.Tx, Version: v, Sessions: []presence.SessionView{}}
 	if p.Since, err = msString(w.Since); err != nil {
 		return presence.Aggregate{}, err
@@ -144,7 +147,18 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 			return presence.Aggregate{}, fmt.Errorf("feed sessions: %w", err)
 		}
 	}
+	if len(views) > maxWireSessions {
+		return presence.Aggregate{}, fmt.Errorf("feed: %d sessions, at most %d", len(views), maxWireSessions)
+	}
+	seen := make(map[string]bool, len(views))
 	for _, sv := range views {
+		if err := validWireSession(sv.ID, sv.N, sv.D); err != nil {
+			return presence.Aggregate{}, fmt.Errorf("feed session: %w", err)
+		}
+		if seen[sv.ID] {
+			return presence.Aggregate{}, fmt.Errorf("feed session %q twice", sv.ID)
+		}
+		seen[sv.ID] = true
 		e, err := strconv.ParseUint(sv.E, 10, 64)
 		if err != nil {
 			return presence.Aggregate{}, fmt.Errorf("feed epoch %q: %w", sv.E, err)
@@ -161,10 +175,45 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	return p, nil
 }
 
+// maxWireSessions is the most sessions a change or a record may list: far
+// above presence.max_sessions_per_user times any number of nodes a
+// deployment runs, far below what would cost a node to decode.
+const maxWireSessions = 4096
+
+// validWireSession checks what Redis says of a session as presenced checks
+// it when a client brings it: the session id (the client id), the node id
+// and the device label (empty when the session has none).
+func validWireSession(id, node, device string) error {
+	if err := presence.ValidSessionID(id); err != nil {
+		return err
+	}
+	if err := presence.ValidNode(node); err != nil {
+		return err
+	}
+	if device != "" {
+		if err := presence.ValidDevice(device); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (w wireSession) session(user string) (presence.Session, error) {
 	e, err := strconv.ParseUint(w.E, 10, 64)
 	if err != nil {
 		return presence.Session{}, fmt.Errorf("session epoch %q: %w", w.E, err)
+	}
+	if err := validWireSession(w.ID, w.N, w.D); err != nil {
+		return presence.Session{}, fmt.Errorf("session of %s: %w", user, err)
+	}
+	if !validStatus(presence.Status(w.St)) {
+		return presence.Session{}, fmt.Errorf("session status %q", w.St)
+	}
+	if err := presence.ValidText(w.Tx); err != nil {
+		return presence.Session{}, fmt.Errorf("session text: %w", err)
+	}
+	if w.R != "" && !presence.EndReason(w.R).Valid() {
+		return presence.Session{}, fmt.Errorf("session end reason %q", w.R)
 	}
 	s := presence.Session{
 		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
@@ -182,6 +231,15 @@ func (w wireSession) session(user string) (presence.Session, error) {
 // aggregate. ok is false for a hash without a committed aggregate.
 func decodeUser(user string, h map[string]string) (presence.User, presence.Aggregate, bool, error) {
 	u := presence.User{Name: user, Account: presence.Account{Status: presence.Status(h["as"]), Text: h["at"]}, LastWords: h["lw"]}
+	if err := presence.ValidUser(user); err != nil {
+		return u, presence.Aggregate{}, false, fmt.Errorf("record: %w", err)
+	}
+	if as := u.Account.Status; as != "" && !as.AccountStatus() {
+		return u, presence.Aggregate{}, false, fmt.Errorf("account status %q of %s", as, user)
+	}
+	if err := presence.ValidText(u.Account.Text); err != nil {
+		return u, presence.Aggregate{}, false, fmt.Errorf("account text of %s: %w", user, err)
+	}
 	if h["v"] == "" {
 		return u, presence.Aggregate{}, false, nil
 	}
@@ -217,6 +275,9 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		var ended []wireSession
 		if err := json.Unmarshal([]byte(raw), &ended); err != nil {
 			return u, presence.Aggregate{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
+		}
+		if len(ended) > maxWireSessions {
+			return u, presence.Aggregate{}, false, fmt.Errorf("%d ended sessions of %s", len(ended), user)
 		}
 		for _, ws := range ended {
 			s, err := ws.session(user)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"time"
 
 	"log/slog"
@@ -145,6 +146,7 @@ type RedisConfig struct {
 	KeyPrefix        string
 	NodeTTL          time.Duration
 	SweepInterval    time.Duration
+	TLS              *tls.Config // nil: no TLS (RedisTLS.Config builds it)
 }
 
 // Open returns the store c describes, not started.
@@ -200,6 +202,7 @@ func newClient(c RedisConfig) redis.UniversalClient {
 			MaxRetries:                 1,
 			DialerRetries:              clusterDialRetries,
 			ClusterStateReloadInterval: clusterReload,
+			TLSConfig:                  c.TLS,
 		})
 	case c.SentinelMaster != "":
 		return redis.NewFailoverClient(&redis.FailoverOptions{
@@ -215,6 +218,7 @@ func newClient(c RedisConfig) redis.UniversalClient {
 			WriteTimeout:     c.WriteTimeout,
 			PoolSize:         c.PoolSize,
 			MaxRetries:       1,
+			TLSConfig:        c.TLS,
 		})
 	}
 	return redis.NewClient(&redis.Options{
@@ -227,5 +231,6 @@ func newClient(c RedisConfig) redis.UniversalClient {
 		WriteTimeout: c.WriteTimeout,
 		PoolSize:     c.PoolSize,
 		MaxRetries:   1,
+		TLSConfig:    c.TLS,
 	})
 }

@@ -238,6 +238,9 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 	if scenario == scenarioInterest {
 		return runInterest(cfg, r, fdLimit)
 	}
+	if scenario == scenarioPwStorm {
+		return runPwStorm(cfg, r, fdLimit)
+	}
 	dir, err := os.MkdirTemp("", "presence-bench-")
 	if err != nil {
 		r.Error = err.Error()
@@ -271,6 +274,9 @@ func notApplicable(sysName, scenario string) string {
 		return why
 	}
 	if why := interestNA(sysName, scenario); why != "" {
+		return why
+	}
+	if why := pwStormNA(sysName, scenario); why != "" {
 		return why
 	}
 	return scaleNA(sysName, scenario)

@@ -68,6 +68,7 @@ func dialTCP(addr string, timeout time.Duration) (net.Conn, error) {
 type connectOpts struct {
 	ClientID    string
 	Username    string // empty: no user name (an observer)
+	Password    string // empty: no password
 	Keepalive   uint16
 	WillTopic   string // empty: no will
 	WillPayload []byte
@@ -144,6 +145,10 @@ func connect(addr string, o connectOpts, timeout time.Duration) (*client, error)
 	if o.Username != "" {
 		pk.Connect.UsernameFlag = true
 		pk.Connect.Username = []byte(o.Username)
+	}
+	if o.Password != "" {
+		pk.Connect.PasswordFlag = true
+		pk.Connect.Password = []byte(o.Password)
 	}
 	if o.WillTopic != "" {
 		pk.Connect.WillFlag = true

@@ -24,7 +24,7 @@ var allSystems = []string{result.SystemMemory, result.SystemRedis, result.System
 // resilience scenarios (make bench-resilience), which run only when named.
 var allScenarios = []string{result.ScenarioSteady, result.ScenarioChurn, result.ScenarioStorm, result.ScenarioSilent, result.ScenarioFanout, result.ScenarioFlap, scenarioTeam}
 
-var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory, scenarioJoin, scenarioInterest)
+var knownScenarios = append(append(append([]string(nil), allScenarios...), resilienceScenarios...), scenarioScale, scenarioCeiling, scenarioMemory, scenarioJoin, scenarioInterest, scenarioPwStorm)
 
 // config is everything a benchmark run needs; its defaults are the
 // standard set.
@@ -84,6 +84,7 @@ type config struct {
 	Memory   memoryConfig
 	Join     joinConfig
 	Interest interestConfig
+	PwStorm  pwStormConfig
 
 	ConnectWorkers int
 	RunTimeout     time.Duration
@@ -192,6 +193,7 @@ func defaultConfig() config {
 	memoryDefaults(&c)
 	joinDefaults(&c)
 	interestDefaults(&c)
+	pwStormDefaults(&c)
 	c.ConnectWorkers = 64
 	c.RunTimeout = 120 * time.Second
 	c.Log = os.Stderr
@@ -259,6 +261,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	memoryFlags(fs, &c)
 	joinFlags(fs, &c)
 	interestFlags(fs, &c)
+	pwStormFlags(fs, &c)
 
 	fs.IntVar(&c.ConnectWorkers, "connect-workers", c.ConnectWorkers, "concurrent connects when loading devices")
 	fs.DurationVar(&c.RunTimeout, "run-timeout", c.RunTimeout, "a run that takes longer is stopped and reported as failed")
@@ -363,6 +366,9 @@ func (c *config) validate() error {
 		return err
 	}
 	if err := c.validateJoin(); err != nil {
+		return err
+	}
+	if err := c.validatePwStorm(); err != nil {
 		return err
 	}
 	if err := c.validateInterest(); err != nil {
