@@ -40,6 +40,7 @@ type Broker struct {
 	creds      *auth.Authenticator   // its credentials
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
+	adminSite  *admin.Site           // the admin port's cross-site and Host checks; nil without it
 
 	tcp     *listener.TCP
 	ws      *listener.WebSocket
@@ -211,11 +212,18 @@ func (b *Broker) listen() error {
 		_ = ln.Close()
 		return err
 	}
-	src.Pprof = true // behind the token, or on loopback (configs refuses a wider address without one)
+	// Go's profiles tell much about the process (its command line among
+	// them): only behind the token.
+	src.Pprof = b.adminToken != nil
 	h := admin.Handler(src)
 	if b.adminToken != nil {
 		h = b.adminToken.Wrap(h)
 	}
+	// A web page must not drive the API (cross-site writes), nor read it
+	// through a name of its own resolved to loopback (DNS rebinding): the
+	// Host check is on without a token, or with admin.allowed_hosts.
+	b.adminSite = &admin.Site{Hosts: b.cfg.Admin.AllowedHosts, CheckHost: b.adminToken == nil || len(b.cfg.Admin.AllowedHosts) > 0}
+	h = b.adminSite.Wrap(h)
 	// The HTTP server's own complaints (a malformed request, a TLS handshake
 	// that failed) go to the log like every line, at debug level.
 	b.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,

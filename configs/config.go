@@ -113,6 +113,10 @@ type AdminConfig struct {
 	Addr      string `yaml:"addr"`       // default "127.0.0.1:8080"; "off" disables
 	Token     Secret `yaml:"token"`      // bearer token for everything but /healthz and /readyz (PRESENCED_ADMIN_TOKEN)
 	TokenFile string `yaml:"token_file"` // or a file holding it
+	// AllowedHosts are the Host names the admin API answers besides
+	// localhost and IP addresses ("*" any). Default empty: without a
+	// token only those; with a token any (the check is off).
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // IdentityConfig says how a connection maps to a user and a device.
@@ -428,6 +432,12 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	setString(&c.Admin.Addr, defaultAdminAddr)
+	if c.Admin.AllowedHosts == nil { // empty and unset mean the same
+		c.Admin.AllowedHosts = []string{}
+	}
+	for i, h := range c.Admin.AllowedHosts {
+		c.Admin.AllowedHosts[i] = strings.ToLower(h)
+	}
 
 	setString(&c.Identity.UserFrom, defaultUserFrom)
 	setString(&c.Identity.Separator, defaultSeparator)
@@ -661,6 +671,11 @@ func (c Config) validateAdmin(v *validator) {
 	}
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr))
+	for i, h := range c.Admin.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, " \t\n:/[]") {
+			v.add("admin.allowed_hosts", "item %d must be a host name without a port, such as presenced.example.com, or * (got %q)", i, h)
+		}
+	}
 }
 
 // validateIdentity checks the identity section.

@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +72,101 @@ func TestRefusedPublishLogBounded(t *testing.T) {
 	}
 	if bytes.Count([]byte(logged), []byte("\n")) > 2 {
 		t.Errorf("log lines:\n%s", logged)
+	}
+}
+
+// adminReq sends method path to the admin port with Host host ("": the
+// address dialled) and the headers given as name, value pairs.
+func adminReq(t *testing.T, addr, method, path, host, body string, headers ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The tokenless admin port (the default): a web page's cross-site POST
+// (drain) and a request naming a foreign Host (DNS rebinding) get 403 and
+// are counted; pprof is not served without a token; a same-origin or
+// curl-style request works. Before: the POST drained the node, the foreign
+// Host read stats and pprof.
+func TestAdminSiteChecks(t *testing.T) {
+	n := startAuthNode(t, nil)
+	addr := n.AdminAddr()
+	_, port, _ := net.SplitHostPort(addr)
+	batch := `{"users":["alice"]}`
+	for _, c := range []struct {
+		name, method, path, host, body string
+		headers                        []string
+		want                           int
+	}{
+		{"cross-site drain (Origin)", "POST", "/api/v1/drain", "", "", []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"cross-site drain (Sec-Fetch-Site)", "POST", "/api/v1/drain", "", "", []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+		{"same-site drain", "POST", "/api/v1/drain", "", "", []string{"Sec-Fetch-Site", "same-site", "Origin", "http://other.localhost:" + port}, http.StatusForbidden},
+		{"rebinding stats", "GET", "/api/v1/stats", "evil.example:" + port, "", nil, http.StatusForbidden},
+		{"rebinding user", "GET", "/api/v1/users/alice", "rebind.evil.example", "", nil, http.StatusForbidden},
+		{"rebinding pprof", "GET", "/debug/pprof/cmdline", "evil.example:" + port, "", nil, http.StatusForbidden},
+		{"pprof without a token", "GET", "/debug/pprof/cmdline", "", "", nil, http.StatusNotFound},
+		{"curl stats", "GET", "/api/v1/stats", "", "", nil, http.StatusOK},
+		{"localhost stats", "GET", "/api/v1/stats", "localhost:" + port, "", nil, http.StatusOK},
+		{"curl batch", "POST", "/api/v1/users/batch", "", batch, nil, http.StatusOK},
+		{"same-origin batch", "POST", "/api/v1/users/batch", "", batch, []string{"Sec-Fetch-Site", "same-origin", "Origin", "http://" + addr}, http.StatusOK},
+		{"same-origin batch (Origin only)", "POST", "/api/v1/users/batch", "", batch, []string{"Origin", "http://" + addr}, http.StatusOK},
+	} {
+		if code, body := adminReq(t, addr, c.method, c.path, c.host, c.body, c.headers...); code != c.want {
+			t.Errorf("%s: %s %s: %d %s, want %d", c.name, c.method, c.path, code, body, c.want)
+		}
+	}
+	if n.Draining() {
+		t.Fatalf("a cross-site request drained the node")
+	}
+	s := n.Stats()
+	if got := s.Of("admin_site_refused_total", "cross_site"); got != 3 {
+		t.Errorf("admin_site_refused_total{cross_site} %d, want 3", got)
+	}
+	if got := s.Of("admin_site_refused_total", "host"); got != 3 {
+		t.Errorf("admin_site_refused_total{host} %d, want 3", got)
+	}
+}
+
+// With a token the Host check is off unless admin.allowed_hosts is set,
+// and pprof is served behind the token.
+func TestAdminSiteAllowedHosts(t *testing.T) {
+	const token = "admin-Token-7f3c9a"
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Admin.Token = token
+		c.Admin.AllowedHosts = []string{"Presenced.Example.com"}
+	})
+	addr := n.AdminAddr()
+	bearer := []string{"Authorization", "Bearer " + token}
+	for _, c := range []struct {
+		host string
+		path string
+		want int
+	}{
+		{"presenced.example.com", "/api/v1/stats", http.StatusOK},
+		{"presenced.example.com:8080", "/debug/pprof/cmdline", http.StatusOK},
+		{"evil.example", "/api/v1/stats", http.StatusForbidden},
+		{"", "/api/v1/stats", http.StatusOK},
+	} {
+		if code, body := adminReq(t, addr, "GET", c.path, c.host, "", bearer...); code != c.want {
+			t.Errorf("Host %q %s: %d %s, want %d", c.host, c.path, code, body, c.want)
+		}
+	}
+	if code, _ := adminReq(t, addr, "POST", "/api/v1/drain", "", "", append(bearer, "Origin", "https://evil.example")...); code != http.StatusForbidden {
+		t.Errorf("cross-site drain with the token: %d, want 403", code)
 	}
 }
