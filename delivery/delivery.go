@@ -423,6 +423,13 @@ func (d *Delivery) group(topic string) (string, bool) {
 	return g, ok && g != "" && !strings.Contains(g, "/")
 }
 
+// underPrefix reports whether a topic or filter names the presence prefix
+// (the prefix itself, or under it), without wildcards in its place.
+func (d *Delivery) underPrefix(topic string) bool {
+	rest, ok := strings.CutPrefix(topic, d.prefix)
+	return ok && (rest == "" || rest[0] == '/')
+}
+
 // underNodes reports whether a topic or filter is under presence/nodes/.
 func (d *Delivery) underNodes(topic string) bool {
 	return strings.HasPrefix(topic, d.prefix+"/nodes/")

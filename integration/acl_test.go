@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,110 @@ func TestAdminSiteAllowedHosts(t *testing.T) {
 	}
 	if code, _ := adminReq(t, addr, "POST", "/api/v1/drain", "", "", append(bearer, "Origin", "https://evil.example")...); code != http.StatusForbidden {
 		t.Errorf("cross-site drain with the token: %d, want 403", code)
+	}
+}
+
+// aclNode starts a node with passwords for alice, bob and ops (a service
+// account), anonymous observers allowed, and edit applied.
+func aclNode(t *testing.T, edit func(*configs.Config)) *authNode {
+	t.Helper()
+	pwfile := filepath.Join(t.TempDir(), "passwd")
+	writePasswordFile(t, pwfile, map[string]string{"alice": "alice-Secret-1", "bob": "bob-Secret-2", "ops": "ops-Secret-3"})
+	return startAuthNode(t, func(c *configs.Config) {
+		c.Auth.PasswordFile = pwfile
+		c.Auth.AllowAnonymous = true
+		c.Presence.Observers = []string{"ops"}
+		if edit != nil {
+			edit(c)
+		}
+	})
+}
+
+// receivedBefore returns the topics c received up to the first message on
+// mark (waiting for it): what a publisher's earlier messages brought, since
+// mochi delivers one publisher's messages to a client in order.
+func receivedBefore(t *testing.T, c *client5, mark string) []string {
+	t.Helper()
+	var got []string
+	deadline := time.After(waitTimeout)
+	for {
+		select {
+		case m := <-c.msgs:
+			if m.Topic == mark {
+				return got
+			}
+			got = append(got, m.Topic)
+		case <-deadline:
+			t.Fatalf("no message on %s within %v (got %v)", mark, waitTimeout, got)
+		}
+	}
+}
+
+// Without auth.acl_file: an ordinary user and an anonymous observer may
+// not subscribe to a filter whose first level is a wildcard, shared or not
+// ($share and $SHARE, which mochi treats alike), and receive nothing of
+// bob's topics; an anonymous observer may not publish (nor retain) outside
+// presence/; a user still publishes and subscribes to named topics; a
+// service account reads +/+.
+func TestACLDefaultWildcards(t *testing.T) {
+	n := aclNode(t, nil)
+	addr := n.MQTTAddr()
+	alice := dial5(t, addr, "alice-1", "alice", withPassword("alice-Secret-1"))
+	anon := dial5(t, addr, "anon-1", "")
+	bob := dial5(t, addr, "bob-1", "bob", withPassword("bob-Secret-2"))
+	ops := dial5(t, addr, "ops-1", "ops", withPassword("ops-Secret-3"))
+
+	if rc := bob.publish(t, "bob/secret", "retained", 1, true); rc != 0 {
+		t.Fatalf("bob's retained publish: PUBACK %#x", rc)
+	}
+	filters := []string{"$SHARE/g/#", "$share/g/#", "$SHARE/g/+", "$Share/g/+/+", "$share/g/+/secret", "+", "+/+", "+/secret", "#", "+/#"}
+	for _, c := range []struct {
+		name string
+		c    *client5
+	}{{"alice", alice}, {"anonymous", anon}} {
+		for _, f := range filters {
+			if got := subAck(t, c.c, f); got != rcNotAuthorized {
+				t.Errorf("%s's %s: SUBACK %#x, want %#x", c.name, f, got, rcNotAuthorized)
+			}
+		}
+		if got := subAck(t, c.c, "mark"); got != rcGrantedQoS1 {
+			t.Fatalf("%s's mark: SUBACK %#x", c.name, got)
+		}
+	}
+	if got := subAck(t, ops, "+/+"); got != rcGrantedQoS1 {
+		t.Errorf("service account's +/+: SUBACK %#x, want %#x", got, rcGrantedQoS1)
+	}
+	if rc := bob.publish(t, "bob/secret", "live", 1, false); rc != 0 {
+		t.Fatalf("bob's publish: PUBACK %#x", rc)
+	}
+	if rc := bob.publish(t, "mark", "end", 1, false); rc != 0 {
+		t.Fatalf("bob's mark: PUBACK %#x", rc)
+	}
+	for _, c := range []struct {
+		name string
+		c    *client5
+	}{{"alice", alice}, {"anonymous", anon}} {
+		if got := receivedBefore(t, c.c, "mark"); len(got) != 0 {
+			t.Errorf("%s received %v", c.name, got)
+		}
+	}
+
+	if rc := anon.publish(t, "anon/board", "hello", 1, true); rc != rcNotAuthorized {
+		t.Errorf("anonymous publish outside presence/: PUBACK %#x, want %#x", rc, rcNotAuthorized)
+	}
+	if rc := anon.publish(t, "bob/secret", "overwritten", 1, true); rc != rcNotAuthorized {
+		t.Errorf("anonymous retained publish on bob/secret: PUBACK %#x, want %#x", rc, rcNotAuthorized)
+	}
+	if m := n.Server().Topics.Messages("anon/board"); len(m) != 0 {
+		t.Errorf("anonymous publish retained: %v", m)
+	}
+	if m := n.Server().Topics.Messages("bob/secret"); len(m) != 1 || string(m[0].Payload) != "retained" {
+		t.Errorf("bob/secret retained: %v", m)
+	}
+	if rc := alice.publish(t, "alice/x", "mine", 1, false); rc != 0 {
+		t.Errorf("alice's publish: PUBACK %#x, want 0", rc)
+	}
+	if got := subAck(t, alice, "bob/secret"); got != rcGrantedQoS1 {
+		t.Errorf("alice's bob/secret (a named topic, allowed without an ACL file): SUBACK %#x", got)
 	}
 }
