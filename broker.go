@@ -15,6 +15,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	mochiauth "github.com/mochi-mqtt/server/v2/hooks/auth"
 
+	"github.com/presenced/presenced/acl"
 	"github.com/presenced/presenced/admin"
 	"github.com/presenced/presenced/auth"
 	"github.com/presenced/presenced/configs"
@@ -41,6 +42,7 @@ type Broker struct {
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
 	adminSite  *admin.Site           // the admin port's cross-site and Host checks; nil without it
+	acl        *acl.File             // auth.acl_file, nil without it
 
 	tcp     *listener.TCP
 	ws      *listener.WebSocket
@@ -105,6 +107,9 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 		return nil, fmt.Errorf("add authentication hook: %w", err)
 	}
 	opts = append([]Option{WithLogger(log), WithACL(nil), WithServiceAccounts(service)}, opts...)
+	if b.acl != nil {
+		opts = append([]Option{WithTopics(b.acl)}, opts...)
+	}
 	p, err := Attach(b.server, ConfigFrom(cfg), opts...)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,10 @@ func parseRule(s string, pattern bool) (rule, error) {
 		ru.access, s = ReadWrite, rest
 	case "deny":
 		ru.access, s = Deny, rest
+	default:
+		if rest != "" { // a misspelt access, not a topic with a space
+			return ru, fmt.Errorf("unknown access %q (read, write, readwrite or deny; a topic with a space needs one)", first)
+		}
 	}
 	if s == "" {
 		return ru, errors.New("no topic")

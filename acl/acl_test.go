@@ -19,6 +19,8 @@ func TestParseErrors(t *testing.T) {
 		{"hash not last", "user a\n\ntopic read a/#/b\n", "line 3: topic: \"a/#/b\": # must be the last level"},
 		{"plus inside a level", "pattern write users/%u+\n", "line 1: pattern: \"users/%u+\": a wildcard must be a whole level"},
 		{"hash inside a level", "topic deny a/b#\n", "line 1: topic: \"a/b#\": a wildcard must be a whole level"},
+		{"misspelt access", "user a\ntopic reed a/b\n", "line 2: topic: unknown access \"reed\""},
+		{"misspelt pattern access", "\n\n\npattern rw users/%u\n", "line 4: pattern: unknown access \"rw\""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse(strings.NewReader(c.text))

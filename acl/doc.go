@@ -11,7 +11,8 @@
 //
 // The topic lines before the first user line are the anonymous
 // connections'. A topic may hold spaces (it runs to the end of the line)
-// and MQTT's wildcards + and #. A pattern with %u does not apply to an
+// (then its access must be given: "topic reed a/b" is an error, not the
+// topic "reed a/b") and MQTT's wildcards + and #. A pattern with %u does not apply to an
 // anonymous connection, and a pattern whose %u or %c would bring in a + or
 // a # applies to nobody.
 //

@@ -251,6 +251,12 @@ type AuthConfig struct {
 	PasswordFile   string    `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
 	JWT            JWTConfig `yaml:"jwt"`
 	CertUserFrom   string    `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	// ACLFile is an access control file for application topics in
+	// mosquitto's acl_file syntax (package acl); reloaded on SIGHUP.
+	// Default empty: users publish and subscribe to any application topic
+	// but filters with a wildcard first level, anonymous observers only
+	// subscribe. Needs an authentication method.
+	ACLFile string `yaml:"acl_file"`
 }
 
 // JWTConfig configures tokens carried in the CONNECT password.
@@ -756,6 +762,9 @@ func (c Config) validateAuth(v *validator) {
 	}
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
+	}
+	if c.Auth.ACLFile != "" && !c.AuthEnabled() {
+		v.add("auth.acl_file", "needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one every client is a service account")
 	}
 }
 

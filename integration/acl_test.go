@@ -276,3 +276,105 @@ func TestACLDefaultWildcards(t *testing.T) {
 		t.Errorf("alice's bob/secret (a named topic, allowed without an ACL file): SUBACK %#x", got)
 	}
 }
+
+// auth.acl_file: patterns with %u and %c, a user's lines, the anonymous
+// lines before the first user; refusals are SUBACK and PUBACK 0x87 and
+// nothing is delivered; a service account is not bound by it; a reload
+// (SIGHUP) applies a new file, and a broken one keeps the old rules.
+func TestACLFile(t *testing.T) {
+	aclPath := filepath.Join(t.TempDir(), "acl")
+	writeAtomic(t, aclPath, []byte(`# anonymous observers
+topic read public/#
+
+user alice
+topic read reports/#
+
+pattern readwrite users/%u/#
+pattern read devices/%c/config
+`))
+	n := aclNode(t, func(c *configs.Config) { c.Auth.ACLFile = aclPath })
+	addr := n.MQTTAddr()
+	alice := dial5(t, addr, "alice-1", "alice", withPassword("alice-Secret-1"))
+	bob := dial5(t, addr, "bob-1", "bob", withPassword("bob-Secret-2"))
+	anon := dial5(t, addr, "anon-1", "")
+	ops := dial5(t, addr, "ops-1", "ops", withPassword("ops-Secret-3"))
+
+	for _, c := range []struct {
+		who    string
+		c      *client5
+		filter string
+		want   byte
+	}{
+		{"alice", alice, "users/alice/#", rcGrantedQoS1},
+		{"alice", alice, "reports/daily", rcGrantedQoS1},
+		{"alice", alice, "devices/alice-1/config", rcGrantedQoS1},
+		{"alice", alice, "devices/bob-1/config", rcNotAuthorized},
+		{"alice", alice, "users/bob/#", rcNotAuthorized},
+		{"alice", alice, "users/+/inbox", rcNotAuthorized},
+		{"alice", alice, "$SHARE/g/users/bob/#", rcNotAuthorized},
+		{"alice", alice, "$share/g/users/alice/#", rcGrantedQoS1},
+		{"alice", alice, "public/news", rcNotAuthorized},
+		{"alice", alice, "+", rcNotAuthorized},
+		{"anonymous", anon, "public/#", rcGrantedQoS1},
+		{"anonymous", anon, "users/bob/#", rcNotAuthorized},
+		{"anonymous", anon, "$SHARE/g/#", rcNotAuthorized},
+		{"anonymous", anon, "+/+", rcNotAuthorized},
+		{"ops", ops, "users/+/#", rcGrantedQoS1},
+		{"bob", bob, "users/bob/#", rcGrantedQoS1},
+	} {
+		if got := subAck(t, c.c, c.filter); got != c.want {
+			t.Errorf("%s's %s: SUBACK %#x, want %#x", c.who, c.filter, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		who   string
+		c     *client5
+		topic string
+		want  byte
+	}{
+		{"bob", bob, "users/bob/inbox", 0},
+		{"bob", bob, "users/alice/inbox", rcNotAuthorized},
+		{"bob", bob, "reports/daily", rcNotAuthorized},
+		{"anonymous", anon, "public/news", rcNotAuthorized},
+		{"anonymous", anon, "users/alice/inbox", rcNotAuthorized},
+		{"ops", ops, "reports/daily", 0},
+	} {
+		if rc := c.c.publish(t, c.topic, "x", 1, true); rc != c.want {
+			t.Errorf("%s's publish on %s: PUBACK %#x, want %#x", c.who, c.topic, rc, c.want)
+		}
+	}
+	if m := n.Server().Topics.Messages("users/alice/inbox"); len(m) != 0 {
+		t.Errorf("a refused publish was retained: %d messages", len(m))
+	}
+	// alice receives the report and her own topics only; bob's inbox
+	// reaches bob (and ops), not alice.
+	if got := receivedBefore(t, alice, "reports/daily"); len(got) != 0 {
+		t.Errorf("alice received %v before the report", got)
+	}
+
+	// A reload: alice may now read public/#; a broken file keeps it.
+	writeAtomic(t, aclPath, []byte("user alice\ntopic read public/#\n"))
+	if err := n.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if got := subAck(t, alice, "public/#"); got != rcGrantedQoS1 {
+		t.Errorf("alice's public/# after the reload: SUBACK %#x", got)
+	}
+	if got := subAck(t, alice, "reports/#"); got != rcNotAuthorized {
+		t.Errorf("alice's reports/# after the reload: SUBACK %#x, want %#x", got, rcNotAuthorized)
+	}
+	writeAtomic(t, aclPath, []byte("user alice\ntopic reed public/#\n"))
+	if err := n.Reload(); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("Reload of a broken file: %v, want an error naming line 2", err)
+	}
+	if got := subAck(t, alice, "public/x"); got != rcGrantedQoS1 {
+		t.Errorf("alice's public/x after a failed reload: SUBACK %#x", got)
+	}
+
+	cfg := configs.Defaults()
+	cfg.Auth.ACLFile = aclPath
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "auth.acl_file") {
+		t.Errorf("auth.acl_file without an authentication method: %v, want refused", err)
+	}
+}
