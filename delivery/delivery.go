@@ -83,6 +83,10 @@ type Stats struct {
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
 	SlowExpelled atomic.Int64 // subscribers disconnected for taking no presence for SlowAfter while missing some
 	Lagging      atomic.Int64 // subscribers missing presence now
+	// Application-topic accesses the Guard's Topics rule refused: reads
+	// (a subscription's filter, or a delivery) and writes (a PUBLISH).
+	TopicReadsRefused  atomic.Int64
+	TopicWritesRefused atomic.Int64
 }
 
 // subscription is a SUBSCRIBE in progress that can match presence/users/...

@@ -129,7 +129,11 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	}
 	if write {
 		// Under the prefix presence's OnPublish decides (presence/set).
-		return service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(user, cl.ID, topic, true)
+		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(user, cl.ID, topic, true) {
+			return true
+		}
+		g.o.Delivery.Stats.TopicWritesRefused.Add(1)
+		return false
 	}
 	if !service {
 		plain := unshared(topic)
@@ -137,6 +141,7 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 			return false
 		}
 		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(user, cl.ID, plain, false) {
+			g.o.Delivery.Stats.TopicReadsRefused.Add(1)
 			return false
 		}
 		// A wildcard ("presence/users/+" or ".../#", only ever a filter)

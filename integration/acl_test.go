@@ -275,6 +275,13 @@ func TestACLDefaultWildcards(t *testing.T) {
 	if got := subAck(t, alice, "bob/secret"); got != rcGrantedQoS1 {
 		t.Errorf("alice's bob/secret (a named topic, allowed without an ACL file): SUBACK %#x", got)
 	}
+	// "#", "+/#", "$SHARE/g/#" and "$share/g/#" are refused before the
+	// topics rule (service accounts only): 6 filters each for alice and
+	// the observer.
+	s := n.Stats()
+	if r, w := s.Of("topic_access_refused_total", "read"), s.Of("topic_access_refused_total", "write"); r != 12 || w != 2 {
+		t.Errorf("topic_access_refused_total read %d write %d, want 12 and 2", r, w)
+	}
 }
 
 // auth.acl_file: patterns with %u and %c, a user's lines, the anonymous
