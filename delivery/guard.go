@@ -127,9 +127,16 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if g.o.Viewers != nil {
 		user, service = g.o.Viewers.Viewer(cl)
 	}
+	appUser := user
+	if user == "" && !service && cl.Closed() {
+		// A persisted session whose connection has ended: the hook has
+		// let go of it; the user authenticated is its username (a message
+		// for it waits if the Topics rule allows it to that user).
+		appUser = string(cl.Properties.Username)
+	}
 	if write {
 		// Under the prefix presence's OnPublish decides (presence/set).
-		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(user, cl.ID, topic, true) {
+		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(appUser, cl.ID, topic, true) {
 			return true
 		}
 		g.o.Delivery.Stats.TopicWritesRefused.Add(1)
@@ -140,7 +147,7 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		if everything(plain) || strings.HasPrefix(plain, "$SYS") {
 			return false
 		}
-		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(user, cl.ID, plain, false) {
+		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(appUser, cl.ID, plain, false) {
 			g.o.Delivery.Stats.TopicReadsRefused.Add(1)
 			return false
 		}

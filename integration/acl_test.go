@@ -14,6 +14,7 @@ import (
 
 	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/internal/testkit"
 )
 
 // startLevelNode is startAuthNode with the node's log at level (the
@@ -383,5 +384,37 @@ pattern read devices/%c/config
 	cfg.ApplyDefaults()
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "auth.acl_file") {
 		t.Errorf("auth.acl_file without an authentication method: %v, want refused", err)
+	}
+}
+
+// With auth.acl_file, a message for alice's persisted session while she is
+// offline is judged as hers (not as an anonymous connection's) and waits
+// for her.
+func TestACLFileOfflineSession(t *testing.T) {
+	aclPath := filepath.Join(t.TempDir(), "acl")
+	writeAtomic(t, aclPath, []byte("pattern readwrite users/%u/#\n"))
+	n := aclNode(t, func(c *configs.Config) { c.Auth.ACLFile = aclPath })
+	addr := n.MQTTAddr()
+	alice := dial5(t, addr, "alice-1", "alice", withPassword("alice-Secret-1"), withResume(300))
+	if got := subAck(t, alice, "users/alice/inbox"); got != rcGrantedQoS1 {
+		t.Fatalf("alice's users/alice/inbox: SUBACK %#x", got)
+	}
+	alice.disconnect()
+	testkit.Wait(t, waitTimeout, "alice's connection closed", func() error {
+		cl, ok := n.Server().Clients.Get("alice-1")
+		return testkit.Why(ok && cl.Closed(), "open")
+	})
+	ops := dial5(t, addr, "ops-1", "ops", withPassword("ops-Secret-3"))
+	if rc := ops.publish(t, "users/alice/inbox", "while away", 1, false); rc != 0 {
+		t.Fatalf("ops' publish: PUBACK %#x", rc)
+	}
+	back := dial5(t, addr, "alice-1", "alice", withPassword("alice-Secret-1"), withResume(300))
+	select {
+	case m := <-back.msgs:
+		if m.Topic != "users/alice/inbox" || string(m.Payload) != "while away" {
+			t.Errorf("alice received %s %q", m.Topic, m.Payload)
+		}
+	case <-time.After(waitTimeout):
+		t.Errorf("the message for alice's offline session was not kept")
 	}
 }
