@@ -74,7 +74,7 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	if err := b.secure(); err != nil {
 		return nil, err
 	}
-	b.server = mqtt.New(serverOptions(cfg.MQTT, log.With("component", "mochi")))
+	b.server = mqtt.New(serverOptions(cfg.MQTT, mochiLog(log)))
 	b.table = b.buildTable()
 	if cfg.Presence.Mode == "off" {
 		// The benchmark baseline: the same broker without presence. mochi
