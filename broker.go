@@ -15,6 +15,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	mochiauth "github.com/mochi-mqtt/server/v2/hooks/auth"
 
+	"github.com/presenced/presenced/acl"
 	"github.com/presenced/presenced/admin"
 	"github.com/presenced/presenced/auth"
 	"github.com/presenced/presenced/configs"
@@ -40,6 +41,8 @@ type Broker struct {
 	creds      *auth.Authenticator   // its credentials
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
+	adminSite  *admin.Site           // the admin port's cross-site and Host checks; nil without it
+	acl        *acl.File             // auth.acl_file, nil without it
 
 	tcp     *listener.TCP
 	ws      *listener.WebSocket
@@ -71,7 +74,7 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	if err := b.secure(); err != nil {
 		return nil, err
 	}
-	b.server = mqtt.New(serverOptions(cfg.MQTT, log.With("component", "mochi")))
+	b.server = mqtt.New(serverOptions(cfg.MQTT, mochiLog(log)))
 	b.table = b.buildTable()
 	if cfg.Presence.Mode == "off" {
 		// The benchmark baseline: the same broker without presence. mochi
@@ -104,6 +107,9 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 		return nil, fmt.Errorf("add authentication hook: %w", err)
 	}
 	opts = append([]Option{WithLogger(log), WithACL(nil), WithServiceAccounts(service)}, opts...)
+	if b.acl != nil {
+		opts = append([]Option{WithTopics(b.acl)}, opts...)
+	}
 	p, err := Attach(b.server, ConfigFrom(cfg), opts...)
 	if err != nil {
 		return nil, err
@@ -211,11 +217,18 @@ func (b *Broker) listen() error {
 		_ = ln.Close()
 		return err
 	}
-	src.Pprof = true // behind the token, or on loopback (configs refuses a wider address without one)
+	// Go's profiles tell much about the process (its command line among
+	// them): only behind the token.
+	src.Pprof = b.adminToken != nil
 	h := admin.Handler(src)
 	if b.adminToken != nil {
 		h = b.adminToken.Wrap(h)
 	}
+	// A web page must not drive the API (cross-site writes), nor read it
+	// through a name of its own resolved to loopback (DNS rebinding): the
+	// Host check is on without a token, or with admin.allowed_hosts.
+	b.adminSite = &admin.Site{Hosts: b.cfg.Admin.AllowedHosts, CheckHost: b.adminToken == nil || len(b.cfg.Admin.AllowedHosts) > 0}
+	h = b.adminSite.Wrap(h)
 	// The HTTP server's own complaints (a malformed request, a TLS handshake
 	// that failed) go to the log like every line, at debug level.
 	b.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/presenced/presenced/acl"
 	"github.com/presenced/presenced/admin"
 	"github.com/presenced/presenced/auth"
 	"github.com/presenced/presenced/configs"
@@ -59,6 +60,13 @@ func (b *Broker) secure() error {
 		}
 		b.creds = a
 	}
+	if cfg.Auth.ACLFile != "" {
+		f, err := acl.Load(cfg.Auth.ACLFile)
+		if err != nil {
+			return err
+		}
+		b.acl = f
+	}
 	if cfg.TLS.CertFile != "" {
 		r, err := listener.LoadTLS(listener.TLSFiles{
 			CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
@@ -88,14 +96,19 @@ func leeway(d time.Duration) time.Duration {
 	return d
 }
 
-// Reload reads the password file, token keys, TLS files, admin token file
-// and groups file again (on SIGHUP). What fails to load keeps its old
+// Reload reads the password file, token keys, ACL file, TLS files, admin
+// token file and groups file again (on SIGHUP). What fails to load keeps its old
 // value; the errors are joined.
 func (b *Broker) Reload() error {
 	var errs []error
 	if b.creds != nil {
 		if err := b.creds.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("auth: %w", err))
+		}
+	}
+	if b.acl != nil {
+		if err := b.acl.Reload(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if b.tls != nil {

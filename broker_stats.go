@@ -109,6 +109,14 @@ func (b *Broker) buildTable() *stats.Table {
 				emit(float64(b.adminToken.Refused.Load()))
 			}
 		}}
+	adminSite := stats.Stat{Name: "admin_site_refused_total", Kind: stats.Counter, Labels: []string{"reason"},
+		Help: "Admin requests refused as a web page's: cross_site (a mutating request from another site), host (a Host name not allowed: DNS rebinding).",
+		Read: func(emit func(float64, ...string)) {
+			if b.adminSite != nil {
+				emit(float64(b.adminSite.CrossSite.Load()), "cross_site")
+				emit(float64(b.adminSite.ForeignHost.Load()), "host")
+			}
+		}}
 	return stats.New(
 		perListener("listener_connections", "Connections a listener accepted and has not closed yet.", stats.Gauge,
 			func(s listener.Stats) int64 { return s.Open }),
@@ -122,6 +130,6 @@ func (b *Broker) buildTable() *stats.Table {
 			func(s listener.Stats) int64 { return s.TooLarge }),
 		perListener("listener_tls_failures_total", "TLS handshakes that failed or timed out.", stats.Counter,
 			func(s listener.Stats) int64 { return s.TLSFailures }),
-		authResults, adminRefused, passwordChecks, throttledAddrs,
+		authResults, adminRefused, passwordChecks, throttledAddrs, adminSite,
 	)
 }

@@ -55,6 +55,11 @@ func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = n
 // twice (observers drop a version not above the last, see the README).
 func WithACL(policy delivery.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
 
+// WithTopics decides the application topics (outside the presence prefix)
+// of connections that are not service accounts, with WithACL: an
+// acl.File, say. Without it, delivery.DefaultTopics.
+func WithTopics(t delivery.Topics) Option { return func(p *Plugin) { p.topics = t } }
+
 // WithServiceAccounts says which connections are service accounts, which
 // may read all presence, "#" and $SYS (with WithACL; the users listed in
 // presence.observers are too). Without it and without presence.observers,
@@ -78,6 +83,7 @@ type Plugin struct {
 	// redisTLS is redis.tls, its files read (nil: no TLS).
 	redisTLS *tls.Config
 	acl      *delivery.Policy
+	topics   delivery.Topics // WithTopics
 	service  func(cl *mqtt.Client) bool
 
 	// The stages, in the order the data flows.
@@ -206,6 +212,7 @@ func (p *Plugin) addHooks() error {
 			Delivery: p.delivery, Viewers: p.hook, Policy: *p.acl,
 			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
+			Topics:       p.topics,
 		}))
 	}
 	for _, h := range list {

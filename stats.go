@@ -174,6 +174,13 @@ func (p *Plugin) publishStats() []stats.Stat {
 		counter("deliveries_resent_total", "Presence messages sent again to subscribers that missed them.", d.Resent.Load, "resent"),
 		counter("retained_repeats_refused_total", "Retained copies refused to a subscriber that had them live.", d.Repeats.Load, "retained_repeats_refused"),
 		counter("slow_subscribers_disconnected_total", "Subscribers disconnected for falling too far behind.", d.SlowExpelled.Load, "slow_subscribers_disconnected"),
+		byLabel(stats.Counter, "topic_access_refused_total", "Application-topic accesses refused (a wildcard first level, an anonymous publish, auth.acl_file), by access: read (a subscription or a delivery), write (a publish).", "access",
+			[]string{"read", "write"}, func(a string) int64 {
+				if a == "write" {
+					return d.TopicWritesRefused.Load()
+				}
+				return d.TopicReadsRefused.Load()
+			}, nil),
 	}
 }
 

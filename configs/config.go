@@ -113,6 +113,10 @@ type AdminConfig struct {
 	Addr      string `yaml:"addr"`       // default "127.0.0.1:8080"; "off" disables
 	Token     Secret `yaml:"token"`      // bearer token for everything but /healthz and /readyz (PRESENCED_ADMIN_TOKEN)
 	TokenFile string `yaml:"token_file"` // or a file holding it
+	// AllowedHosts are the Host names the admin API answers besides
+	// localhost and IP addresses ("*" any). Default empty: without a
+	// token only those; with a token any (the check is off).
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // IdentityConfig says how a connection maps to a user and a device.
@@ -260,6 +264,12 @@ type AuthConfig struct {
 	JWT            JWTConfig       `yaml:"jwt"`
 	CertUserFrom   string          `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
 	Passwords      PasswordsConfig `yaml:"passwords"`
+	// ACLFile is an access control file for application topics in
+	// mosquitto's acl_file syntax (package acl); reloaded on SIGHUP.
+	// Default empty: users publish and subscribe to any application topic
+	// but filters with a wildcard first level, anonymous observers only
+	// subscribe. Needs an authentication method.
+	ACLFile string `yaml:"acl_file"`
 }
 
 // PasswordsConfig bounds the CPU that password checks (bcrypt, ~70 ms of a
@@ -460,6 +470,12 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	setString(&c.Admin.Addr, defaultAdminAddr)
+	if c.Admin.AllowedHosts == nil { // empty and unset mean the same
+		c.Admin.AllowedHosts = []string{}
+	}
+	for i, h := range c.Admin.AllowedHosts {
+		c.Admin.AllowedHosts[i] = strings.ToLower(h)
+	}
 
 	setString(&c.Identity.UserFrom, defaultUserFrom)
 	setString(&c.Identity.Separator, defaultSeparator)
@@ -698,6 +714,11 @@ func (c Config) validateAdmin(v *validator) {
 	}
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.addr", c.MQTT.Addr))
 	v.check("admin.addr", distinctAddr(c.Admin.Addr, "mqtt.ws_addr", c.MQTT.WSAddr))
+	for i, h := range c.Admin.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, " \t\n:/[]") {
+			v.add("admin.allowed_hosts", "item %d must be a host name without a port, such as presenced.example.com, or * (got %q)", i, h)
+		}
+	}
 }
 
 // validateIdentity checks the identity section.
@@ -787,6 +808,9 @@ func (c Config) validateAuth(v *validator) {
 	}
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
+	}
+	if c.Auth.ACLFile != "" && !c.AuthEnabled() {
+		v.add("auth.acl_file", "needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one every client is a service account")
 	}
 }
 

@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 			MaxTopicLevels: 16, RetainedExpiry: Duration(24 * time.Hour), WSAllowedOrigins: []string{},
 			MaxSessionExpiry: Duration(2 * time.Hour),
 		},
-		Admin:    AdminConfig{Addr: "127.0.0.1:8080"},
+		Admin:    AdminConfig{Addr: "127.0.0.1:8080", AllowedHosts: []string{}},
 		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},
 		Presence: PresenceConfig{
 			Mode:                 "on",

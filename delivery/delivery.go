@@ -83,6 +83,10 @@ type Stats struct {
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
 	SlowExpelled atomic.Int64 // subscribers disconnected for taking no presence for SlowAfter while missing some
 	Lagging      atomic.Int64 // subscribers missing presence now
+	// Application-topic accesses the Guard's Topics rule refused: reads
+	// (a subscription's filter, or a delivery) and writes (a PUBLISH).
+	TopicReadsRefused  atomic.Int64
+	TopicWritesRefused atomic.Int64
 }
 
 // subscription is a SUBSCRIBE in progress that can match presence/users/...
@@ -421,6 +425,13 @@ func (d *Delivery) canMatch(filter, base string) bool {
 func (d *Delivery) group(topic string) (string, bool) {
 	g, ok := strings.CutPrefix(topic, d.prefix+"/groups/")
 	return g, ok && g != "" && !strings.Contains(g, "/")
+}
+
+// underPrefix reports whether a topic or filter names the presence prefix
+// (the prefix itself, or under it), without wildcards in its place.
+func (d *Delivery) underPrefix(topic string) bool {
+	rest, ok := strings.CutPrefix(topic, d.prefix)
+	return ok && (rest == "" || rest[0] == '/')
 }
 
 // underNodes reports whether a topic or filter is under presence/nodes/.

@@ -13,8 +13,11 @@
 // Guard is the server's one OnACLCheck when presence is its access
 // authority: the program's decision first, then presence's, so that what is
 // sent again reaches only the subscribers that missed it and no subscriber
-// receives a version twice. Add Delivery after presence's hooks (package
-// hooks), and Guard last.
+// receives a version twice. It also decides the application topics of
+// connections that are not service accounts (Topics: DefaultTopics, or an
+// acl.File): it judges a shared subscription's filter as mochi matches it,
+// without $share/<group>/ in any case. Add Delivery after presence's hooks
+// (package hooks), and Guard last.
 //
 // Lock order: the fence, then Delivery's mu, then a subscription's mu. No
 // socket write of a client that might not read happens inside the fence.

@@ -48,12 +48,43 @@ type GuardOptions struct {
 	// presence/nodes/) to service accounts (presence.visibility self and
 	// groups: a node's session count says how many people are online).
 	NodesPrivate bool
+	// Topics decides the application topics (everything outside the
+	// presence prefix, and filters that do not name it) of connections
+	// that are not service accounts; nil: DefaultTopics.
+	Topics Topics
+}
+
+// Topics is an access decision on application topics: may user ("" for an
+// anonymous connection) with client id clientID write (publish to) topic,
+// or read it (a topic name, or a subscription filter without its
+// $share/<group>/). An acl.File is one.
+type Topics interface {
+	Allows(user, clientID, topic string, write bool) bool
+}
+
+// DefaultTopics is the rule without an ACL file: a user publishes and
+// subscribes to any application topic; an anonymous connection only
+// subscribes; and nobody but a service account subscribes to a filter
+// whose first level is a wildcard ("+", "+/+", "+/x", "#": they read every
+// application's topics).
+type DefaultTopics struct{}
+
+// Allows implements Topics.
+func (DefaultTopics) Allows(user, _, topic string, write bool) bool {
+	if write {
+		return user != ""
+	}
+	first, _, _ := strings.Cut(topic, "/")
+	return first != "+" && first != "#"
 }
 
 // NewGuard returns the ACL hook.
 func NewGuard(o GuardOptions) *Guard {
 	if o.Policy == nil {
 		o.Policy = func(*mqtt.Client, string, bool) bool { return true }
+	}
+	if o.Topics == nil {
+		o.Topics = DefaultTopics{}
 	}
 	return &Guard{o: o}
 }
@@ -64,12 +95,18 @@ func (g *Guard) ID() string { return "presence-guard" }
 // Provides implements mqtt.Hook.
 func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 
-// OnACLCheck is called for a SUBSCRIBE's filters and for every delivery,
-// retained ones included, with the topic (or filter) and whether it is a
-// write. After the program's policy, a read must pass presence's rules:
-//   - "#" and "$SYS/..." are for service accounts only (also as the filter
-//     of a shared subscription, "$share/<group>/#", and "+/#", "+/+/#" ...,
-//     which read as much);
+// OnACLCheck is called for a SUBSCRIBE's filters, for every PUBLISH and
+// for every delivery, retained ones included, with the topic (or filter)
+// and whether it is a write. After the program's policy, a write of a
+// connection that is not a service account must pass Topics outside the
+// presence prefix (presence's OnPublish decides under it), and a read
+// must pass presence's rules (a shared subscription's filter judged
+// without its $share/<group>/, $SHARE in any case as mochi takes it):
+//   - "#" and "$SYS/..." are for service accounts only (also "+/#",
+//     "+/+/#" ..., which read as much);
+//   - a topic or filter that does not name the presence prefix must pass
+//     Topics (DefaultTopics: no wildcard first level, which would read
+//     every application's topics);
 //   - with Sees, presence/users/{user} is readable only by that user, by
 //     those Sees allows and by service accounts (a wildcard filter is
 //     allowed, and each delivery is checked: bob's presence/users/+
@@ -83,16 +120,35 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	if !g.o.Policy(cl, topic, write) {
 		return false
 	}
-	if write || cl.Net.Inline {
+	if cl.Net.Inline {
 		return true
 	}
 	user, service := "", true
 	if g.o.Viewers != nil {
 		user, service = g.o.Viewers.Viewer(cl)
 	}
+	appUser := user
+	if user == "" && !service && cl.Closed() {
+		// A persisted session whose connection has ended: the hook has
+		// let go of it; the user authenticated is its username (a message
+		// for it waits if the Topics rule allows it to that user).
+		appUser = string(cl.Properties.Username)
+	}
+	if write {
+		// Under the prefix presence's OnPublish decides (presence/set).
+		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(appUser, cl.ID, topic, true) {
+			return true
+		}
+		g.o.Delivery.Stats.TopicWritesRefused.Add(1)
+		return false
+	}
 	if !service {
 		plain := unshared(topic)
 		if everything(plain) || strings.HasPrefix(plain, "$SYS") {
+			return false
+		}
+		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(appUser, cl.ID, plain, false) {
+			g.o.Delivery.Stats.TopicReadsRefused.Add(1)
 			return false
 		}
 		// A wildcard ("presence/users/+" or ".../#", only ever a filter)
@@ -126,12 +182,16 @@ func everything(filter string) bool {
 }
 
 // unshared returns the filter of a shared subscription ($share/<group>/f),
-// or filter itself.
+// or filter itself. mochi (topics.go, IsSharedFilter and Subscribe) takes
+// a first level equal to $SHARE in any case as shared, and drops it and
+// the group's level: so does unshared.
 func unshared(filter string) string {
-	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
-		if _, f, ok := strings.Cut(rest, "/"); ok {
-			return f
-		}
+	first, rest, ok := strings.Cut(filter, "/")
+	if !ok || !strings.EqualFold(first, mqtt.SharePrefix) {
+		return filter
+	}
+	if _, f, ok := strings.Cut(rest, "/"); ok {
+		return f
 	}
 	return filter
 }

@@ -14,9 +14,34 @@ func TestUnshared(t *testing.T) {
 	for in, want := range map[string]string{
 		"#": "#", "$share/g/#": "#", "$share/g/presence/users/+": "presence/users/+",
 		"$share/g": "$share/g", "$SYS/x": "$SYS/x", "a/b": "a/b",
+		// mochi takes the first level as shared in any case (EqualFold).
+		"$SHARE/g/#": "#", "$Share/g/+/+": "+/+", "$sHaRe/g/a/b": "a/b", "$SHARE/g": "$SHARE/g",
+		"$shared/g/#": "$shared/g/#", "x/$share/g/#": "x/$share/g/#",
 	} {
 		if got := unshared(in); got != want {
 			t.Errorf("unshared(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDefaultTopics(t *testing.T) {
+	for _, c := range []struct {
+		user, topic string
+		write, want bool
+	}{
+		{"alice", "a/b", false, true},
+		{"alice", "a/+", false, true},
+		{"alice", "+", false, false},
+		{"alice", "+/+", false, false},
+		{"alice", "+/status", false, false},
+		{"alice", "#", false, false},
+		{"alice", "a/b", true, true},
+		{"", "a/b", false, true},
+		{"", "+/b", false, false},
+		{"", "a/b", true, false},
+	} {
+		if got := (DefaultTopics{}).Allows(c.user, "c", c.topic, c.write); got != c.want {
+			t.Errorf("DefaultTopics %q %s write %v: %v, want %v", c.user, c.topic, c.write, got, c.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/internal/connack"
+	"github.com/presenced/presenced/internal/loglimit"
 	"github.com/presenced/presenced/internal/wire"
 	"github.com/presenced/presenced/presence"
 )
@@ -135,6 +136,7 @@ type link struct {
 	established bool
 	set         bucket             // presence/set rate
 	act         *presence.Activity // nil: activity not recorded
+	refusals    loglimit.Limiter   // logs of its refused publishes
 }
 
 // New returns the hook.
@@ -559,13 +561,13 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	l, hasUser := h.link(cl)
 	if pk.TopicName != h.set || !hasUser {
 		h.Stats.WritesDenied.Add(1)
-		h.o.Log.Debug("publish refused: presence topics are read-only", "client", cl.ID, "topic", pk.TopicName)
+		h.logRefused(cl, pk, "presence topics are read-only")
 		return h.refuse(cl, pk, packets.ErrNotAuthorized)
 	}
 	req, err := presence.ParseSetRequest(pk.Payload)
 	if err != nil {
 		h.Stats.SetRejected.Add(1)
-		h.o.Log.Debug("presence/set refused", "client", cl.ID, "err", err)
+		h.logRefused(cl, pk, "invalid presence/set: "+err.Error())
 		if cl.Properties.ProtocolVersion < 5 {
 			return pk, packets.CodeSuccessIgnore
 		}
@@ -622,17 +624,42 @@ func (h *Presence) refuse(cl *mqtt.Client, pk packets.Packet, code packets.Code)
 			_ = h.o.Server.DisconnectClient(cl, code)
 		}
 		return pk, packets.ErrRejectPacket
-	case pk.FixedHeader.Qos == 2:
-		// mochi would answer a reason code with a PUBACK; a QoS 2
-		// exchange needs a PUBREC, which with a failure code ends it.
-		_ = cl.WritePacket(packets.Packet{
-			FixedHeader: packets.FixedHeader{Type: packets.Pubrec},
-			PacketID:    pk.PacketID,
-			ReasonCode:  code.Code,
-		})
-		return pk, packets.ErrRejectPacket
 	}
-	return pk, code // mochi answers PUBACK with the code
+	// mochi would answer a returned reason code with a PUBACK, but logs
+	// it at error with the whole packet, payload included: the hook
+	// answers itself (a QoS 2 exchange needs a PUBREC, which with a
+	// failure code ends it) and has mochi drop the packet quietly.
+	ack := packets.Pubrec
+	if pk.FixedHeader.Qos == 1 {
+		ack = packets.Puback
+	}
+	_ = cl.WritePacket(packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: ack},
+		PacketID:    pk.PacketID,
+		ReasonCode:  code.Code,
+		Properties:  packets.Properties{ReasonString: code.Reason},
+	})
+	return pk, packets.ErrRejectPacket
+}
+
+// refusalLogEvery is how often one connection's refused publishes are
+// logged: one line (at info, without the payload) per interval, with the
+// number held back since the last.
+const refusalLogEvery = time.Minute
+
+// logRefused logs a refused publish of cl, at most once per connection
+// per refusalLogEvery.
+func (h *Presence) logRefused(cl *mqtt.Client, pk packets.Packet, why string) {
+	h.mu.RLock()
+	l := h.links[cl]
+	h.mu.RUnlock()
+	if l == nil {
+		return
+	}
+	if ok, held := l.refusals.Allow(h.o.Now(), refusalLogEvery); ok {
+		h.o.Log.Info("publish refused", "client", cl.ID, "user", l.user, "topic", pk.TopicName,
+			"bytes", len(pk.Payload), "why", why, "held_back", held, "log_every", refusalLogEvery.String())
+	}
 }
 
 // OnWill rewrites a will under the presence prefix so that it is never
