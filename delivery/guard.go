@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+
+	"github.com/presenced/presenced/internal/filter"
 )
 
 // Policy is a program's access decision: may cl write (publish) or read
@@ -143,7 +145,7 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		return false
 	}
 	if !service {
-		plain := unshared(topic)
+		plain := filter.Unshared(topic)
 		if everything(plain) || strings.HasPrefix(plain, "$SYS") {
 			return false
 		}
@@ -179,19 +181,4 @@ func everything(filter string) bool {
 		}
 		filter = rest
 	}
-}
-
-// unshared returns the filter of a shared subscription ($share/<group>/f),
-// or filter itself. mochi (topics.go, IsSharedFilter and Subscribe) takes
-// a first level equal to $SHARE in any case as shared, and drops it and
-// the group's level: so does unshared.
-func unshared(filter string) string {
-	first, rest, ok := strings.Cut(filter, "/")
-	if !ok || !strings.EqualFold(first, mqtt.SharePrefix) {
-		return filter
-	}
-	if _, f, ok := strings.Cut(rest, "/"); ok {
-		return f
-	}
-	return filter
 }

@@ -10,20 +10,6 @@ import (
 	"github.com/presenced/presenced/internal/testkit"
 )
 
-func TestUnshared(t *testing.T) {
-	for in, want := range map[string]string{
-		"#": "#", "$share/g/#": "#", "$share/g/presence/users/+": "presence/users/+",
-		"$share/g": "$share/g", "$SYS/x": "$SYS/x", "a/b": "a/b",
-		// mochi takes the first level as shared in any case (EqualFold).
-		"$SHARE/g/#": "#", "$Share/g/+/+": "+/+", "$sHaRe/g/a/b": "a/b", "$SHARE/g": "$SHARE/g",
-		"$shared/g/#": "$shared/g/#", "x/$share/g/#": "x/$share/g/#",
-	} {
-		if got := unshared(in); got != want {
-			t.Errorf("unshared(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestDefaultTopics(t *testing.T) {
 	for _, c := range []struct {
 		user, topic string

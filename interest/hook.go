@@ -7,6 +7,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/internal/filter"
 )
 
 // Hook is the mochi hook that tells the stage of the subscriptions mochi
@@ -108,7 +110,7 @@ func (s *Stage) tellNodes(filters map[string]struct{}) {
 		return
 	}
 	for f := range filters {
-		if canMatch(unshared(f), s.node+"x") {
+		if canMatch(filter.Unshared(f), s.node+"x") {
 			s.o.Nodes(f)
 		}
 	}
@@ -184,7 +186,7 @@ func (s *Stage) clientLocked(cl *mqtt.Client) *client {
 func (s *Stage) needOf(c *client) need {
 	n := need{users: make(map[string]struct{}), groups: make(map[string]struct{})}
 	for f := range c.filters {
-		plain := unshared(f)
+		plain := filter.Unshared(f)
 		if u, ok := exactLast(plain, s.users); ok {
 			n.users[u] = struct{}{}
 		} else if canMatch(plain, s.users+"x") {
@@ -292,17 +294,6 @@ func exactLast(filter, base string) (string, bool) {
 func (s *Stage) groupFilter(filter string) (string, bool) {
 	g, ok := strings.CutPrefix(filter, s.groups)
 	return g, ok && g != "" && !strings.ContainsAny(g, "/+#")
-}
-
-// unshared returns the filter of a shared subscription ($share/<name>/f),
-// or filter itself.
-func unshared(filter string) string {
-	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
-		if _, f, ok := strings.Cut(rest, "/"); ok {
-			return f
-		}
-	}
-	return filter
 }
 
 // canMatch reports whether filter can match the topic example (of the

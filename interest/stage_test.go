@@ -230,6 +230,16 @@ func TestFirehose(t *testing.T) {
 			t.Errorf("%s is not a firehose under visibility open", f)
 		}
 	}
+	// A shared subscription is read as mochi reads it: $share in any case,
+	// the group's level dropped.
+	for _, f := range []string{"$share/g/presence/users/+", "$SHARE/g/presence/users/+", "$Share/g/#"} {
+		if n := needOfFilter(r.s, f, "", false); !n.fire {
+			t.Errorf("%s is not a firehose under visibility open", f)
+		}
+	}
+	if n := needOfFilter(r.s, "$SHARE/g/presence/users/ann", "", false); n.fire || len(n.users) != 1 {
+		t.Errorf("$SHARE/g/presence/users/ann needs %+v, want ann only", n)
+	}
 }
 
 // needOfFilter is what one filter needs.
