@@ -1,0 +1,205 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	mqtt "github.com/mochi-mqtt/server/v2"
+
+	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/hooks"
+	"github.com/presenced/presenced/internal/testkit"
+	"github.com/presenced/presenced/presence"
+)
+
+// clientsWithID returns the clients of mochi's list whose client id, as
+// sent, is id (the list is keyed by user-scoped ids: presence.ClientKey).
+func clientsWithID(srv *mqtt.Server, id string) []*mqtt.Client {
+	var out []*mqtt.Client
+	for _, cl := range srv.Clients.GetAll() {
+		if hooks.ClientID(cl) == id {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+// served reports whether the broker still serves c: a QoS 1 publish is
+// acknowledged.
+func served(c *client5) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Publish(ctx, &paho.Publish{Topic: "rex/ping", QoS: 1})
+	return err == nil
+}
+
+// A connection taken over must not take its successor with it: mochi
+// deletes an ending clean session's client from its list by id unless it
+// is marked taken over, and the newcomer marks it only after closing it
+// and unsubscribing it. With many subscriptions that unsubscribing is long
+// enough for the old connection to read the mark unset and then delete the
+// newcomer, which the next connection with the id then never takes over:
+// two connections served (TestConcurrentTakeoverKeepsOneSession saw it once
+// on a loaded machine).
+func TestTakeoverOfManySubscriptionsKeepsOneSession(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) {
+		noBattleDamping(c)
+		c.MQTT.MaxSubscriptions = 20_000
+	})
+	const filters, perPacket = 20_000, 500
+	for round := range 8 {
+		a := dial5(t, n.MQTTAddr(), "rex-phone", "rex")
+		for i := 0; i < filters; i += perPacket {
+			var subs []paho.SubscribeOptions
+			for j := i; j < i+perPacket; j++ {
+				subs = append(subs, paho.SubscribeOptions{Topic: fmt.Sprintf("rex/%d/%d", round, j), QoS: 1})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			if _, err := a.Subscribe(ctx, &paho.Subscribe{Subscriptions: subs}); err != nil {
+				t.Fatalf("round %d: subscribe: %v", round, err)
+			}
+			cancel()
+		}
+		b := dial5(t, n.MQTTAddr(), "rex-phone", "rex")
+		c := dial5(t, n.MQTTAddr(), "rex-phone", "rex")
+		testkit.Wait(t, waitTimeout, fmt.Sprintf("round %d: the first two taken over", round), func() error {
+			return testkit.Why(!served(a) && !served(b), "an earlier connection still served")
+		})
+		if !served(c) {
+			t.Fatalf("round %d: the last connection is not served", round)
+		}
+		if got := clientsWithID(n.Server, "rex-phone"); len(got) != 1 {
+			t.Fatalf("round %d: %d clients with id rex-phone listed", round, len(got))
+		}
+		c.disconnect()
+		testkit.Wait(t, waitTimeout, "rex-phone gone", func() error {
+			return testkit.Why(len(clientsWithID(n.Server, "rex-phone")) == 0, "still listed")
+		})
+	}
+}
+
+func withCleanStart(clean bool) connectOpt { return func(c *paho.Connect) { c.CleanStart = clean } }
+func withSessionExpiry(s uint32) connectOpt {
+	return func(c *paho.Connect) {
+		if c.Properties == nil {
+			c.Properties = &paho.ConnectProperties{}
+		}
+		c.Properties.SessionExpiryInterval = &s
+	}
+}
+
+// A client id is its user's. bob read alice's device id from her presence
+// and, while she was offline, left a persistent session with it (Session
+// Expiry 0xFFFFFFFF): alice then connects with her own id, does not inherit
+// bob's session, and bob's session, under the same id string, is his and
+// stays his; neither takes the other over.
+func TestClientIDOfAnotherUserNeitherTakenNorBlocked(t *testing.T) {
+	pwfile := filepath.Join(t.TempDir(), "passwd")
+	secrets := map[string]string{"alice": "alice-Secret-1", "bob": "bob-Secret-2", "ops": "ops-Secret-3"}
+	writePasswordFile(t, pwfile, secrets)
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Auth.PasswordFile = pwfile
+		c.Presence.Observers = []string{"ops"}
+		c.MQTT.MaxSessionExpiry = configs.Duration(time.Hour)
+	})
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+", withUser("ops"), withPassword(secrets["ops"]))
+	alice := dial5(t, n.MQTTAddr(), "alice-phone", "alice", withPassword(secrets["alice"]))
+	obs.waitStatus("alice", presence.Online)
+	alice.disconnect()
+	obs.waitStatus("alice", presence.Offline)
+
+	bob := dial5(t, n.MQTTAddr(), "alice-phone", "bob", withPassword(secrets["bob"]),
+		withCleanStart(false), withSessionExpiry(0xFFFFFFFF))
+	if got := subAck(t, bob, "bob/inbox"); got != rcGrantedQoS1 {
+		t.Fatalf("bob's subscription: SUBACK %#x", got)
+	}
+	bob.disconnect() // his session stays, for as long as the broker keeps one
+	obs.waitStatus("bob", presence.Offline)
+
+	c, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), "alice-phone", "alice", withPassword(secrets["alice"]),
+		withCleanStart(false), withSessionExpiry(60))
+	if err != nil || ack.ReasonCode != 0 {
+		t.Fatalf("alice with her own client id after bob: CONNACK %+v, %v", ack, err)
+	}
+	if ack.SessionPresent {
+		t.Fatal("alice inherited bob's session")
+	}
+	alice = c
+	if !served(alice) {
+		t.Fatal("alice not served")
+	}
+	c2, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), "alice-phone", "bob", withPassword(secrets["bob"]),
+		withCleanStart(false), withSessionExpiry(0xFFFFFFFF))
+	if err != nil || ack.ReasonCode != 0 || !ack.SessionPresent {
+		t.Fatalf("bob back to his session: CONNACK %+v, %v", ack, err)
+	}
+	bob = c2
+	if rc := bob.publish(t, "bob/inbox", "for bob", 1, false); rc != 0 {
+		t.Fatalf("bob's publish: %#x", rc)
+	}
+	select {
+	case m := <-bob.msgs:
+		if m.Topic != "bob/inbox" {
+			t.Fatalf("bob received %s", m.Topic)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("bob's own session lost his subscription")
+	}
+	select {
+	case m := <-alice.msgs:
+		t.Fatalf("alice received bob's %s", m.Topic)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if !served(alice) || !served(bob) {
+		t.Fatalf("served: alice %v, bob %v; want both", served(alice), served(bob))
+	}
+	for _, u := range []string{"alice", "bob"} {
+		obs.waitFor(u, "online with session alice-phone", func(p presence.Aggregate) bool {
+			return p.Status == presence.Online && len(p.Sessions) == 1 && p.Sessions[0].ID == "alice-phone"
+		})
+	}
+}
+
+// Two users connecting with one fresh client id at the same instant: both
+// are accepted, both served, neither inherits nor takes over the other
+// (before, the owner check raced the takeover: both got CONNACK 0 and one
+// took the other's session).
+func TestSameClientIDTwoUsersAtOnce(t *testing.T) {
+	n := startNode(t, noBattleDamping)
+	for round := range 150 {
+		id := fmt.Sprintf("dev-%d", round)
+		var clients [2]*client5
+		var acks [2]*paho.Connack
+		var errs [2]error
+		var wg sync.WaitGroup
+		for i, user := range []string{"alice", "bob"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				clients[i], acks[i], errs[i] = connect5(t, ctDialTCP(t, n.MQTTAddr()), id, user)
+			}()
+		}
+		wg.Wait()
+		for i, user := range []string{"alice", "bob"} {
+			if errs[i] != nil || acks[i].ReasonCode != 0 || acks[i].SessionPresent {
+				t.Fatalf("round %d: %s: CONNACK %+v, %v", round, user, acks[i], errs[i])
+			}
+		}
+		for i, user := range []string{"alice", "bob"} {
+			if !served(clients[i]) {
+				t.Fatalf("round %d: %s's connection taken over", round, user)
+			}
+		}
+		if got := len(clientsWithID(n.Server, id)); got != 2 {
+			t.Fatalf("round %d: %d clients with id %s", round, got, id)
+		}
+		for _, c := range clients {
+			c.disconnect()
+		}
+	}
+}
