@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/golang-jwt/jwt/v5"
 	mqtt "github.com/mochi-mqtt/server/v2"
 
 	"github.com/presenced/presenced/configs"
@@ -200,6 +201,45 @@ func TestSameClientIDTwoUsersAtOnce(t *testing.T) {
 		}
 		for _, c := range clients {
 			c.disconnect()
+		}
+	}
+}
+
+// A token's groups claim is in force for a connection's first SUBSCRIBE,
+// right after CONNACK, while other users' claims are being written: a read
+// of the group from the store that began before the claim was written must
+// not drop the member the claim added (TestGroupsJWTClaim saw
+// presence/groups/team refused with 0x87 right after CONNACK).
+func TestGroupsClaimInForceAtOnceUnderConcurrentClaims(t *testing.T) {
+	dir := t.TempDir()
+	secret := []byte("an HS256 secret of well over thirty-two bytes, for the test only")
+	secretFile := filepath.Join(dir, "hs256.key")
+	writeAtomic(t, secretFile, secret)
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Auth.JWT.HS256SecretFile = secretFile
+		c.Presence.Visibility = configs.VisibilityGroups
+	})
+	hour := time.Now().Add(time.Hour).Unix()
+	const users = 6
+	for round := range 25 {
+		var wg sync.WaitGroup
+		codes := make([]byte, users)
+		for i := range users {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				user := fmt.Sprintf("u%d-%d", round, i)
+				tok := hs256(t, secret, jwt.MapClaims{"sub": user, "groups": []string{"team"}, "exp": hour})
+				c := dial5(t, n.MQTTAddr(), user+"-1", "", withPassword(tok))
+				codes[i] = subAck(t, c, "presence/groups/team")
+				c.disconnect()
+			}()
+		}
+		wg.Wait()
+		for i, rc := range codes {
+			if rc != rcGrantedQoS1 {
+				t.Fatalf("round %d: u%d-%d's presence/groups/team right after CONNACK: SUBACK %#x", round, round, i, rc)
+			}
 		}
 	}
 }
