@@ -38,6 +38,7 @@ type Broker struct {
 
 	auth       *auth.Hook            // nil without an authentication method
 	creds      *auth.Authenticator   // its credentials
+	authStop   chan struct{}         // ends the auth hook's Revoke loop (Start makes it)
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
 
@@ -104,7 +105,13 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 		return nil, fmt.Errorf("add authentication hook: %w", err)
 	}
 	opts = append([]Option{WithLogger(log), WithACL(nil), WithServiceAccounts(service)}, opts...)
-	p, err := Attach(b.server, ConfigFrom(cfg), opts...)
+	pc := ConfigFrom(cfg)
+	if b.creds != nil {
+		// The authentication says who is a service account, by method
+		// (auth.observer_methods): not a bare name under any method.
+		pc.Presence.Observers = nil
+	}
+	p, err := Attach(b.server, pc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -160,6 +167,14 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if b.auth != nil {
+		b.authStop = make(chan struct{})
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.auth.RunRevoke(b.authStop, time.Second) // expired tokens end within a second
+		}()
 	}
 	if b.admin != nil {
 		b.wg.Add(1)
@@ -265,6 +280,9 @@ func (b *Broker) stop(ctx context.Context) error {
 			_ = b.admin.Shutdown(ctx)
 		}
 		_ = b.server.Close()
+		if b.authStop != nil {
+			close(b.authStop)
+		}
 		b.wg.Wait()
 		if b.presence != nil {
 			err = b.presence.Stop(ctx)

@@ -45,8 +45,10 @@ func (b *Broker) secure() error {
 				UserClaim: j.UserClaim, GroupsClaim: j.GroupsClaim, ObserverClaim: j.ObserverClaim,
 				ClientIDClaim: j.ClientIDClaim, ClientIDPrefixClaim: j.ClientIDPrefixClaim,
 				Audience: j.Audience, Issuer: j.Issuer, Leeway: leeway(j.Leeway.D()),
+				RequireExp: !j.AllowNoExp, MaxLifetime: j.MaxLifetime.D(),
 			},
-			Observers:    cfg.Presence.Observers,
+			Observers:       cfg.Presence.Observers,
+			ObserverMethods: observerMethods(cfg.Auth.ObserverMethods),
 			CertUserFrom: cfg.Auth.CertUserFrom,
 		})
 		if err != nil {
@@ -91,6 +93,8 @@ func (b *Broker) Reload() error {
 	if b.creds != nil {
 		if err := b.creds.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("auth: %w", err))
+		} else if b.auth != nil {
+			b.auth.Revoke(time.Now()) // end the connections whose password was removed or changed
 		}
 	}
 	if b.tls != nil {
@@ -139,4 +143,21 @@ func checkOrigin(allowed []string) func(r *http.Request) bool {
 		}
 		return false
 	}
+}
+
+// observerMethods turns auth.observer_methods into the auth package's
+// method names (an empty list: no method; never nil, which means all).
+func observerMethods(ms []string) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		switch m {
+		case "password":
+			out = append(out, auth.MethodPassword)
+		case "jwt":
+			out = append(out, auth.MethodJWT)
+		case "certificate":
+			out = append(out, auth.MethodCertificate)
+		}
+	}
+	return out
 }

@@ -37,6 +37,11 @@ type Identity struct {
 	// ClientIDPrefix is the prefix the token requires of the client id, ""
 	// for none. Authenticate has already checked it.
 	ClientIDPrefix string
+	// Expires is when the credentials stop being valid (a token's exp),
+	// zero for never. The Hook ends the connection then.
+	Expires time.Time
+
+	hash string // the password's hash in the file, for Current
 }
 
 var (
@@ -72,6 +77,12 @@ type Config struct {
 	JWT JWTConfig
 	// Observers lists the users that are service accounts.
 	Observers []string
+	// ObserverMethods are the methods under which a user of Observers is a
+	// service account (MethodPassword, MethodJWT, MethodCertificate); nil
+	// means every method. Bind service accounts to the method that issues
+	// their credentials: otherwise a device certificate or a token naming
+	// the account is one too. A token's observer claim is not affected.
+	ObserverMethods []string
 	// CertUserFrom says where a verified client certificate names its user:
 	// CertUserCN, CertUserSAN, or "" (a certificate names nobody).
 	CertUserFrom string
@@ -124,6 +135,11 @@ type JWTConfig struct {
 	// Leeway is the clock skew allowed for exp and nbf: 0 means 30s, and
 	// a negative value means none.
 	Leeway time.Duration
+	// RequireExp refuses a token without exp (which would never expire).
+	RequireExp bool
+	// MaxLifetime, when positive, refuses a token whose exp is further
+	// than MaxLifetime (plus the leeway) from now.
+	MaxLifetime time.Duration
 }
 
 // DefaultLeeway is the clock skew allowed for exp and nbf when
@@ -257,11 +273,27 @@ func (a *Authenticator) Authenticate(username string, password []byte, clientID 
 		if !m.passwords.check(username, password) {
 			return Identity{}, denied("unknown user or wrong password")
 		}
-		return a.identity(username, MethodPassword), nil
+		id := a.identity(username, MethodPassword)
+		id.hash = string(m.passwords.hashes[username])
+		return id, nil
 	}
 	return Identity{}, ErrNoCredentials
 }
 
 func (a *Authenticator) identity(user, method string) Identity {
-	return Identity{User: user, Method: method, Observer: a.observers[user]}
+	observer := a.observers[user] && (a.cfg.ObserverMethods == nil || slices.Contains(a.cfg.ObserverMethods, method))
+	return Identity{User: user, Method: method, Observer: observer}
+}
+
+// Current reports whether the credentials of id still hold after a
+// Reload: a password user still in the password file with the same
+// password hash (neither removed nor given a new password). Tokens and
+// certificates are checked when they are presented (and tokens end at
+// Expires).
+func (a *Authenticator) Current(id Identity) bool {
+	if id.Method != MethodPassword {
+		return true
+	}
+	m := a.material.Load()
+	return m.passwords != nil && string(m.passwords.hashes[id.User]) == id.hash
 }

@@ -247,6 +247,11 @@ type AuthConfig struct {
 	PasswordFile   string    `yaml:"password_file"`   // htpasswd -B file (presenced passwd FILE USER writes it); reloaded on SIGHUP
 	JWT            JWTConfig `yaml:"jwt"`
 	CertUserFrom   string    `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
+	// ObserverMethods are the methods under which a user listed in
+	// presence.observers is a service account: password, jwt,
+	// certificate. Default (nil): [password]; an explicit empty list: none
+	// (only a token's observer_claim makes one).
+	ObserverMethods []string `yaml:"observer_methods"`
 }
 
 // JWTConfig configures tokens carried in the CONNECT password.
@@ -260,7 +265,9 @@ type JWTConfig struct {
 	ClientIDPrefixClaim string   `yaml:"client_id_prefix_claim"` // the client id must start with it
 	Audience            string   `yaml:"audience"`
 	Issuer              string   `yaml:"issuer"`
-	Leeway              Duration `yaml:"leeway"` // for exp and nbf; default 30s
+	Leeway              Duration `yaml:"leeway"`       // for exp and nbf; default 30s
+	AllowNoExp          bool     `yaml:"allow_no_exp"` // accept tokens without exp (which never expire); default false: refused
+	MaxLifetime         Duration `yaml:"max_lifetime"` // refuse tokens whose exp is further away than this; default 0: no maximum; 0 or 1m..8760h
 }
 
 // DrainConfig configures the drain of a node (SIGTERM, or POST
@@ -443,6 +450,9 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Presence.Visibility, defaultVisibility)
 	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
 	setDuration(&c.Presence.InterestLinger, defaultInterestLinger)
+	if c.Auth.ObserverMethods == nil { // an explicit empty list stays empty
+		c.Auth.ObserverMethods = []string{"password"}
+	}
 	if c.Presence.Observers == nil {
 		c.Presence.Observers = []string{}
 	}
@@ -741,6 +751,14 @@ func (c Config) validateAuth(v *validator) {
 	}
 	if c.Auth.JWT.Leeway < 0 || c.Auth.JWT.Leeway > Duration(10*time.Minute) {
 		v.add("auth.jwt.leeway", "must be between 0s and 10m (got %s)", c.Auth.JWT.Leeway)
+	}
+	if m := c.Auth.JWT.MaxLifetime; m != 0 && (m < Duration(time.Minute) || m > Duration(8760*time.Hour)) {
+		v.add("auth.jwt.max_lifetime", "must be 0 (no maximum) or between 1m and 8760h (got %s)", m)
+	}
+	for i, m := range c.Auth.ObserverMethods {
+		if oneOf(m, "password", "jwt", "certificate") != "" {
+			v.add("auth.observer_methods", "item %d must be password, jwt or certificate (got %q)", i, m)
+		}
 	}
 }
 

@@ -99,7 +99,7 @@ func TestDefaults(t *testing.T) {
 			PoolSize: 32, NodeTTL: Duration(10 * time.Second), SweepInterval: Duration(2 * time.Second),
 			Retention: Duration(720 * time.Hour),
 		},
-		Auth:  AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}},
+		Auth:  AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}, ObserverMethods: []string{"password"}},
 		Drain: DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
 	}
 	if !reflect.DeepEqual(c, want) {

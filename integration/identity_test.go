@@ -3,7 +3,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -241,5 +243,125 @@ func TestGroupsClaimInForceAtOnceUnderConcurrentClaims(t *testing.T) {
 				t.Fatalf("round %d: u%d-%d's presence/groups/team right after CONNACK: SUBACK %#x", round, round, i, rc)
 			}
 		}
+	}
+}
+
+// authTokensNode starts a node with a password file and an HS256 secret;
+// edit may change the config further.
+func authTokensNode(t *testing.T, secrets map[string]string, edit func(*configs.Config)) (*authNode, []byte, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pwfile := filepath.Join(dir, "passwd")
+	writePasswordFile(t, pwfile, secrets)
+	secret := []byte("an HS256 secret of well over thirty-two bytes, for the test only")
+	secretFile := filepath.Join(dir, "hs256.key")
+	writeAtomic(t, secretFile, secret)
+	n := startAuthNode(t, func(c *configs.Config) {
+		c.Auth.PasswordFile = pwfile
+		c.Auth.JWT.HS256SecretFile = secretFile
+		if edit != nil {
+			edit(c)
+		}
+	})
+	return n, secret, pwfile
+}
+
+// A service account is bound to a method (auth.observer_methods, default
+// password): a token naming svc is an ordinary user, and cannot read "#";
+// svc with its password can.
+func TestServiceAccountBoundToMethod(t *testing.T) {
+	secrets := map[string]string{"svc": "svc-Secret-1"}
+	n, secret, _ := authTokensNode(t, secrets, func(c *configs.Config) { c.Presence.Observers = []string{"svc"} })
+	tok := hs256(t, secret, jwt.MapClaims{"sub": "svc", "exp": time.Now().Add(time.Hour).Unix()})
+	byToken := dial5(t, n.MQTTAddr(), "svc-t", "", withPassword(tok))
+	if got := subAck(t, byToken, "#"); got != rcNotAuthorized {
+		t.Errorf("a token naming svc subscribing #: SUBACK %#x, want %#x", got, rcNotAuthorized)
+	}
+	byPassword := dial5(t, n.MQTTAddr(), "svc-p", "svc", withPassword(secrets["svc"]))
+	if got := subAck(t, byPassword, "#"); got != rcGrantedQoS1 {
+		t.Errorf("svc with its password subscribing #: SUBACK %#x, want %#x", got, rcGrantedQoS1)
+	}
+}
+
+// Tokens without exp are refused by default, and so are tokens that live
+// longer than auth.jwt.max_lifetime.
+func TestTokenExpRequiredAndLifetimeBounded(t *testing.T) {
+	n, secret, _ := authTokensNode(t, map[string]string{"x": "x-Secret-1"}, func(c *configs.Config) {
+		c.Auth.JWT.MaxLifetime = configs.Duration(time.Hour)
+	})
+	for _, tc := range []struct {
+		name   string
+		claims jwt.MapClaims
+		want   byte
+	}{
+		{"no exp", jwt.MapClaims{"sub": "alice"}, rcBadUserNameOrPass},
+		{"exp in 2h over a 1h maximum", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(2 * time.Hour).Unix()}, rcBadUserNameOrPass},
+		{"exp in 30m", jwt.MapClaims{"sub": "alice", "exp": time.Now().Add(30 * time.Minute).Unix()}, 0},
+	} {
+		c, ack, err := connect5(t, ctDialTCP(t, n.MQTTAddr()), "alice-1", "", withPassword(hs256(t, secret, tc.claims)))
+		if ack == nil {
+			t.Fatalf("%s: no CONNACK: %v", tc.name, err)
+		}
+		if ack.ReasonCode != tc.want {
+			t.Errorf("%s: CONNACK %#x, want %#x", tc.name, ack.ReasonCode, tc.want)
+		}
+		if ack.ReasonCode == 0 {
+			c.disconnect()
+		}
+	}
+}
+
+// A connection ends when its token expires (DISCONNECT 0xA0 "maximum
+// connect time"), and when its password is removed from the password
+// file or changed, on reload (0x87).
+func TestSessionsEndWithTheirCredentials(t *testing.T) {
+	secrets := map[string]string{"alice": "alice-Secret-1", "bob": "bob-Secret-2", "carol": "carol-Secret-3"}
+	n, secret, pwfile := authTokensNode(t, secrets, func(c *configs.Config) { c.Auth.JWT.Leeway = configs.Duration(time.Second) })
+	tok := hs256(t, secret, jwt.MapClaims{"sub": "dan", "exp": time.Now().Add(2 * time.Second).Unix()})
+	dan := dial5(t, n.MQTTAddr(), "dan-1", "", withPassword(tok))
+	alice := dial5(t, n.MQTTAddr(), "alice-1", "alice", withPassword(secrets["alice"]))
+	bob := dial5(t, n.MQTTAddr(), "bob-1", "bob", withPassword(secrets["bob"]))
+	carol := dial5(t, n.MQTTAddr(), "carol-1", "carol", withPassword(secrets["carol"]))
+	gone := func(c *client5, within time.Duration) byte {
+		select {
+		case d := <-c.gone:
+			return d.ReasonCode
+		case <-time.After(within):
+			return 0
+		}
+	}
+	if rc := gone(dan, 3*time.Second+waitTimeout); rc != 0xA0 {
+		t.Errorf("dan's token expired: DISCONNECT %#x, want 0xA0", rc)
+	}
+	// alice removed, bob's password changed, carol's line untouched.
+	old, err := os.ReadFile(pwfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newBob := filepath.Join(t.TempDir(), "bob")
+	writePasswordFile(t, newBob, map[string]string{"bob": "bob-Secret-new"})
+	bobLine, err := os.ReadFile(newBob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(old)), "\n") {
+		if strings.HasPrefix(l, "carol:") {
+			lines = append(lines, l)
+		}
+	}
+	lines = append(lines, strings.TrimSpace(string(bobLine)))
+	writeAtomic(t, pwfile, []byte(strings.Join(lines, "\n")+"\n"))
+	if err := n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if rc := gone(alice, waitTimeout); rc != rcNotAuthorized {
+		t.Errorf("alice removed: DISCONNECT %#x, want %#x", rc, rcNotAuthorized)
+	}
+	if rc := gone(bob, waitTimeout); rc != rcNotAuthorized {
+		t.Errorf("bob's password changed: DISCONNECT %#x, want %#x", rc, rcNotAuthorized)
+	}
+	if !served(carol) {
+		t.Error("carol, untouched, was ended")
 	}
 }
