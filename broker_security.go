@@ -49,7 +49,7 @@ func (b *Broker) secure() error {
 			},
 			Observers:       cfg.Presence.Observers,
 			ObserverMethods: observerMethods(cfg.Auth.ObserverMethods),
-			CertUserFrom: cfg.Auth.CertUserFrom,
+			CertUserFrom:    cfg.Auth.CertUserFrom,
 		})
 		if err != nil {
 			return err

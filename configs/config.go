@@ -119,6 +119,10 @@ type AdminConfig struct {
 type IdentityConfig struct {
 	UserFrom  string `yaml:"user_from"` // username|client_id; default username
 	Separator string `yaml:"separator"` // default "/"; with user_from client_id, "alice/phone" => user alice, device phone
+	// FoldCase makes user names that differ only in case one user
+	// (Unicode case folding: "Alice" is "alice"). Default false: names are
+	// compared exactly. Risky: see the README (Identity).
+	FoldCase bool `yaml:"fold_case"`
 }
 
 // PresenceConfig configures presence tracking.

@@ -365,3 +365,25 @@ func TestSessionsEndWithTheirCredentials(t *testing.T) {
 		t.Error("carol, untouched, was ended")
 	}
 }
+
+// identity.fold_case: names that differ only in case are one user; off by
+// default, "Alice" is a user of her own.
+func TestIdentityFoldCase(t *testing.T) {
+	for _, fold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fold_case %v", fold), func(t *testing.T) {
+			n := startNode(t, func(c *configs.Config) { c.Identity.FoldCase = fold })
+			obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+			dial5(t, n.MQTTAddr(), "c-upper", "Alice")
+			dial5(t, n.MQTTAddr(), "c-lower", "alice")
+			if fold {
+				obs.waitFor("alice", "both sessions", func(p presence.Aggregate) bool { return len(p.Sessions) == 2 })
+				if _, ok := obs.last("Alice"); ok {
+					t.Error("Alice has presence of her own with fold_case")
+				}
+				return
+			}
+			obs.waitFor("Alice", "her session", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
+			obs.waitFor("alice", "her session", func(p presence.Aggregate) bool { return len(p.Sessions) == 1 })
+		})
+	}
+}
