@@ -94,7 +94,7 @@ func (b *Broker) Reload() error {
 		if err := b.creds.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("auth: %w", err))
 		} else if b.auth != nil {
-			b.auth.Revoke(time.Now()) // end the connections whose password was removed or changed
+			b.auth.Revoke(time.Now()) // end the connections of users removed from the password file
 		}
 	}
 	if b.tls != nil {

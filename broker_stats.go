@@ -83,7 +83,7 @@ func (b *Broker) buildTable() *stats.Table {
 			emit(float64(a.ClientIDDenied.Load()), "client_id_denied")
 		}}
 	authEnded := stats.Stat{Name: "auth_sessions_ended_total", Kind: stats.Counter, Labels: []string{"reason"},
-		Help: "Connections the authentication ended: expired (the token's exp passed), revoked (the password was removed or changed on reload).",
+		Help: "Connections the authentication ended: expired (the token's exp passed), revoked (the user was removed from the password file, on reload).",
 		Read: func(emit func(float64, ...string)) {
 			if b.auth == nil {
 				return

@@ -40,8 +40,6 @@ type Identity struct {
 	// Expires is when the credentials stop being valid (a token's exp),
 	// zero for never. The Hook ends the connection then.
 	Expires time.Time
-
-	hash string // the password's hash in the file, for Current
 }
 
 var (
@@ -273,9 +271,7 @@ func (a *Authenticator) Authenticate(username string, password []byte, clientID 
 		if !m.passwords.check(username, password) {
 			return Identity{}, denied("unknown user or wrong password")
 		}
-		id := a.identity(username, MethodPassword)
-		id.hash = string(m.passwords.hashes[username])
-		return id, nil
+		return a.identity(username, MethodPassword), nil
 	}
 	return Identity{}, ErrNoCredentials
 }
@@ -286,8 +282,9 @@ func (a *Authenticator) identity(user, method string) Identity {
 }
 
 // Current reports whether the credentials of id still hold after a
-// Reload: a password user still in the password file with the same
-// password hash (neither removed nor given a new password). Tokens and
+// Reload: a password user still in the password file. A user given a
+// new password keeps the connections made with the old one (a reload
+// drops no connection of a user still in the file). Tokens and
 // certificates are checked when they are presented (and tokens end at
 // Expires).
 func (a *Authenticator) Current(id Identity) bool {
@@ -295,5 +292,9 @@ func (a *Authenticator) Current(id Identity) bool {
 		return true
 	}
 	m := a.material.Load()
-	return m.passwords != nil && string(m.passwords.hashes[id.User]) == id.hash
+	if m.passwords == nil {
+		return false
+	}
+	_, ok := m.passwords.hashes[id.User]
+	return ok
 }

@@ -57,7 +57,7 @@ type Stats struct {
 	Refused        atomic.Int64 // bad or missing credentials
 	ClientIDDenied atomic.Int64 // a client id the credentials do not allow
 	Expired        atomic.Int64 // connections ended when their token expired
-	Revoked        atomic.Int64 // connections ended when their credentials were removed or changed (reload)
+	Revoked        atomic.Int64 // connections ended when their user was removed from the password file (reload)
 }
 
 // HookOptions configure the hook.
@@ -213,8 +213,8 @@ type current interface{ Current(id Identity) bool }
 
 // Revoke ends the connections whose credentials no longer hold at now: a
 // token past its exp (plus the leeway) gets DISCONNECT 0xA0 "maximum
-// connect time", a password user removed from the password file or given
-// another password (after a reload) 0x87 "not authorized"; MQTT 3.1.1
+// connect time", a password user removed from the password file (after a
+// reload) 0x87 "not authorized"; MQTT 3.1.1
 // connections are closed. It returns how many of each it ended. The broker
 // calls it every second and after a reload.
 func (a *Hook) Revoke(now time.Time) (expired, revoked int) {
@@ -233,7 +233,7 @@ func (a *Hook) Revoke(now time.Time) (expired, revoked int) {
 		case cur != nil && acc.id.Method != "" && !cur.Current(acc.id):
 			revoked++
 			a.Stats.Revoked.Add(1)
-			a.o.Log.Info("connection ended: its credentials were removed or changed", "remote", cl.Net.Remote, "user", acc.user)
+			a.o.Log.Info("connection ended: its user was removed from the password file", "remote", cl.Net.Remote, "user", acc.user)
 			a.end(cl, packets.ErrNotAuthorized)
 		}
 		return true
