@@ -39,6 +39,7 @@ type Broker struct {
 
 	auth       *auth.Hook            // nil without an authentication method
 	creds      *auth.Authenticator   // its credentials
+	authStop   chan struct{}         // ends the auth hook's Revoke loop (Start makes it)
 	tls        *listener.TLSReloader // nil without TLS
 	adminToken *admin.Token          // nil without admin.token
 	adminSite  *admin.Site           // the admin port's cross-site and Host checks; nil without it
@@ -110,7 +111,13 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	if b.acl != nil {
 		opts = append([]Option{WithTopics(b.acl)}, opts...)
 	}
-	p, err := Attach(b.server, ConfigFrom(cfg), opts...)
+	pc := ConfigFrom(cfg)
+	if b.creds != nil {
+		// The authentication says who is a service account, by method
+		// (auth.observer_methods): not a bare name under any method.
+		pc.Presence.Observers = nil
+	}
+	p, err := Attach(b.server, pc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +173,14 @@ func (b *Broker) Start(ctx context.Context) error {
 	}
 	if err := b.server.Serve(); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if b.auth != nil {
+		b.authStop = make(chan struct{})
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			b.auth.RunRevoke(b.authStop, time.Second) // expired tokens end within a second
+		}()
 	}
 	if b.admin != nil {
 		b.wg.Add(1)
@@ -278,6 +293,9 @@ func (b *Broker) stop(ctx context.Context) error {
 			_ = b.admin.Shutdown(ctx)
 		}
 		_ = b.server.Close()
+		if b.authStop != nil {
+			close(b.authStop)
+		}
 		b.wg.Wait()
 		if b.presence != nil {
 			err = b.presence.Stop(ctx)

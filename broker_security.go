@@ -46,9 +46,11 @@ func (b *Broker) secure() error {
 				UserClaim: j.UserClaim, GroupsClaim: j.GroupsClaim, ObserverClaim: j.ObserverClaim,
 				ClientIDClaim: j.ClientIDClaim, ClientIDPrefixClaim: j.ClientIDPrefixClaim,
 				Audience: j.Audience, Issuer: j.Issuer, Leeway: leeway(j.Leeway.D()),
+				RequireExp: !j.AllowNoExp, MaxLifetime: j.MaxLifetime.D(),
 			},
-			Observers:    cfg.Presence.Observers,
-			CertUserFrom: cfg.Auth.CertUserFrom,
+			Observers:       cfg.Presence.Observers,
+			ObserverMethods: observerMethods(cfg.Auth.ObserverMethods),
+			CertUserFrom:    cfg.Auth.CertUserFrom,
 			Passwords: auth.PasswordLimits{
 				FailureBurst: cfg.Auth.Passwords.FailureBurst, FailureInterval: cfg.Auth.Passwords.FailureInterval.D(),
 				Addresses: cfg.Auth.Passwords.Addresses, Concurrency: cfg.Auth.Passwords.Concurrency,
@@ -104,6 +106,8 @@ func (b *Broker) Reload() error {
 	if b.creds != nil {
 		if err := b.creds.Reload(); err != nil {
 			errs = append(errs, fmt.Errorf("auth: %w", err))
+		} else if b.auth != nil {
+			b.auth.Revoke(time.Now()) // end the connections of users removed from the password file
 		}
 	}
 	if b.acl != nil {
@@ -157,4 +161,21 @@ func checkOrigin(allowed []string) func(r *http.Request) bool {
 		}
 		return false
 	}
+}
+
+// observerMethods turns auth.observer_methods into the auth package's
+// method names (an empty list: no method; never nil, which means all).
+func observerMethods(ms []string) []string {
+	out := make([]string, 0, len(ms))
+	for _, m := range ms {
+		switch m {
+		case "password":
+			out = append(out, auth.MethodPassword)
+		case "jwt":
+			out = append(out, auth.MethodJWT)
+		case "certificate":
+			out = append(out, auth.MethodCertificate)
+		}
+	}
+	return out
 }

@@ -28,7 +28,8 @@ func (b *Broker) Stats() stats.Snapshot {
 	if b.auth != nil {
 		a := &b.auth.Stats
 		legacy["auth"] = map[string]int64{"accepted": a.Accepted.Load(), "anonymous": a.Anonymous.Load(),
-			"refused": a.Refused.Load(), "client_id_denied": a.ClientIDDenied.Load()}
+			"refused": a.Refused.Load(), "client_id_denied": a.ClientIDDenied.Load(),
+			"expired": a.Expired.Load(), "revoked": a.Revoked.Load()}
 	}
 	if b.adminToken != nil {
 		legacy["admin_refused"] = b.adminToken.Refused.Load()
@@ -102,6 +103,15 @@ func (b *Broker) buildTable() *stats.Table {
 				emit(float64(b.creds.ThrottledAddresses()))
 			}
 		}}
+	authEnded := stats.Stat{Name: "auth_sessions_ended_total", Kind: stats.Counter, Labels: []string{"reason"},
+		Help: "Connections the authentication ended: expired (the token's exp passed), revoked (the user was removed from the password file, on reload).",
+		Read: func(emit func(float64, ...string)) {
+			if b.auth == nil {
+				return
+			}
+			emit(float64(b.auth.Stats.Expired.Load()), "expired")
+			emit(float64(b.auth.Stats.Revoked.Load()), "revoked")
+		}}
 	adminRefused := stats.Stat{Name: "admin_refused_total", Kind: stats.Counter,
 		Help: "Admin requests refused for a missing or wrong bearer token.",
 		Read: func(emit func(float64, ...string)) {
@@ -130,6 +140,6 @@ func (b *Broker) buildTable() *stats.Table {
 			func(s listener.Stats) int64 { return s.TooLarge }),
 		perListener("listener_tls_failures_total", "TLS handshakes that failed or timed out.", stats.Counter,
 			func(s listener.Stats) int64 { return s.TLSFailures }),
-		authResults, adminRefused, passwordChecks, throttledAddrs, adminSite,
+		authResults, authEnded, adminRefused, passwordChecks, throttledAddrs, adminSite,
 	)
 }

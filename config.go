@@ -50,6 +50,9 @@ type Identity struct {
 	// user alice, device phone) instead of the MQTT username.
 	FromClientID bool
 	Separator    string // default "/"
+	// FoldCase makes user names that differ only in case one user
+	// (identity.fold_case; off by default).
+	FoldCase bool
 }
 
 // Visibility is who reads whose presence (presence.visibility).
@@ -200,6 +203,7 @@ func (c Config) yaml() configs.Config {
 		y.Identity.UserFrom = configs.UserFromClientID
 	}
 	y.Identity.Separator = c.Identity.Separator
+	y.Identity.FoldCase = c.Identity.FoldCase
 	p, yp := c.Presence, &y.Presence
 	yp.TopicPrefix, yp.AuthoritativeDevices = p.TopicPrefix, p.AuthoritativeDevices
 	yp.SessionTTL, yp.RenewInterval, yp.ReapInterval = d(p.SessionTTL), d(p.RenewInterval), d(p.ReapInterval)
@@ -261,7 +265,7 @@ func ConfigFrom(y configs.Config) Config {
 			}
 		}
 	}
-	c.Identity = Identity{FromClientID: y.Identity.UserFrom == configs.UserFromClientID, Separator: y.Identity.Separator}
+	c.Identity = Identity{FromClientID: y.Identity.UserFrom == configs.UserFromClientID, Separator: y.Identity.Separator, FoldCase: y.Identity.FoldCase}
 	yp := y.Presence
 	c.Presence = Presence{
 		TopicPrefix: yp.TopicPrefix, AuthoritativeDevices: yp.AuthoritativeDevices,

@@ -173,7 +173,7 @@ func (p *Plugin) build() {
 	})
 	p.hook = hooks.New(hooks.Options{
 		Prefix:   cfg.Presence.TopicPrefix,
-		Identity: hooks.IdentityRule{FromClientID: cfg.Identity.FromClientID, Separator: cfg.Identity.Separator},
+		Identity: hooks.IdentityRule{FromClientID: cfg.Identity.FromClientID, Separator: cfg.Identity.Separator, FoldCase: cfg.Identity.FoldCase},
 		Server:   srv, Tracker: p.tracker, Log: p.logFor("hook"),
 		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser, SetRate: cfg.Presence.SetRate, SetBurst: cfg.Presence.SetBurst,
 		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),

@@ -37,6 +37,9 @@ type Identity struct {
 	// ClientIDPrefix is the prefix the token requires of the client id, ""
 	// for none. Authenticate has already checked it.
 	ClientIDPrefix string
+	// Expires is when the credentials stop being valid (a token's exp),
+	// zero for never. The Hook ends the connection then.
+	Expires time.Time
 }
 
 var (
@@ -72,6 +75,12 @@ type Config struct {
 	JWT JWTConfig
 	// Observers lists the users that are service accounts.
 	Observers []string
+	// ObserverMethods are the methods under which a user of Observers is a
+	// service account (MethodPassword, MethodJWT, MethodCertificate); nil
+	// means every method. Bind service accounts to the method that issues
+	// their credentials: otherwise a device certificate or a token naming
+	// the account is one too. A token's observer claim is not affected.
+	ObserverMethods []string
 	// CertUserFrom says where a verified client certificate names its user:
 	// CertUserCN, CertUserSAN, or "" (a certificate names nobody).
 	CertUserFrom string
@@ -127,6 +136,11 @@ type JWTConfig struct {
 	// Leeway is the clock skew allowed for exp and nbf: 0 means 30s, and
 	// a negative value means none.
 	Leeway time.Duration
+	// RequireExp refuses a token without exp (which would never expire).
+	RequireExp bool
+	// MaxLifetime, when positive, refuses a token whose exp is further
+	// than MaxLifetime (plus the leeway) from now.
+	MaxLifetime time.Duration
 }
 
 // DefaultLeeway is the clock skew allowed for exp and nbf when
@@ -283,5 +297,24 @@ func (a *Authenticator) AuthenticateFrom(remote, username string, password []byt
 }
 
 func (a *Authenticator) identity(user, method string) Identity {
-	return Identity{User: user, Method: method, Observer: a.observers[user]}
+	observer := a.observers[user] && (a.cfg.ObserverMethods == nil || slices.Contains(a.cfg.ObserverMethods, method))
+	return Identity{User: user, Method: method, Observer: observer}
+}
+
+// Current reports whether the credentials of id still hold after a
+// Reload: a password user still in the password file. A user given a
+// new password keeps the connections made with the old one (a reload
+// drops no connection of a user still in the file). Tokens and
+// certificates are checked when they are presented (and tokens end at
+// Expires).
+func (a *Authenticator) Current(id Identity) bool {
+	if id.Method != MethodPassword {
+		return true
+	}
+	m := a.material.Load()
+	if m.passwords == nil {
+		return false
+	}
+	_, ok := m.passwords.hashes[id.User]
+	return ok
 }

@@ -60,6 +60,8 @@ type Stats struct {
 	ClientIDDenied atomic.Int64 // a client id the credentials do not allow
 	Throttled      atomic.Int64 // password checks refused before hashing: the address failed too often
 	Busy           atomic.Int64 // password checks refused: too many at once
+	Expired        atomic.Int64 // connections ended when their token expired
+	Revoked        atomic.Int64 // connections ended when their user was removed from the password file (reload)
 }
 
 // HookOptions configure the hook.
@@ -85,6 +87,7 @@ type HookOptions struct {
 type account struct {
 	user     string
 	observer bool
+	id       Identity
 }
 
 // NewHook returns the hook.
@@ -156,7 +159,7 @@ func (a *Hook) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if a.seen.Add(1)%tidyAfter == 0 {
 		a.Tidy()
 	}
-	a.accounts.Store(cl, account{user: id.User, observer: id.Observer})
+	a.accounts.Store(cl, account{user: id.User, observer: id.Observer, id: id})
 	a.Stats.Accepted.Add(1)
 	if a.o.Groups != nil && id.Groups != nil && id.User != "" {
 		a.o.Groups(id.User, id.Groups)
@@ -227,4 +230,66 @@ func (a *Hook) Tidy() {
 		}
 		return true
 	})
+}
+
+// ErrMaximumConnectTime is the MQTT 5 DISCONNECT reason for a connection
+// whose token expired (0xA0, "maximum connect time").
+var ErrMaximumConnectTime = packets.Code{Code: 0xA0, Reason: "maximum connect time"}
+
+// current is what Credentials may also tell: whether an identity's
+// credentials still hold after a reload (*Authenticator implements it).
+type current interface{ Current(id Identity) bool }
+
+// Revoke ends the connections whose credentials no longer hold at now: a
+// token past its exp (plus the leeway) gets DISCONNECT 0xA0 "maximum
+// connect time", a password user removed from the password file (after a
+// reload) 0x87 "not authorized"; MQTT 3.1.1
+// connections are closed. It returns how many of each it ended. The broker
+// calls it every second and after a reload.
+func (a *Hook) Revoke(now time.Time) (expired, revoked int) {
+	cur, _ := a.o.Credentials.(current)
+	a.accounts.Range(func(k, v any) bool {
+		cl, acc := k.(*mqtt.Client), v.(account)
+		if cl.Closed() {
+			return true
+		}
+		switch {
+		case !acc.id.Expires.IsZero() && !now.Before(acc.id.Expires):
+			expired++
+			a.Stats.Expired.Add(1)
+			a.o.Log.Info("connection ended: its token expired", "remote", cl.Net.Remote, "user", acc.user)
+			a.end(cl, ErrMaximumConnectTime)
+		case cur != nil && acc.id.Method != "" && !cur.Current(acc.id):
+			revoked++
+			a.Stats.Revoked.Add(1)
+			a.o.Log.Info("connection ended: its user was removed from the password file", "remote", cl.Net.Remote, "user", acc.user)
+			a.end(cl, packets.ErrNotAuthorized)
+		}
+		return true
+	})
+	return expired, revoked
+}
+
+// end ends cl with code: a DISCONNECT first when writing it cannot block
+// (presenced's listener), else only the socket is closed.
+func (a *Hook) end(cl *mqtt.Client, code packets.Code) {
+	if nb, ok := cl.Net.Conn.(interface{ WritesNeverBlock() bool }); a.o.Server != nil && ok && nb.WritesNeverBlock() {
+		_ = a.o.Server.DisconnectClient(cl, code)
+		return
+	}
+	cl.Stop(code)
+}
+
+// RunRevoke calls Revoke every interval until stop is closed.
+func (a *Hook) RunRevoke(stop <-chan struct{}, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			a.Revoke(a.o.Now())
+		}
+	}
 }

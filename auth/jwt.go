@@ -126,6 +126,15 @@ func (a *Authenticator) checkToken(m *material, h header, username, token, clien
 		return Identity{}, denied("malformed token")
 	}
 	c := a.cfg.JWT
+	exp, err := claims.GetExpirationTime()
+	switch {
+	case err != nil:
+		return Identity{}, denied("malformed exp")
+	case exp == nil && (c.RequireExp || c.MaxLifetime > 0):
+		return Identity{}, denied("the token has no exp")
+	case exp != nil && c.MaxLifetime > 0 && exp.After(a.now().Add(c.MaxLifetime+a.leeway)):
+		return Identity{}, denied("the token lives longer than auth.jwt.max_lifetime")
+	}
 	if c.Audience != "" {
 		aud, err := claims.GetAudience()
 		if err != nil || !slices.Contains(aud, c.Audience) {
@@ -146,6 +155,9 @@ func (a *Authenticator) checkToken(m *material, h header, username, token, clien
 		return Identity{}, denied("username does not match the token")
 	}
 	id := a.identity(user, MethodJWT)
+	if exp != nil {
+		id.Expires = exp.Add(a.leeway)
+	}
 	if id.Groups, ok = stringList(claims[c.GroupsClaim]); !ok {
 		return Identity{}, denied(fmt.Sprintf("the token's claim %q is not a list of strings", c.GroupsClaim))
 	}

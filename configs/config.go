@@ -123,6 +123,10 @@ type AdminConfig struct {
 type IdentityConfig struct {
 	UserFrom  string `yaml:"user_from"` // username|client_id; default username
 	Separator string `yaml:"separator"` // default "/"; with user_from client_id, "alice/phone" => user alice, device phone
+	// FoldCase makes user names that differ only in case one user
+	// (Unicode case folding: "Alice" is "alice"). Default false: names are
+	// compared exactly. Risky: see the README (Identity).
+	FoldCase bool `yaml:"fold_case"`
 }
 
 // PresenceConfig configures presence tracking.
@@ -264,6 +268,11 @@ type AuthConfig struct {
 	JWT            JWTConfig       `yaml:"jwt"`
 	CertUserFrom   string          `yaml:"cert_user_from"` // ""|cn|san: a verified client certificate names the user
 	Passwords      PasswordsConfig `yaml:"passwords"`
+	// ObserverMethods are the methods under which a user listed in
+	// presence.observers is a service account: password, jwt,
+	// certificate. Default (nil): [password]; an explicit empty list: none
+	// (only a token's observer_claim makes one).
+	ObserverMethods []string `yaml:"observer_methods"`
 	// ACLFile is an access control file for application topics in
 	// mosquitto's acl_file syntax (package acl); reloaded on SIGHUP.
 	// Default empty: users publish and subscribe to any application topic
@@ -297,7 +306,9 @@ type JWTConfig struct {
 	ClientIDPrefixClaim string   `yaml:"client_id_prefix_claim"` // the client id must start with it
 	Audience            string   `yaml:"audience"`
 	Issuer              string   `yaml:"issuer"`
-	Leeway              Duration `yaml:"leeway"` // for exp and nbf; default 30s
+	Leeway              Duration `yaml:"leeway"`       // for exp and nbf; default 30s
+	AllowNoExp          bool     `yaml:"allow_no_exp"` // accept tokens without exp (which never expire); default false: refused
+	MaxLifetime         Duration `yaml:"max_lifetime"` // refuse tokens whose exp is further away than this; default 0: no maximum; 0 or 1m..8760h
 }
 
 // DrainConfig configures the drain of a node (SIGTERM, or POST
@@ -491,6 +502,9 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Presence.Visibility, defaultVisibility)
 	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
 	setDuration(&c.Presence.InterestLinger, defaultInterestLinger)
+	if c.Auth.ObserverMethods == nil { // an explicit empty list stays empty
+		c.Auth.ObserverMethods = []string{"password"}
+	}
 	if c.Presence.Observers == nil {
 		c.Presence.Observers = []string{}
 	}
@@ -811,6 +825,14 @@ func (c Config) validateAuth(v *validator) {
 	}
 	if c.Auth.ACLFile != "" && !c.AuthEnabled() {
 		v.add("auth.acl_file", "needs an authentication method (auth.password_file, auth.jwt, auth.cert_user_from): without one every client is a service account")
+	}
+	if m := c.Auth.JWT.MaxLifetime; m != 0 && (m < Duration(time.Minute) || m > Duration(8760*time.Hour)) {
+		v.add("auth.jwt.max_lifetime", "must be 0 (no maximum) or between 1m and 8760h (got %s)", m)
+	}
+	for i, m := range c.Auth.ObserverMethods {
+		if oneOf(m, "password", "jwt", "certificate") != "" {
+			v.add("auth.observer_methods", "item %d must be password, jwt or certificate (got %q)", i, m)
+		}
 	}
 }
 

@@ -99,7 +99,7 @@ func TestDefaults(t *testing.T) {
 			PoolSize: 32, NodeTTL: Duration(10 * time.Second), SweepInterval: Duration(2 * time.Second),
 			Retention: Duration(720 * time.Hour),
 		},
-		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)},
+		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}, ObserverMethods: []string{"password"},
 			Passwords: PasswordsConfig{FailureBurst: 10, FailureInterval: Duration(6 * time.Second), Addresses: 65536, QueueWait: Duration(2 * time.Second), CacheSize: 65536}},
 		Drain: DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
 	}

@@ -5,6 +5,7 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 
+	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/internal/filter"
 )
 
@@ -138,7 +139,7 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 	}
 	if write {
 		// Under the prefix presence's OnPublish decides (presence/set).
-		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(appUser, cl.ID, topic, true) {
+		if service || g.o.Delivery.underPrefix(topic) || g.o.Topics.Allows(appUser, hooks.ClientID(cl), topic, true) {
 			return true
 		}
 		g.o.Delivery.Stats.TopicWritesRefused.Add(1)
@@ -149,7 +150,7 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		if everything(plain) || strings.HasPrefix(plain, "$SYS") {
 			return false
 		}
-		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(appUser, cl.ID, plain, false) {
+		if !g.o.Delivery.underPrefix(plain) && !g.o.Topics.Allows(appUser, hooks.ClientID(cl), plain, false) {
 			g.o.Delivery.Stats.TopicReadsRefused.Add(1)
 			return false
 		}

@@ -108,22 +108,37 @@ func (s *Stage) readChanged() error {
 func (s *Stage) readGroups(names map[string]struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	s.applyMu.Lock()
 	var changes []roster.Change
 	if _, all := names[""]; all {
 		groups, err := s.o.Store.AllGroups(ctx)
 		if err != nil {
+			s.applyMu.Unlock()
 			return err
+		}
+		held := s.heldClaims()
+		for g := range held {
+			groups[g] = withClaimed(groups[g], held[g])
 		}
 		changes = s.index.Replace(groups)
 	} else {
+		held := map[string][]string(nil)
 		for _, g := range slices.Sorted(maps.Keys(names)) {
 			members, ok, err := s.o.Store.Members(ctx, g)
 			if err != nil {
+				s.applyMu.Unlock()
 				return err
+			}
+			if held == nil {
+				held = s.heldClaims()
+			}
+			if claimed := held[g]; len(claimed) > 0 {
+				members, ok = withClaimed(members, claimed), true
 			}
 			changes = append(changes, s.index.SetMembers(g, members, ok)...)
 		}
 	}
+	s.applyMu.Unlock()
 	s.unwatchDeleted()
 	if len(changes) == 0 {
 		return nil
@@ -190,8 +205,46 @@ func (s *Stage) Claim(user string, groups []string) {
 	}
 	s.claimsMu.Lock()
 	s.claimsDirty[user] = valid
+	s.claimsHeld[user] = valid // in force until written, whatever a read of the store says meanwhile
 	s.claimsMu.Unlock()
 	wake(s.claimsWake)
+}
+
+// heldClaims returns, per group, the users whose claim of it is not yet
+// known written to the store. s.applyMu is held.
+func (s *Stage) heldClaims() map[string][]string {
+	s.claimsMu.Lock()
+	defer s.claimsMu.Unlock()
+	out := make(map[string][]string)
+	for user, groups := range s.claimsHeld {
+		for _, g := range groups {
+			out[g] = append(out[g], user)
+		}
+	}
+	return out
+}
+
+// withClaimed returns members with the claimed users added.
+func withClaimed(members, claimed []string) []string {
+	out := slices.Clone(members)
+	for _, u := range claimed {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// written lets go of user's claim of groups once it is written, unless a
+// newer claim of the user came meanwhile.
+func (s *Stage) written(user string, groups []string) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.claimsMu.Lock()
+	defer s.claimsMu.Unlock()
+	if _, newer := s.claimsDirty[user]; !newer && slices.Equal(s.claimsHeld[user], groups) {
+		delete(s.claimsHeld, user)
+	}
 }
 
 // writeDirtyClaims writes the claims queued; a failed one is tried again
@@ -203,7 +256,11 @@ func (s *Stage) writeDirtyClaims() error {
 	s.claimsMu.Unlock()
 	var failed error
 	for user, groups := range dirty {
-		if err := s.writeClaims(user, groups); err != nil {
+		err := s.writeClaims(user, groups)
+		if err == nil {
+			s.written(user, groups)
+		}
+		if err != nil {
 			s.o.Log.Debug("claimed groups not written; trying again", "err", err, "user", user)
 			s.claimsMu.Lock()
 			if _, newer := s.claimsDirty[user]; !newer {

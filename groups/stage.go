@@ -113,9 +113,15 @@ type Stage struct {
 	fileMu     sync.Mutex          // guards fileGroups
 	fileGroups map[string]struct{} // the groups last written from the file
 
-	claimsMu    sync.Mutex          // guards claimsDirty
+	claimsMu    sync.Mutex          // guards claimsDirty and claimsHeld
 	claimsDirty map[string][]string // claims to write, per user
+	claimsHeld  map[string][]string // claims not yet known written, per user: laid over what is read from the store
 	claimsWake  chan struct{}
+	// applyMu is held by a read of groups from the store until it is
+	// applied, and by the claims writer to let go of a written claim: a
+	// read that began before a claim was written cannot then drop the
+	// member the claim added. Lock order: applyMu, then claimsMu.
+	applyMu sync.Mutex
 
 	leading atomic.Bool // this node leads the group topics
 
@@ -138,7 +144,7 @@ func New(o Options) *Stage {
 		waiting: make(map[string]map[*mqtt.Client]struct{}),
 		joins:   make(chan []roster.Change, 16),
 		dirty:   make(map[string]struct{}), resyncs: make(map[string]struct{}), listens: make(map[string]bool), readWake: make(chan struct{}, 1),
-		claimsDirty: make(map[string][]string), claimsWake: make(chan struct{}, 1),
+		claimsDirty: make(map[string][]string), claimsHeld: make(map[string][]string), claimsWake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 	}
 	s.board = roster.NewBoard(s.index, o.Window, o.Now, o.Presence.Current)

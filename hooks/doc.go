@@ -39,7 +39,9 @@
 //     by Groups and Delivery. A later hook's refusal is no concern of it:
 //     it stops counting connections that mochi never tells it ended (see
 //     Limits).
-//  3. Presence.
+//  3. Presence. Its OnConnect makes cl.ID the broker's key of the client
+//     id, scoped by the connection's user (presence.ClientKey): the hooks
+//     after it, and mochi, see that key; ClientID returns the id as sent.
 //  4. delivery.Delivery.
 //  5. delivery.Guard, with presence as the access authority: no other hook
 //     may answer OnACLCheck.

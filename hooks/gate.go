@@ -87,3 +87,25 @@ func (g *gate) leaveWith(cl *mqtt.Client, fn func()) {
 		close(e.done)
 	}
 }
+
+// await blocks while another connection holds cl's id (it is taking cl
+// over, or establishing after it), until that one is established or
+// closed, and never longer than gateMaxWait. It runs on cl's own goroutine,
+// after its read loop has ended.
+func (g *gate) await(cl *mqtt.Client) {
+	start := time.Now()
+	for {
+		g.mu.Lock()
+		e := g.held[cl.ID]
+		g.mu.Unlock()
+		if e == nil || e.owner == cl || e.owner.Closed() || time.Since(start) > gateMaxWait {
+			return
+		}
+		t := time.NewTimer(gatePoll)
+		select {
+		case <-e.done:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

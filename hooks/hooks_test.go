@@ -61,6 +61,11 @@ func TestIdentify(t *testing.T) {
 		{"client id split once", byID, "", "bob/phone/2", Identity{User: "bob", Device: "phone/2"}, false},
 		{"client id without separator observes", byID, "", "mosq-123", Identity{}, false},
 		{"client id with empty user", byID, "", "/phone", Identity{}, true},
+		{"case kept by default", byName, "Alice", "c1", Identity{User: "Alice"}, false},
+		{"case folded", IdentityRule{FoldCase: true}, "ALICE", "c1", Identity{User: "alice"}, false},
+		{"case folded, beyond ASCII", IdentityRule{FoldCase: true}, "ÉLODIE", "c1", Identity{User: "élodie"}, false},
+		{"case folded from the client id", IdentityRule{FromClientID: true, Separator: "/", FoldCase: true}, "", "Bob/phone", Identity{User: "bob", Device: "phone"}, false},
+		{"folding keeps mixed scripts refused", IdentityRule{FoldCase: true}, "Аlice", "c1", Identity{}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

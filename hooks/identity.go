@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"golang.org/x/text/cases"
+
 	"github.com/presenced/presenced/presence"
 )
 
@@ -21,6 +23,11 @@ func (id Identity) Observer() bool { return id.User == "" }
 type IdentityRule struct {
 	FromClientID bool   // false: the MQTT username; true: the client id
 	Separator    string // with FromClientID: "alice/phone" is user alice, device phone
+	// FoldCase makes names that differ only in case one user: the user is
+	// the Unicode case folding of the name ("Alice" is "alice"). Off by
+	// default: every account whose name folds to another's would share its
+	// presence and client ids.
+	FoldCase bool
 }
 
 // Identify derives a connection's identity from its username and client id,
@@ -45,6 +52,9 @@ func (r IdentityRule) Identify(username, clientID string) (Identity, error) {
 	}
 	if id.User == "" {
 		return id, nil
+	}
+	if r.FoldCase {
+		id.User = cases.Fold().String(id.User)
 	}
 	if err := presence.ValidUser(id.User); err != nil {
 		return Identity{}, err

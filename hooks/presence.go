@@ -174,7 +174,27 @@ func (h *Presence) Provides(b byte) bool {
 }
 
 func (h *Presence) identify(cl *mqtt.Client) (Identity, error) {
-	return h.o.Identity.Identify(string(cl.Properties.Username), cl.ID)
+	return h.o.Identity.Identify(string(cl.Properties.Username), ClientID(cl))
+}
+
+// ClientID returns the client id a connection sent (or mochi assigned).
+// Past the presence hook's OnConnect, cl.ID is the broker's key of it,
+// scoped by its owner (presence.ClientKey): use this, not cl.ID, to show a
+// client id or to match it against a rule (an ACL's %c).
+func ClientID(cl *mqtt.Client) string { return presence.ClientIDOf(cl.ID) }
+
+// scope makes cl.ID the broker's key of its client id, owned by the
+// connection's user or, for an observer, its user name: mochi's client
+// list, persisted sessions and takeovers are then per user, and two users
+// may use the same client id without meeting.
+func scope(cl *mqtt.Client, id Identity) {
+	owner := id.User
+	if owner == "" {
+		owner = string(cl.Properties.Username)
+	}
+	if owner != "" && !presence.Scoped(cl.ID) {
+		cl.ID = presence.ClientKey(owner, cl.ID)
+	}
 }
 
 // errBadIdentity stops a CONNECT whose identity cannot be used; the hook
@@ -184,18 +204,24 @@ var errBadIdentity = errors.New("presence: bad identity")
 // OnConnect refuses, with the CONNACK code that fits:
 //   - a user, client id or device that cannot be used (0x86 "bad user name
 //     or password");
-//   - a client id that is a live or persisted session of another user (0x85
-//     "client identifier not valid"; 3.1.1: 0x02): a client id belongs to one
-//     user, and the other user's session is left alone;
+//   - a client id that is a live or persisted session of another user name
+//     (0x85 "client identifier not valid"; 3.1.1: 0x02), which cannot
+//     happen since client ids are scoped (below), and is kept as a second
+//     line;
 //   - a connection that would take over a live connection with the same
 //     client id while that id is in a takeover battle (0x9F "connection
 //     rate exceeded"; 3.1.1: 0x03 "server unavailable"): the incumbent keeps
 //     the session until the back-off runs out (see battles).
 //
+// It then makes cl.ID the broker's key of the client id, owned by the
+// connection's user (see presence.ClientKey and ClientID): one user can
+// never take over, block or inherit another's session, and two users may
+// use the same client id. Presence shows the client id as sent.
+//
 // A drain's refusals (Drain) and the broker's own limits (connections per
 // address, keep-alive: Limits) are those hooks', added before this one.
 func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	_, err := h.identify(cl)
+	ident, err := h.identify(cl)
 	if err == nil {
 		if d := device(pk); d != "" {
 			err = presence.ValidDevice(d)
@@ -207,6 +233,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
+	scope(cl, ident)
 	if h.o.Server != nil {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
 		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
@@ -416,6 +443,13 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 // OnDisconnect ends the connection's session with the reason mochi gives.
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
+	// A connection being taken over must not return to mochi before the
+	// takeover is done: mochi then deletes a clean session's client from
+	// its list by id unless it is marked taken over, which the newcomer
+	// does after closing it; a late mark would have mochi delete the
+	// newcomer, and the next connection with the id would not take it
+	// over (two connections served).
+	h.gate.await(cl)
 	if l := h.forget(cl); l != nil && l.conn != 0 {
 		// mochi clears the will of a clean DISCONNECT before this hook,
 		// this hook clears a taken-over one's and Drain a moved one's: a

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/presenced/presenced/presence"
 )
 
 // BattleOptions configure takeover battle damping: two devices sharing one
@@ -213,7 +215,7 @@ func (b *battles) list(now time.Time) []Battle {
 			continue
 		}
 		out = append(out, Battle{
-			ClientID: e.id, User: e.user, Since: e.since,
+			ClientID: presence.ClientIDOf(e.id), User: e.user, Since: e.since,
 			InWindow: len(inWindow(append([]time.Time(nil), e.times...), now.Add(-b.o.Window))), Takeovers: e.takeovers,
 			Refused: e.refused, Backoff: e.backoff.String(), Until: e.until,
 		})

@@ -100,8 +100,8 @@ func ctRetained(n *testNode, topic string) []string {
 
 // ctClientOpen reports whether the broker still serves the client id.
 func ctClientOpen(n *testNode, id string) bool {
-	cl, ok := n.Server.Clients.Get(id)
-	return ok && !cl.Closed()
+	cls := clientsWithID(n.Server, id) // the list is keyed by user-scoped ids
+	return len(cls) == 1 && !cls[0].Closed()
 }
 
 // ctSessionOf returns the session view with id, if any.

@@ -73,7 +73,7 @@ func (t *Tracker) rewrite(stored []presence.StoredSession) int {
 	n := 0
 	for _, st := range stored {
 		t.mu.Lock()
-		s := t.slots[st.ID]
+		s := t.slotOf(st.User, st.ID)
 		t.mu.Unlock()
 		if s == nil {
 			continue

@@ -87,7 +87,8 @@ type Stats struct {
 }
 
 type slot struct {
-	id     string
+	key    string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots
+	id     string // the session id the store holds and presence shows
 	mu     sync.Mutex
 	act    *presence.Activity // the connection's activity (nil: idle is off); under mu
 	want   presence.Wanted
@@ -302,7 +303,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *pr
 	t.mu.Lock() // held while want is set, so that sync cannot drop the slot in between
 	s := t.slots[id]
 	if s == nil {
-		s = &slot{id: id}
+		s = &slot{key: id, id: presence.ClientIDOf(id)}
 		t.slots[id] = s
 	}
 	s.mu.Lock()
@@ -650,8 +651,8 @@ func (s *slot) finish(t *Tracker, h presence.Written) {
 	if done {
 		t.mu.Lock()
 		s.mu.Lock()
-		if presence.Finished(s.want, s.have) && !s.queued && t.slots[s.id] == s {
-			delete(t.slots, s.id)
+		if presence.Finished(s.want, s.have) && !s.queued && t.slots[s.key] == s {
+			delete(t.slots, s.key)
 		}
 		s.mu.Unlock()
 		t.mu.Unlock()
@@ -692,7 +693,7 @@ func (t *Tracker) Renew(ctx context.Context) error {
 		s.mu.Lock()
 		if s.have.Open {
 			refs = append(refs, presence.SessionRef{User: s.have.User, ID: s.id, Epoch: s.have.Epoch})
-			byID[s.id] = s
+			byID[s.key] = s
 		}
 		s.mu.Unlock()
 	}
@@ -703,7 +704,10 @@ func (t *Tracker) Renew(ctx context.Context) error {
 		return err
 	}
 	for _, r := range stale {
-		s := byID[r.ID]
+		s := byID[presence.ClientKey(r.User, r.ID)]
+		if s == nil {
+			s = byID[r.ID] // a bare id (a tracker used without the hook)
+		}
 		s.mu.Lock()
 		lost := s.have.Open && s.have.Epoch == r.Epoch
 		if lost {
@@ -757,6 +761,17 @@ func (t *Tracker) reassert(users map[string]struct{}) {
 	}
 }
 
+// slotOf returns the slot of user's session id, or nil. t.mu is held.
+func (t *Tracker) slotOf(user, id string) *slot {
+	if s := t.slots[presence.ClientKey(user, id)]; s != nil {
+		return s
+	}
+	if s := t.slots[id]; s != nil && s.key == s.id { // a bare id (a tracker used without the hook)
+		return s
+	}
+	return nil
+}
+
 // Ghosts returns those of refs, live sessions the store holds for this
 // node, that this node does not hold: no connection has the session's id
 // any more, or its connection ended and the end was written, and no write of
@@ -769,7 +784,7 @@ func (t *Tracker) Ghosts(refs []presence.SessionRef) []presence.SessionRef {
 	var out []presence.SessionRef
 	for _, r := range refs {
 		t.mu.Lock()
-		s := t.slots[r.ID]
+		s := t.slotOf(r.User, r.ID)
 		t.mu.Unlock()
 		if s == nil {
 			out = append(out, r)
