@@ -41,6 +41,12 @@ type Limits struct {
 	MaxSubscriptions   int // topic filters per connection
 	MaxTopicLength     int // bytes of a topic filter
 	MaxTopicLevels     int // levels of a topic filter
+
+	MaxWillDelay time.Duration // every will's delay is held to this (mqtt.max_will_delay)
+	// The bounds of a session's unacknowledged QoS 1/2 messages beyond
+	// mochi's count (mqtt.max_inflight_bytes, mqtt.max_inflight_age).
+	MaxInflightBytes int64
+	MaxInflightAge   time.Duration
 }
 
 // Identity says where a connection's user comes from (the identity
@@ -187,6 +193,7 @@ func (c Config) yaml() configs.Config {
 		}
 	}
 	y.MQTT.MaxSubscriptions, y.MQTT.MaxTopicLength, y.MQTT.MaxTopicLevels = c.Limits.MaxSubscriptions, c.Limits.MaxTopicLength, c.Limits.MaxTopicLevels
+	y.MQTT.MaxWillDelay, y.MQTT.MaxInflightBytes, y.MQTT.MaxInflightAge = d(c.Limits.MaxWillDelay), int(c.Limits.MaxInflightBytes), d(c.Limits.MaxInflightAge)
 	if c.Identity.FromClientID {
 		y.Identity.UserFrom = configs.UserFromClientID
 	}
@@ -242,6 +249,7 @@ func ConfigFrom(y configs.Config) Config {
 	c.Limits = Limits{
 		MaxKeepAlive: y.MQTT.MaxKeepAlive.D(), MaxConnectionsPerAddress: y.MQTT.MaxConnectionsPerAddress,
 		MaxSubscriptions: y.MQTT.MaxSubscriptions, MaxTopicLength: y.MQTT.MaxTopicLength, MaxTopicLevels: y.MQTT.MaxTopicLevels,
+		MaxWillDelay: y.MQTT.MaxWillDelay.D(), MaxInflightBytes: int64(y.MQTT.MaxInflightBytes), MaxInflightAge: y.MQTT.MaxInflightAge.D(),
 	}
 	if y.MQTT.AddressLimitExempt != nil {
 		c.Limits.AddressLimitExempt = make([]netip.Prefix, 0, len(y.MQTT.AddressLimitExempt))

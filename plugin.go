@@ -158,6 +158,7 @@ func (p *Plugin) build() {
 		Server: srv, Log: p.logFor("limits"), ServerKeepAlive: cfg.ServerKeepAlive, MaxKeepAlive: l.MaxKeepAlive,
 		MaxPerAddress: l.MaxConnectionsPerAddress, Unlimited: l.AddressLimitExempt,
 		MaxSubscriptions: l.MaxSubscriptions, MaxTopicLength: l.MaxTopicLength, MaxTopicLevels: l.MaxTopicLevels,
+		MaxWillDelay: l.MaxWillDelay, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
 	})
 	p.hook = hooks.New(hooks.Options{
 		Prefix:   cfg.Presence.TopicPrefix,

@@ -106,6 +106,12 @@ type MQTTConfig struct {
 	MaxSessionExpiry         Duration `yaml:"max_session_expiry"`          // a persistent session (clean start off) is kept this long after its connection ends; default 2h; 1s..4294967295s, whole seconds
 	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do
 	WSAllowedOrigins         []string `yaml:"ws_allowed_origins"`          // Origin values a WebSocket upgrade may carry; default empty: any
+
+	MaxTopicAliases     int      `yaml:"max_topic_aliases"`     // MQTT 5 topic aliases a client may set (Topic Alias Maximum in CONNACK); default 16; 1..65535
+	MaxWillDelay        Duration `yaml:"max_will_delay"`        // every MQTT 5 will delay is held to this; default 5m; 1s..24h, whole seconds
+	MaxInflightMessages int      `yaml:"max_inflight_messages"` // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
+	MaxInflightBytes    int      `yaml:"max_inflight_bytes"`    // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
+	MaxInflightAge      Duration `yaml:"max_inflight_age"`      // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
 }
 
 // AdminConfig configures the HTTP admin listener.
@@ -350,6 +356,11 @@ const (
 	defaultMaxTopicLevels      = 16
 	defaultRetainedExpiry      = Duration(24 * time.Hour)
 	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
+	defaultMaxTopicAliases     = 16
+	defaultMaxWillDelay        = Duration(5 * time.Minute)
+	defaultMaxInflightMessages = 1000
+	defaultMaxInflightBytes    = 8 << 20
+	defaultMaxInflightAge      = Duration(5 * time.Minute)
 	defaultVisibility          = VisibilityOpen
 	defaultGroupBatch          = Duration(250 * time.Millisecond)
 	defaultInterestLinger      = Duration(time.Minute)
@@ -420,6 +431,11 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxTopicLevels, defaultMaxTopicLevels)
 	setDuration(&c.MQTT.MaxSessionExpiry, defaultMaxSessionExpiry)
 	setDuration(&c.MQTT.RetainedExpiry, defaultRetainedExpiry)
+	setInt(&c.MQTT.MaxTopicAliases, defaultMaxTopicAliases)
+	setDuration(&c.MQTT.MaxWillDelay, defaultMaxWillDelay)
+	setInt(&c.MQTT.MaxInflightMessages, defaultMaxInflightMessages)
+	setInt(&c.MQTT.MaxInflightBytes, max(defaultMaxInflightBytes, c.MQTT.MaxPacketSize))
+	setDuration(&c.MQTT.MaxInflightAge, defaultMaxInflightAge)
 	if c.MQTT.AddressLimitExempt == nil { // an explicit empty list stays empty
 		c.MQTT.AddressLimitExempt = []string{"127.0.0.0/8", "::1/128"}
 	}
@@ -640,6 +656,15 @@ func (c Config) validateMQTT(v *validator) {
 	if c.MQTT.RetainedExpiry < Duration(time.Second) {
 		v.add("mqtt.retained_expiry", "must be at least 1s (got %s)", c.MQTT.RetainedExpiry)
 	}
+	v.check("mqtt.max_topic_aliases", intBetween(c.MQTT.MaxTopicAliases, 1, 65535))
+	if p := durationBetween(c.MQTT.MaxWillDelay, Duration(time.Second), Duration(24*time.Hour)); p != "" {
+		v.check("mqtt.max_will_delay", p)
+	} else if c.MQTT.MaxWillDelay%Duration(time.Second) != 0 {
+		v.add("mqtt.max_will_delay", "must be a whole number of seconds (got %s)", c.MQTT.MaxWillDelay)
+	}
+	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
+	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, max(c.MQTT.MaxPacketSize, 1024), 1<<30))
+	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))
 	for i, o := range c.MQTT.WSAllowedOrigins {
 		if o == "" || strings.ContainsAny(o, " \t\n") {
 			v.add("mqtt.ws_allowed_origins", "item %d must be an origin such as https://app.example.com (got %q)", i, o)

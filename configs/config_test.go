@@ -64,6 +64,8 @@ func TestDefaults(t *testing.T) {
 			MaxKeepAlive:       Duration(600 * time.Second), MaxSubscriptions: 100, MaxTopicLength: 256,
 			MaxTopicLevels: 16, RetainedExpiry: Duration(24 * time.Hour), WSAllowedOrigins: []string{},
 			MaxSessionExpiry: Duration(2 * time.Hour),
+			MaxTopicAliases:  16, MaxWillDelay: Duration(5 * time.Minute), MaxInflightMessages: 1000, MaxInflightBytes: 8 << 20,
+			MaxInflightAge: Duration(5 * time.Minute),
 		},
 		Admin:    AdminConfig{Addr: "127.0.0.1:8080"},
 		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},

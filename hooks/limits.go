@@ -32,6 +32,13 @@ type LimitsOptions struct {
 	MaxSubscriptions int // topic filters per connection
 	MaxTopicLength   int // bytes of a topic filter
 	MaxTopicLevels   int // levels of a topic filter
+
+	MaxWillDelay time.Duration // a will's delay ceiling
+
+	// The bounds of a session's unacknowledged QoS 1 and 2 messages
+	// (mochi's Capabilities.MaximumInflight bounds their count).
+	MaxInflightBytes int64         // bytes held: over it, the connection ends and the message is dropped
+	MaxInflightAge   time.Duration // the oldest one's age: over it, the connection ends
 }
 
 // LimitsStats are the Limits hook's counts, read with atomic loads.
@@ -39,6 +46,14 @@ type LimitsStats struct {
 	PerAddress      atomic.Int64 // connections refused: too many from one address
 	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
 	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
+
+	TopicsRefused   atomic.Int64 // PUBLISHes with a topic name over MaxTopicLength (connection ended)
+	ExpiryCapped    atomic.Int64 // DISCONNECTs whose session expiry was held to the server's maximum
+	WillsRefused    atomic.Int64 // CONNECTs refused for their will topic
+	WillDelayCapped atomic.Int64 // wills whose delay was held to MaxWillDelay
+
+	InflightDropped atomic.Int64 // QoS 1/2 messages not kept: their session's MaxInflightBytes was reached
+	InflightEnded   atomic.Int64 // connections ended for MaxInflightBytes or MaxInflightAge
 }
 
 // Limits is the mochi hook of the broker's limits on one connection, which
@@ -66,6 +81,10 @@ type Limits struct {
 	addrs map[string]*address
 	conns map[*mqtt.Client]string // every connection counted, to its address
 
+	fmu     sync.Mutex // flights and dropped (limits_inflight.go); after mu, never both
+	flights map[*mqtt.Client]*flight
+	dropped []dropped
+
 	Stats LimitsStats
 }
 
@@ -80,7 +99,7 @@ func NewLimits(o LimitsOptions) *Limits {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string)}
+	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
 }
 
 // ID implements mqtt.Hook.
@@ -90,8 +109,10 @@ func (l *Limits) ID() string { return "presence-limits" }
 // counted, and neither establishment nor end is followed.
 func (l *Limits) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnect, mqtt.OnSubscribe:
+	case mqtt.OnConnect, mqtt.OnSubscribe, mqtt.OnPacketRead, mqtt.OnPacketEncode:
 		return true
+	case mqtt.OnQosPublish, mqtt.OnQosComplete, mqtt.OnQosDropped, mqtt.OnClientExpired:
+		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0
 	case mqtt.OnSessionEstablished, mqtt.OnDisconnect:
 		return l.o.MaxPerAddress > 0
 	}
@@ -116,6 +137,9 @@ func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		l.o.Log.Debug("connection refused: too many from one address", "client", cl.ID, "remote", cl.Net.Remote)
 		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errPerAddress
+	}
+	if err := l.checkWill(cl, pk); err != nil {
+		return err // no longer counted once closed (see Limits)
 	}
 	ka, capped, set := keepAlive(pk.Connect.Keepalive, l.o.ServerKeepAlive, l.o.MaxKeepAlive)
 	if capped {
@@ -241,15 +265,19 @@ func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 }
 
 // Tidy stops counting every connection that was closed before it was
-// established (see Limits). The plugin's pump calls it every second.
+// established (see Limits), ends the connections whose oldest
+// unacknowledged message is older than MaxInflightAge and forgets the
+// sessions mochi no longer holds (limits_inflight.go). The plugin's pump
+// calls it every second.
 func (l *Limits) Tidy() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for ip, a := range l.addrs {
 		if l.dropClosed(a); a.n <= 0 {
 			delete(l.addrs, ip)
 		}
 	}
+	l.mu.Unlock()
+	l.tidyFlights(time.Now())
 }
 
 // counted returns how many connections count against the IP address ip.
