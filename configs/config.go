@@ -101,7 +101,7 @@ type MQTTConfig struct {
 	AddressLimitExempt       []string `yaml:"address_limit_exempt"`        // CIDRs max_connections_per_address does not apply to; default loopback; explicit empty: none
 	MaxKeepAlive             Duration `yaml:"max_keepalive"`               // keep-alive ceiling, server_keepalive included; default 600s (or server_keepalive when above); whole seconds, 1s..65535s
 	MaxSubscriptions         int      `yaml:"max_subscriptions"`           // topic filters per connection; default 100
-	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter; default 256
+	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter or PUBLISH topic name; default 256
 	MaxTopicLevels           int      `yaml:"max_topic_levels"`            // levels of a topic filter; default 16
 	MaxSessionExpiry         Duration `yaml:"max_session_expiry"`          // a persistent session (clean start off) is kept this long after its connection ends; default 2h; 1s..4294967295s, whole seconds
 	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do

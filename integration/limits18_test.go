@@ -167,7 +167,7 @@ func TestWillLimits(t *testing.T) {
 	refused := 0
 	for _, topic := range []string{"$SYS/will/x", "$share/x", "a/+/b", "a/#", strings.Repeat("w", 257)} {
 		for _, v := range []byte{4, 5} {
-			_, ack := rawConnectAck(t, n.MQTTAddr(), v, connectPacket(v, "will-bad", will(topic)))
+			_, ack := rawConnectAck(t, n.MQTTAddr(), v, connectPacket(v, fmt.Sprintf("will-bad-%d", refused), will(topic)))
 			want := byte(0x90)
 			if v == 4 {
 				want = 0x05
@@ -284,7 +284,7 @@ func TestInflightBytesBound(t *testing.T) {
 			select {
 			case <-closed:
 			case <-time.After(waitTimeout):
-				t.Fatal("the ackless client was not disconnected at the byte limit")
+				t.Error("the ackless client was not disconnected at the byte limit")
 			}
 		}
 	}
