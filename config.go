@@ -47,6 +47,11 @@ type Limits struct {
 	// mochi's count (mqtt.max_inflight_bytes, mqtt.max_inflight_age).
 	MaxInflightBytes int64
 	MaxInflightAge   time.Duration
+	// Retained messages outside the presence prefix, in total and per user
+	// (mqtt.max_retained, max_retained_bytes, max_retained_per_user,
+	// max_retained_bytes_per_user).
+	MaxRetained, MaxRetainedPerUser           int
+	MaxRetainedBytes, MaxRetainedBytesPerUser int64
 }
 
 // Identity says where a connection's user comes from (the identity
@@ -194,6 +199,8 @@ func (c Config) yaml() configs.Config {
 	}
 	y.MQTT.MaxSubscriptions, y.MQTT.MaxTopicLength, y.MQTT.MaxTopicLevels = c.Limits.MaxSubscriptions, c.Limits.MaxTopicLength, c.Limits.MaxTopicLevels
 	y.MQTT.MaxWillDelay, y.MQTT.MaxInflightBytes, y.MQTT.MaxInflightAge = d(c.Limits.MaxWillDelay), int(c.Limits.MaxInflightBytes), d(c.Limits.MaxInflightAge)
+	y.MQTT.MaxRetained, y.MQTT.MaxRetainedPerUser = c.Limits.MaxRetained, c.Limits.MaxRetainedPerUser
+	y.MQTT.MaxRetainedBytes, y.MQTT.MaxRetainedBytesPerUser = int(c.Limits.MaxRetainedBytes), int(c.Limits.MaxRetainedBytesPerUser)
 	if c.Identity.FromClientID {
 		y.Identity.UserFrom = configs.UserFromClientID
 	}
@@ -250,6 +257,8 @@ func ConfigFrom(y configs.Config) Config {
 		MaxKeepAlive: y.MQTT.MaxKeepAlive.D(), MaxConnectionsPerAddress: y.MQTT.MaxConnectionsPerAddress,
 		MaxSubscriptions: y.MQTT.MaxSubscriptions, MaxTopicLength: y.MQTT.MaxTopicLength, MaxTopicLevels: y.MQTT.MaxTopicLevels,
 		MaxWillDelay: y.MQTT.MaxWillDelay.D(), MaxInflightBytes: int64(y.MQTT.MaxInflightBytes), MaxInflightAge: y.MQTT.MaxInflightAge.D(),
+		MaxRetained: y.MQTT.MaxRetained, MaxRetainedPerUser: y.MQTT.MaxRetainedPerUser,
+		MaxRetainedBytes: int64(y.MQTT.MaxRetainedBytes), MaxRetainedBytesPerUser: int64(y.MQTT.MaxRetainedBytesPerUser),
 	}
 	if y.MQTT.AddressLimitExempt != nil {
 		c.Limits.AddressLimitExempt = make([]netip.Prefix, 0, len(y.MQTT.AddressLimitExempt))

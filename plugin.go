@@ -159,6 +159,8 @@ func (p *Plugin) build() {
 		MaxPerAddress: l.MaxConnectionsPerAddress, Unlimited: l.AddressLimitExempt,
 		MaxSubscriptions: l.MaxSubscriptions, MaxTopicLength: l.MaxTopicLength, MaxTopicLevels: l.MaxTopicLevels,
 		MaxWillDelay: l.MaxWillDelay, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
+		Retained: hooks.RetainedLimits{Prefix: cfg.Presence.TopicPrefix, Max: l.MaxRetained, MaxBytes: l.MaxRetainedBytes,
+			MaxPerUser: l.MaxRetainedPerUser, BytesPerUser: l.MaxRetainedBytesPerUser},
 	})
 	p.hook = hooks.New(hooks.Options{
 		Prefix:   cfg.Presence.TopicPrefix,

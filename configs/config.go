@@ -112,6 +112,14 @@ type MQTTConfig struct {
 	MaxInflightMessages int      `yaml:"max_inflight_messages"` // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
 	MaxInflightBytes    int      `yaml:"max_inflight_bytes"`    // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
 	MaxInflightAge      Duration `yaml:"max_inflight_age"`      // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
+
+	// Retained messages outside the presence prefix (topic + payload bytes):
+	// one over a limit is refused (MQTT 5 QoS 1/2: PUBACK 0x97; else
+	// delivered but not retained).
+	MaxRetained             int `yaml:"max_retained"`                // in total; default 100000; 1..100000000
+	MaxRetainedBytes        int `yaml:"max_retained_bytes"`          // in total; default 256 MiB; 1 KiB..1 TiB
+	MaxRetainedPerUser      int `yaml:"max_retained_per_user"`       // left by one user; default 1000; 1..max_retained
+	MaxRetainedBytesPerUser int `yaml:"max_retained_bytes_per_user"` // default 16 MiB; 1 KiB..max_retained_bytes
 }
 
 // AdminConfig configures the HTTP admin listener.
@@ -361,6 +369,10 @@ const (
 	defaultMaxInflightMessages = 1000
 	defaultMaxInflightBytes    = 8 << 20
 	defaultMaxInflightAge      = Duration(5 * time.Minute)
+	defaultMaxRetained         = 100000
+	defaultMaxRetainedBytes    = 256 << 20
+	defaultMaxRetainedPerUser  = 1000
+	defaultMaxRetainedUserB    = 16 << 20
 	defaultVisibility          = VisibilityOpen
 	defaultGroupBatch          = Duration(250 * time.Millisecond)
 	defaultInterestLinger      = Duration(time.Minute)
@@ -436,6 +448,10 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxInflightMessages, defaultMaxInflightMessages)
 	setInt(&c.MQTT.MaxInflightBytes, max(defaultMaxInflightBytes, c.MQTT.MaxPacketSize))
 	setDuration(&c.MQTT.MaxInflightAge, defaultMaxInflightAge)
+	setInt(&c.MQTT.MaxRetained, defaultMaxRetained)
+	setInt(&c.MQTT.MaxRetainedBytes, max(defaultMaxRetainedBytes, c.MQTT.MaxPacketSize))
+	setInt(&c.MQTT.MaxRetainedPerUser, min(defaultMaxRetainedPerUser, c.MQTT.MaxRetained))
+	setInt(&c.MQTT.MaxRetainedBytesPerUser, min(max(defaultMaxRetainedUserB, c.MQTT.MaxPacketSize), c.MQTT.MaxRetainedBytes))
 	if c.MQTT.AddressLimitExempt == nil { // an explicit empty list stays empty
 		c.MQTT.AddressLimitExempt = []string{"127.0.0.0/8", "::1/128"}
 	}
@@ -665,6 +681,10 @@ func (c Config) validateMQTT(v *validator) {
 	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
 	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, max(c.MQTT.MaxPacketSize, 1024), 1<<30))
 	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))
+	v.check("mqtt.max_retained", intBetween(c.MQTT.MaxRetained, 1, 100_000_000))
+	v.check("mqtt.max_retained_bytes", intBetween(c.MQTT.MaxRetainedBytes, 1024, 1<<40))
+	v.check("mqtt.max_retained_per_user", intBetween(c.MQTT.MaxRetainedPerUser, 1, max(c.MQTT.MaxRetained, 1)))
+	v.check("mqtt.max_retained_bytes_per_user", intBetween(c.MQTT.MaxRetainedBytesPerUser, 1024, max(c.MQTT.MaxRetainedBytes, 1024)))
 	for i, o := range c.MQTT.WSAllowedOrigins {
 		if o == "" || strings.ContainsAny(o, " \t\n") {
 			v.add("mqtt.ws_allowed_origins", "item %d must be an origin such as https://app.example.com (got %q)", i, o)

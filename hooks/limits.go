@@ -39,6 +39,8 @@ type LimitsOptions struct {
 	// (mochi's Capabilities.MaximumInflight bounds their count).
 	MaxInflightBytes int64         // bytes held: over it, the connection ends and the message is dropped
 	MaxInflightAge   time.Duration // the oldest one's age: over it, the connection ends
+
+	Retained RetainedLimits // retained messages outside the presence prefix
 }
 
 // LimitsStats are the Limits hook's counts, read with atomic loads.
@@ -54,6 +56,8 @@ type LimitsStats struct {
 
 	InflightDropped atomic.Int64 // QoS 1/2 messages not kept: their session's MaxInflightBytes was reached
 	InflightEnded   atomic.Int64 // connections ended for MaxInflightBytes or MaxInflightAge
+
+	RetainedRefused atomic.Int64 // retained messages refused for the retained limits
 }
 
 // Limits is the mochi hook of the broker's limits on one connection, which
@@ -85,6 +89,8 @@ type Limits struct {
 	flights map[*mqtt.Client]*flight
 	dropped []dropped
 
+	retained retained // limits_retained.go
+
 	Stats LimitsStats
 }
 
@@ -99,7 +105,9 @@ func NewLimits(o LimitsOptions) *Limits {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
+	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
+	l.retained.init()
+	return l
 }
 
 // ID implements mqtt.Hook.
@@ -113,6 +121,8 @@ func (l *Limits) Provides(b byte) bool {
 		return true
 	case mqtt.OnQosPublish, mqtt.OnQosComplete, mqtt.OnQosDropped, mqtt.OnClientExpired:
 		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0
+	case mqtt.OnPublish, mqtt.OnRetainMessage, mqtt.OnRetainedExpired:
+		return l.o.Retained.any()
 	case mqtt.OnSessionEstablished, mqtt.OnDisconnect:
 		return l.o.MaxPerAddress > 0
 	}

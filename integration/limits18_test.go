@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"runtime"
@@ -338,5 +339,82 @@ func TestInflightAge(t *testing.T) {
 	}
 	if got := n.Stats().Get("inflight_ended_total"); got != 1 {
 		t.Errorf("inflight_ended_total %d, want 1", got)
+	}
+}
+
+// TestRetainedLimits: retained messages outside the presence prefix are
+// capped per user and in total, in count and bytes: an MQTT 5 QoS 1 one
+// over a cap gets PUBACK 0x97 and is not kept, a QoS 0 one is delivered
+// but not retained; clearing and replacing free room; presence's own are
+// not counted.
+func TestRetainedLimits(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) {
+		c.MQTT.MaxPacketSize = 4096
+		c.MQTT.MaxRetained = 5
+		c.MQTT.MaxRetainedPerUser = 3
+		c.MQTT.MaxRetainedBytes = 8192
+		c.MQTT.MaxRetainedBytesPerUser = 4096
+	})
+	alice := dial5(t, n.MQTTAddr(), "ret-alice", "alice")
+	bob := dial5(t, n.MQTTAddr(), "ret-bob", "bob")
+	carol := dial5(t, n.MQTTAddr(), "ret-carol", "carol")
+	kept := func(topic string) bool { _, ok := n.Server.Topics.Retained.Get(topic); return ok }
+	for i := 1; i <= 3; i++ {
+		if rc := alice.publish(t, fmt.Sprintf("r/a/%d", i), "x", 1, true); rc != 0 {
+			t.Fatalf("alice %d: PUBACK %#x", i, rc)
+		}
+	}
+	// A fourth of alice's: over max_retained_per_user.
+	if rc := alice.publish(t, "r/a/4", "x", 1, true); rc != packets.ErrQuotaExceeded.Code {
+		t.Errorf("alice's fourth: PUBACK %#x, want 0x97", rc)
+	}
+	// Replacing one of hers passes; clearing one makes room.
+	if rc := alice.publish(t, "r/a/1", "y", 1, true); rc != 0 {
+		t.Errorf("alice replaces: PUBACK %#x", rc)
+	}
+	alice.publish(t, "r/a/3", "", 1, true)
+	if rc := alice.publish(t, "r/a/4", "x", 1, true); rc != 0 {
+		t.Errorf("alice's fourth after a clear: PUBACK %#x", rc)
+	}
+	// Bytes per user: 4096 in topic and payload.
+	big := strings.Repeat("b", 3000)
+	if rc := bob.publish(t, "r/b/1", big, 1, true); rc != 0 {
+		t.Fatalf("bob 1: PUBACK %#x", rc)
+	}
+	if rc := bob.publish(t, "r/b/2", big, 1, true); rc != packets.ErrQuotaExceeded.Code {
+		t.Errorf("bob over his bytes: PUBACK %#x, want 0x97", rc)
+	}
+	// In total: alice 3 + bob 1 = 4 of 5; carol's second is over.
+	if rc := carol.publish(t, "r/c/1", "x", 1, true); rc != 0 {
+		t.Fatalf("carol 1: PUBACK %#x", rc)
+	}
+	if rc := carol.publish(t, "r/c/2", "x", 1, true); rc != packets.ErrQuotaExceeded.Code {
+		t.Errorf("carol over the total: PUBACK %#x, want 0x97", rc)
+	}
+	// QoS 0 over a cap: delivered, not retained.
+	sub := dial5(t, n.MQTTAddr(), "ret-sub", "sub")
+	if _, err := sub.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "r/c/#"}}}); err != nil {
+		t.Fatal(err)
+	}
+	carol.publish(t, "r/c/3", "q0", 0, true)
+	for delivered := false; !delivered; {
+		select {
+		case m := <-sub.msgs:
+			delivered = m.Topic == "r/c/3"
+		case <-time.After(waitTimeout):
+			t.Fatal("the QoS 0 message over the cap was not delivered")
+		}
+	}
+	for topic, want := range map[string]bool{"r/a/1": true, "r/a/3": false, "r/a/4": true, "r/b/1": true, "r/b/2": false,
+		"r/c/1": true, "r/c/2": false, "r/c/3": false} {
+		if kept(topic) != want {
+			t.Errorf("%s retained %v, want %v", topic, !want, want)
+		}
+	}
+	if got := n.Stats().Get("retained_refused_total"); got != 4 {
+		t.Errorf("retained_refused_total %d, want 4", got)
+	}
+	if got := n.Stats().Get("retained_counted"); got != 5 {
+		t.Errorf("retained_counted %d, want 5", got)
 	}
 }
