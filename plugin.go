@@ -158,7 +158,7 @@ func (p *Plugin) build() {
 		Server: srv, Log: p.logFor("limits"), ServerKeepAlive: cfg.ServerKeepAlive, MaxKeepAlive: l.MaxKeepAlive,
 		MaxPerAddress: l.MaxConnectionsPerAddress, Unlimited: l.AddressLimitExempt,
 		MaxSubscriptions: l.MaxSubscriptions, MaxTopicLength: l.MaxTopicLength, MaxTopicLevels: l.MaxTopicLevels,
-		MaxWillDelay: l.MaxWillDelay, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
+		MaxWillDelay: l.MaxWillDelay, MaxDelayedWills: l.MaxDelayedWills, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
 		Retained: hooks.RetainedLimits{Prefix: cfg.Presence.TopicPrefix, Max: l.MaxRetained, MaxBytes: l.MaxRetainedBytes,
 			MaxPerUser: l.MaxRetainedPerUser, BytesPerUser: l.MaxRetainedBytesPerUser},
 	})

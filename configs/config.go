@@ -109,6 +109,7 @@ type MQTTConfig struct {
 
 	MaxTopicAliases     int      `yaml:"max_topic_aliases"`     // MQTT 5 topic aliases a client may set (Topic Alias Maximum in CONNACK); default 16; 1..65535
 	MaxWillDelay        Duration `yaml:"max_will_delay"`        // every MQTT 5 will delay is held to this; default 5m; 1s..24h, whole seconds
+	MaxDelayedWills     int      `yaml:"max_delayed_wills"`     // delayed wills waiting on this node; one more is sent at once; default 10000; 1..10000000
 	MaxInflightMessages int      `yaml:"max_inflight_messages"` // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
 	MaxInflightBytes    int      `yaml:"max_inflight_bytes"`    // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
 	MaxInflightAge      Duration `yaml:"max_inflight_age"`      // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
@@ -366,6 +367,7 @@ const (
 	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
 	defaultMaxTopicAliases     = 16
 	defaultMaxWillDelay        = Duration(5 * time.Minute)
+	defaultMaxDelayedWills     = 10000
 	defaultMaxInflightMessages = 1000
 	defaultMaxInflightBytes    = 8 << 20
 	defaultMaxInflightAge      = Duration(5 * time.Minute)
@@ -445,6 +447,7 @@ func (c *Config) ApplyDefaults() {
 	setDuration(&c.MQTT.RetainedExpiry, defaultRetainedExpiry)
 	setInt(&c.MQTT.MaxTopicAliases, defaultMaxTopicAliases)
 	setDuration(&c.MQTT.MaxWillDelay, defaultMaxWillDelay)
+	setInt(&c.MQTT.MaxDelayedWills, defaultMaxDelayedWills)
 	setInt(&c.MQTT.MaxInflightMessages, defaultMaxInflightMessages)
 	setInt(&c.MQTT.MaxInflightBytes, max(defaultMaxInflightBytes, c.MQTT.MaxPacketSize))
 	setDuration(&c.MQTT.MaxInflightAge, defaultMaxInflightAge)
@@ -678,6 +681,7 @@ func (c Config) validateMQTT(v *validator) {
 	} else if c.MQTT.MaxWillDelay%Duration(time.Second) != 0 {
 		v.add("mqtt.max_will_delay", "must be a whole number of seconds (got %s)", c.MQTT.MaxWillDelay)
 	}
+	v.check("mqtt.max_delayed_wills", intBetween(c.MQTT.MaxDelayedWills, 1, 10_000_000))
 	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
 	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, max(c.MQTT.MaxPacketSize, 1024), 1<<30))
 	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))

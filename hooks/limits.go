@@ -33,7 +33,8 @@ type LimitsOptions struct {
 	MaxTopicLength   int // bytes of a topic filter
 	MaxTopicLevels   int // levels of a topic filter
 
-	MaxWillDelay time.Duration // a will's delay ceiling
+	MaxWillDelay    time.Duration // a will's delay ceiling
+	MaxDelayedWills int           // delayed wills waiting on this node; one more is sent at once
 
 	// The bounds of a session's unacknowledged QoS 1 and 2 messages
 	// (mochi's Capabilities.MaximumInflight bounds their count).
@@ -53,6 +54,7 @@ type LimitsStats struct {
 	ExpiryCapped    atomic.Int64 // DISCONNECTs whose session expiry was held to the server's maximum
 	WillsRefused    atomic.Int64 // CONNECTs refused for their will topic
 	WillDelayCapped atomic.Int64 // wills whose delay was held to MaxWillDelay
+	WillsUndelayed  atomic.Int64 // delayed wills sent at once: MaxDelayedWills were waiting
 
 	InflightDropped atomic.Int64 // QoS 1/2 messages not kept: their session's MaxInflightBytes was reached
 	InflightEnded   atomic.Int64 // connections ended for MaxInflightBytes or MaxInflightAge
@@ -91,6 +93,9 @@ type Limits struct {
 
 	retained retained // limits_retained.go
 
+	wmu   sync.Mutex           // wills (limits_wills.go); never held with mu or fmu
+	wills map[string]time.Time // delayed wills waiting, by client id, to when the delay ends
+
 	Stats LimitsStats
 }
 
@@ -107,6 +112,7 @@ func NewLimits(o LimitsOptions) *Limits {
 	}
 	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
 	l.retained.init()
+	l.wills = make(map[string]time.Time)
 	return l
 }
 
@@ -123,8 +129,12 @@ func (l *Limits) Provides(b byte) bool {
 		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0
 	case mqtt.OnPublish, mqtt.OnRetainMessage, mqtt.OnRetainedExpired:
 		return l.o.Retained.any()
-	case mqtt.OnSessionEstablished, mqtt.OnDisconnect:
+	case mqtt.OnSessionEstablished:
+		return l.o.MaxPerAddress > 0 || l.o.MaxDelayedWills > 0
+	case mqtt.OnDisconnect:
 		return l.o.MaxPerAddress > 0
+	case mqtt.OnWill, mqtt.OnWillSent:
+		return l.o.MaxDelayedWills > 0
 	}
 	return false
 }
@@ -246,6 +256,7 @@ func remoteIP(remote string) string {
 // OnSessionEstablished marks the connection established: from now on only
 // its OnDisconnect stops its count.
 func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	l.forgetWill(cl.ID) // mochi has dropped its delayed will
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ip, ok := l.conns[cl]; ok {
@@ -276,8 +287,9 @@ func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 
 // Tidy stops counting every connection that was closed before it was
 // established (see Limits), ends the connections whose oldest
-// unacknowledged message is older than MaxInflightAge and forgets the
-// sessions mochi no longer holds (limits_inflight.go). The plugin's pump
+// unacknowledged message is older than MaxInflightAge, forgets the
+// sessions mochi no longer holds (limits_inflight.go) and the delayed wills
+// whose delay has ended (limits_wills.go). The plugin's pump
 // calls it every second.
 func (l *Limits) Tidy() {
 	l.mu.Lock()
@@ -287,7 +299,11 @@ func (l *Limits) Tidy() {
 		}
 	}
 	l.mu.Unlock()
-	l.tidyFlights(time.Now())
+	now := time.Now()
+	l.tidyFlights(now)
+	l.wmu.Lock()
+	l.expireWills(now)
+	l.wmu.Unlock()
 }
 
 // counted returns how many connections count against the IP address ip.

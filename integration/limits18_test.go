@@ -418,3 +418,45 @@ func TestRetainedLimits(t *testing.T) {
 		t.Errorf("retained_counted %d, want 5", got)
 	}
 }
+
+// TestDelayedWillsBound: with mqtt.max_delayed_wills 2, a third delayed will
+// waiting on the node is published at once instead of after its delay.
+func TestDelayedWillsBound(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) { c.MQTT.MaxDelayedWills = 2 })
+	sub := dial5(t, n.MQTTAddr(), "dw-sub", "")
+	if _, err := sub.Subscribe(context.Background(), &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: "dw/#"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("dw-%d", i)
+		conn, ack := rawConnectAck(t, n.MQTTAddr(), 5, connectPacket(5, id, func(pk *packets.Packet) {
+			pk.Connect.WillFlag, pk.Connect.WillTopic, pk.Connect.WillPayload = true, "dw/"+id, []byte("gone")
+			pk.Connect.WillProperties.WillDelayInterval = 120
+			pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 3600, true
+		}))
+		if ack.ReasonCode != 0 {
+			t.Fatalf("%s: CONNACK %#x", id, ack.ReasonCode)
+		}
+		_ = conn.Close() // no DISCONNECT: the will is due
+		testkit.Wait(t, waitTimeout, id+" gone", func() error {
+			cl, ok := n.Server.Clients.Get(id)
+			return testkit.Why(ok && cl.Closed(), "still open")
+		})
+	}
+	select {
+	case m := <-sub.msgs:
+		if m.Topic != "dw/dw-3" {
+			t.Errorf("will of %s published, want dw-3's", m.Topic)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("the third delayed will was not published at once")
+	}
+	if _, err := testkit.Hold(time.Second, 50*time.Millisecond, func() error {
+		return testkit.Why(len(sub.msgs) == 0, "another will published before its delay")
+	}); err != nil {
+		t.Error(err)
+	}
+	if got := n.Stats().Get("wills_undelayed_total"); got != 1 {
+		t.Errorf("wills_undelayed_total %d, want 1", got)
+	}
+}
