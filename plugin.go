@@ -161,6 +161,7 @@ func (p *Plugin) build() {
 		MaxWillDelay: l.MaxWillDelay, MaxDelayedWills: l.MaxDelayedWills, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
 		Retained: hooks.RetainedLimits{Prefix: cfg.Presence.TopicPrefix, Max: l.MaxRetained, MaxBytes: l.MaxRetainedBytes,
 			MaxPerUser: l.MaxRetainedPerUser, BytesPerUser: l.MaxRetainedBytesPerUser},
+		MaxPersistentPerUser: l.MaxPersistentPerUser,
 	})
 	p.hook = hooks.New(hooks.Options{
 		Prefix:   cfg.Presence.TopicPrefix,

@@ -13,6 +13,8 @@ func (p *Plugin) limitStats() []stats.Stat {
 		counter("wills_refused_total", "CONNECTs refused for their will topic ($..., a wildcard, or over mqtt.max_topic_length).", l.WillsRefused.Load),
 		counter("will_delay_capped_total", "Wills whose delay was held to mqtt.max_will_delay.", l.WillDelayCapped.Load),
 		counter("wills_undelayed_total", "Delayed wills published at once: mqtt.max_delayed_wills were waiting.", l.WillsUndelayed.Load),
+		counter("persistent_sessions_refused_total", "CONNECTs refused: their user holds mqtt.max_persistent_sessions_per_user persistent sessions.", l.PersistentRefused.Load),
+		gauge("persistent_sessions", "Persistent sessions counted against mqtt.max_persistent_sessions_per_user.", func() int64 { return int64(p.limits.PersistentSessions()) }),
 		counter("inflight_dropped_total", "Unacknowledged QoS 1/2 messages not kept: their session was at mqtt.max_inflight_bytes.", l.InflightDropped.Load),
 		counter("retained_refused_total", "Retained messages outside the presence prefix refused for mqtt.max_retained* (MQTT 5 QoS 1/2: PUBACK 0x97; else not retained).", l.RetainedRefused.Load),
 		gauge("retained_counted", "Retained messages outside the presence prefix, counted against mqtt.max_retained.", func() int64 { n, _ := p.limits.RetainedCounts(); return int64(n) }),

@@ -107,12 +107,13 @@ type MQTTConfig struct {
 	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do
 	WSAllowedOrigins         []string `yaml:"ws_allowed_origins"`          // Origin values a WebSocket upgrade may carry; default empty: any
 
-	MaxTopicAliases     int      `yaml:"max_topic_aliases"`     // MQTT 5 topic aliases a client may set (Topic Alias Maximum in CONNACK); default 16; 1..65535
-	MaxWillDelay        Duration `yaml:"max_will_delay"`        // every MQTT 5 will delay is held to this; default 5m; 1s..24h, whole seconds
-	MaxDelayedWills     int      `yaml:"max_delayed_wills"`     // delayed wills waiting on this node; one more is sent at once; default 10000; 1..10000000
-	MaxInflightMessages int      `yaml:"max_inflight_messages"` // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
-	MaxInflightBytes    int      `yaml:"max_inflight_bytes"`    // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
-	MaxInflightAge      Duration `yaml:"max_inflight_age"`      // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
+	MaxTopicAliases      int      `yaml:"max_topic_aliases"`                // MQTT 5 topic aliases a client may set (Topic Alias Maximum in CONNACK); default 16; 1..65535
+	MaxWillDelay         Duration `yaml:"max_will_delay"`                   // every MQTT 5 will delay is held to this; default 5m; 1s..24h, whole seconds
+	MaxDelayedWills      int      `yaml:"max_delayed_wills"`                // delayed wills waiting on this node; one more is sent at once; default 10000; 1..10000000
+	MaxPersistentPerUser int      `yaml:"max_persistent_sessions_per_user"` // persistent sessions (3.1.1 clean session off, MQTT 5 session expiry > 0) one user may hold on a node, connected or not; one more gets CONNACK 0x97 (3.1.1 0x03); default 32; 1..100000
+	MaxInflightMessages  int      `yaml:"max_inflight_messages"`            // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
+	MaxInflightBytes     int      `yaml:"max_inflight_bytes"`               // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
+	MaxInflightAge       Duration `yaml:"max_inflight_age"`                 // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
 
 	// Retained messages outside the presence prefix (topic + payload bytes):
 	// one over a limit is refused (MQTT 5 QoS 1/2: PUBACK 0x97; else
@@ -368,6 +369,7 @@ const (
 	defaultMaxTopicAliases     = 16
 	defaultMaxWillDelay        = Duration(5 * time.Minute)
 	defaultMaxDelayedWills     = 10000
+	defaultMaxPersistentUser   = 32
 	defaultMaxInflightMessages = 1000
 	defaultMaxInflightBytes    = 8 << 20
 	defaultMaxInflightAge      = Duration(5 * time.Minute)
@@ -448,6 +450,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxTopicAliases, defaultMaxTopicAliases)
 	setDuration(&c.MQTT.MaxWillDelay, defaultMaxWillDelay)
 	setInt(&c.MQTT.MaxDelayedWills, defaultMaxDelayedWills)
+	setInt(&c.MQTT.MaxPersistentPerUser, defaultMaxPersistentUser)
 	setInt(&c.MQTT.MaxInflightMessages, defaultMaxInflightMessages)
 	setInt(&c.MQTT.MaxInflightBytes, max(defaultMaxInflightBytes, c.MQTT.MaxPacketSize))
 	setDuration(&c.MQTT.MaxInflightAge, defaultMaxInflightAge)
@@ -682,6 +685,7 @@ func (c Config) validateMQTT(v *validator) {
 		v.add("mqtt.max_will_delay", "must be a whole number of seconds (got %s)", c.MQTT.MaxWillDelay)
 	}
 	v.check("mqtt.max_delayed_wills", intBetween(c.MQTT.MaxDelayedWills, 1, 10_000_000))
+	v.check("mqtt.max_persistent_sessions_per_user", intBetween(c.MQTT.MaxPersistentPerUser, 1, 100_000))
 	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
 	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, max(c.MQTT.MaxPacketSize, 1024), 1<<30))
 	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))

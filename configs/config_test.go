@@ -64,7 +64,7 @@ func TestDefaults(t *testing.T) {
 			MaxKeepAlive:       Duration(600 * time.Second), MaxSubscriptions: 100, MaxTopicLength: 256,
 			MaxTopicLevels: 16, RetainedExpiry: Duration(24 * time.Hour), WSAllowedOrigins: []string{},
 			MaxSessionExpiry: Duration(2 * time.Hour),
-			MaxTopicAliases:  16, MaxWillDelay: Duration(5 * time.Minute), MaxDelayedWills: 10000, MaxInflightMessages: 1000, MaxInflightBytes: 8 << 20,
+			MaxTopicAliases:  16, MaxWillDelay: Duration(5 * time.Minute), MaxDelayedWills: 10000, MaxPersistentPerUser: 32, MaxInflightMessages: 1000, MaxInflightBytes: 8 << 20,
 			MaxInflightAge: Duration(5 * time.Minute), MaxRetained: 100000, MaxRetainedBytes: 256 << 20, MaxRetainedPerUser: 1000,
 			MaxRetainedBytesPerUser: 16 << 20,
 		},

@@ -42,6 +42,8 @@ type LimitsOptions struct {
 	MaxInflightAge   time.Duration // the oldest one's age: over it, the connection ends
 
 	Retained RetainedLimits // retained messages outside the presence prefix
+
+	MaxPersistentPerUser int // persistent sessions one user may hold on this node, connected or not
 }
 
 // LimitsStats are the Limits hook's counts, read with atomic loads.
@@ -60,6 +62,8 @@ type LimitsStats struct {
 	InflightEnded   atomic.Int64 // connections ended for MaxInflightBytes or MaxInflightAge
 
 	RetainedRefused atomic.Int64 // retained messages refused for the retained limits
+
+	PersistentRefused atomic.Int64 // CONNECTs refused: their user holds MaxPersistentPerUser persistent sessions
 }
 
 // Limits is the mochi hook of the broker's limits on one connection, which
@@ -96,6 +100,10 @@ type Limits struct {
 	wmu   sync.Mutex           // wills (limits_wills.go); never held with mu or fmu
 	wills map[string]time.Time // delayed wills waiting, by client id, to when the delay ends
 
+	smu      sync.Mutex           // sessions and users (limits_sessions.go); never held with another
+	sessions map[string]persisted // persistent sessions counted, by client id
+	users    map[string]int       // of them, by user
+
 	Stats LimitsStats
 }
 
@@ -113,6 +121,7 @@ func NewLimits(o LimitsOptions) *Limits {
 	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
 	l.retained.init()
 	l.wills = make(map[string]time.Time)
+	l.sessions, l.users = make(map[string]persisted), make(map[string]int)
 	return l
 }
 
@@ -125,14 +134,16 @@ func (l *Limits) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnConnect, mqtt.OnSubscribe, mqtt.OnPacketRead, mqtt.OnPacketEncode:
 		return true
-	case mqtt.OnQosPublish, mqtt.OnQosComplete, mqtt.OnQosDropped, mqtt.OnClientExpired:
+	case mqtt.OnQosPublish, mqtt.OnQosComplete, mqtt.OnQosDropped:
 		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0
+	case mqtt.OnClientExpired:
+		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0 || l.o.MaxPersistentPerUser > 0
 	case mqtt.OnPublish, mqtt.OnRetainMessage, mqtt.OnRetainedExpired:
 		return l.o.Retained.any()
 	case mqtt.OnSessionEstablished:
-		return l.o.MaxPerAddress > 0 || l.o.MaxDelayedWills > 0
+		return l.o.MaxPerAddress > 0 || l.o.MaxDelayedWills > 0 || l.o.MaxPersistentPerUser > 0
 	case mqtt.OnDisconnect:
-		return l.o.MaxPerAddress > 0
+		return l.o.MaxPerAddress > 0 || l.o.MaxPersistentPerUser > 0
 	case mqtt.OnWill, mqtt.OnWillSent:
 		return l.o.MaxDelayedWills > 0
 	}
@@ -160,6 +171,9 @@ func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if err := l.checkWill(cl, pk); err != nil {
 		return err // no longer counted once closed (see Limits)
+	}
+	if err := l.checkPersistent(cl, pk); err != nil {
+		return err
 	}
 	ka, capped, set := keepAlive(pk.Connect.Keepalive, l.o.ServerKeepAlive, l.o.MaxKeepAlive)
 	if capped {
@@ -257,6 +271,7 @@ func remoteIP(remote string) string {
 // its OnDisconnect stops its count.
 func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	l.forgetWill(cl.ID) // mochi has dropped its delayed will
+	l.countSession(cl)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ip, ok := l.conns[cl]; ok {
@@ -266,8 +281,12 @@ func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 }
 
-// OnDisconnect stops counting the connection.
-func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+// OnDisconnect stops counting the connection, and its session when mochi
+// lets it go at once.
+func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	if expire && !cl.IsTakenOver() {
+		l.endSession(cl)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ip, ok := l.conns[cl]

@@ -104,8 +104,10 @@ func (l *Limits) OnQosComplete(cl *mqtt.Client, pk packets.Packet) { l.forget(cl
 // OnQosDropped stops counting a message mochi dropped.
 func (l *Limits) OnQosDropped(cl *mqtt.Client, pk packets.Packet) { l.forget(cl, pk.PacketID) }
 
-// OnClientExpired forgets an expired session's messages.
+// OnClientExpired forgets an expired session: its messages, and its count
+// against its user.
 func (l *Limits) OnClientExpired(cl *mqtt.Client) {
+	l.endSession(cl)
 	l.fmu.Lock()
 	delete(l.flights, cl)
 	l.fmu.Unlock()

@@ -460,3 +460,75 @@ func TestDelayedWillsBound(t *testing.T) {
 		t.Errorf("wills_undelayed_total %d, want 1", got)
 	}
 }
+
+// TestPersistentSessionsPerUser: a user holds at most
+// mqtt.max_persistent_sessions_per_user persistent sessions, connected or
+// not; one more under another client id is refused (MQTT 5 0x97, 3.1.1
+// 0x03), its own comes back, a clean one passes, and one let go makes room.
+func TestPersistentSessionsPerUser(t *testing.T) {
+	n := startNode(t, func(c *configs.Config) { c.MQTT.MaxPersistentPerUser = 2 })
+	persistent := func(v byte, id, user string) func(*packets.Packet) {
+		return func(pk *packets.Packet) {
+			pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(user)
+			pk.Connect.Clean = false
+			if v == 5 {
+				pk.Properties.SessionExpiryInterval, pk.Properties.SessionExpiryIntervalFlag = 3600, true
+			}
+		}
+	}
+	connect := func(v byte, id, user string, edit func(*packets.Packet)) (net.Conn, byte) {
+		conn, ack := rawConnectAck(t, n.MQTTAddr(), v, connectPacket(v, id, edit))
+		return conn, ack.ReasonCode
+	}
+	// Two of pat's, left offline.
+	for _, id := range []string{"pat-1", "pat-2"} {
+		conn, rc := connect(4, id, "pat", persistent(4, id, "pat"))
+		if rc != 0 {
+			t.Fatalf("%s: CONNACK %#x", id, rc)
+		}
+		sendDisconnect(t, conn)
+	}
+	testkit.Wait(t, waitTimeout, "pat's sessions offline", func() error {
+		for _, id := range []string{"pat-1", "pat-2"} {
+			if cl, ok := n.Server.Clients.Get(id); !ok || !cl.Closed() {
+				return fmt.Errorf("%s not offline and held", id)
+			}
+		}
+		return nil
+	})
+	if _, rc := connect(4, "pat-3", "pat", persistent(4, "pat-3", "pat")); rc != 0x03 {
+		t.Errorf("pat's third, 3.1.1: CONNACK %#x, want 0x03", rc)
+	}
+	if _, rc := connect(5, "pat-4", "pat", persistent(5, "pat-4", "pat")); rc != packets.ErrQuotaExceeded.Code {
+		t.Errorf("pat's third, MQTT 5: CONNACK %#x, want 0x97", rc)
+	}
+	if _, ok := n.Server.Clients.Get("pat-3"); ok {
+		t.Error("the refused session is held")
+	}
+	// Her own comes back; a clean one passes; another user is not counted.
+	conn1, rc := connect(4, "pat-1", "pat", persistent(4, "pat-1", "pat"))
+	if rc != 0 {
+		t.Errorf("pat-1 again: CONNACK %#x", rc)
+	}
+	if _, rc := connect(4, "pat-clean", "pat", func(pk *packets.Packet) { pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte("pat") }); rc != 0 {
+		t.Errorf("a clean session: CONNACK %#x", rc)
+	}
+	if _, rc := connect(4, "quinn-1", "quinn", persistent(4, "quinn-1", "quinn")); rc != 0 {
+		t.Errorf("quinn: CONNACK %#x", rc)
+	}
+	// pat-1 comes back clean and leaves: its session is let go, room for one.
+	sendDisconnect(t, conn1)
+	conn1, rc = connect(4, "pat-1", "pat", func(pk *packets.Packet) { pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte("pat") })
+	if rc != 0 {
+		t.Fatalf("pat-1 clean: CONNACK %#x", rc)
+	}
+	sendDisconnect(t, conn1)
+	testkit.Wait(t, waitTimeout, "pat's third after one let go", func() error {
+		conn, rc := connect(4, "pat-5", "pat", persistent(4, "pat-5", "pat"))
+		_ = conn.Close()
+		return testkit.Why(rc == 0, fmt.Sprintf("CONNACK %#x", rc))
+	})
+	if got := n.Stats().Get("persistent_sessions_refused_total"); got < 2 {
+		t.Errorf("persistent_sessions_refused_total %d, want at least 2", got)
+	}
+}
