@@ -112,7 +112,7 @@ type MQTTConfig struct {
 	MaxDelayedWills      int      `yaml:"max_delayed_wills"`                // delayed wills waiting on this node; one more is sent at once; default 10000; 1..10000000
 	MaxPersistentPerUser int      `yaml:"max_persistent_sessions_per_user"` // persistent sessions (3.1.1 clean session off, MQTT 5 session expiry > 0) one user may hold on a node, connected or not; one more gets CONNACK 0x97 (3.1.1 0x03); default 32; 1..100000
 	MaxInflightMessages  int      `yaml:"max_inflight_messages"`            // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
-	MaxInflightBytes     int      `yaml:"max_inflight_bytes"`               // their bytes (topic + payload): over it the connection ends and the message is dropped; default 8 MiB; max_packet_size..1 GiB
+	MaxInflightBytes     int      `yaml:"max_inflight_bytes"`               // their bytes (topic + payload): over it the connection ends and the message is dropped (one alone always passes); default 8 MiB; 1 KiB..1 GiB
 	MaxInflightAge       Duration `yaml:"max_inflight_age"`                 // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
 
 	// Retained messages outside the presence prefix (topic + payload bytes):
@@ -687,7 +687,7 @@ func (c Config) validateMQTT(v *validator) {
 	v.check("mqtt.max_delayed_wills", intBetween(c.MQTT.MaxDelayedWills, 1, 10_000_000))
 	v.check("mqtt.max_persistent_sessions_per_user", intBetween(c.MQTT.MaxPersistentPerUser, 1, 100_000))
 	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
-	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, max(c.MQTT.MaxPacketSize, 1024), 1<<30))
+	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, 1024, 1<<30))
 	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))
 	v.check("mqtt.max_retained", intBetween(c.MQTT.MaxRetained, 1, 100_000_000))
 	v.check("mqtt.max_retained_bytes", intBetween(c.MQTT.MaxRetainedBytes, 1024, 1<<40))

@@ -14,7 +14,8 @@ import (
 // persistent session is offline and while a connected client reads but never
 // acknowledges. Limits follows each session's messages from OnQosPublish to
 // OnQosComplete or OnQosDropped:
-//   - a message that would take its session over MaxInflightBytes ends the
+//   - a message that would take its session over MaxInflightBytes (one
+//     alone always passes, however large) ends the
 //     connection (as mosquitto's max_queued_bytes, a slow consumer is its own
 //     problem) and is dropped from the session, so that an offline persistent
 //     session never holds more either;
@@ -54,7 +55,8 @@ func (l *Limits) OnQosPublish(cl *mqtt.Client, pk packets.Packet, _ int64, _ int
 		l.flights[cl] = f
 	}
 	old, had := f.msgs[pk.PacketID]
-	over := l.o.MaxInflightBytes > 0 && f.bytes-old.size+n > l.o.MaxInflightBytes
+	held := f.bytes - old.size
+	over := l.o.MaxInflightBytes > 0 && held > 0 && held+n > l.o.MaxInflightBytes // one message alone always passes
 	if !over {
 		f.bytes += n - old.size
 		if !had {
@@ -170,14 +172,4 @@ func (l *Limits) tidyFlights(now time.Time) {
 		l.o.Log.Info("connection ended: a message unacknowledged too long", "client", cl.ID, "remote", cl.Net.Remote)
 		cl.Stop(packets.ErrQuotaExceeded)
 	}
-}
-
-// inflightBytes returns the bytes of cl's unacknowledged messages.
-func (l *Limits) inflightBytes(cl *mqtt.Client) int64 {
-	l.fmu.Lock()
-	defer l.fmu.Unlock()
-	if f := l.flights[cl]; f != nil {
-		return f.bytes
-	}
-	return 0
 }

@@ -64,10 +64,3 @@ func (l *Limits) expireWills(now time.Time) {
 		}
 	}
 }
-
-// delayedWills returns how many delayed wills are counted.
-func (l *Limits) delayedWills() int {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	return len(l.wills)
-}
