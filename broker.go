@@ -141,6 +141,13 @@ func serverOptions(c configs.MQTTConfig, log *slog.Logger) *mqtt.Options {
 	// mochi keeps a persistent session 136 years by default: any client
 	// could leave state behind for good.
 	caps.MaximumSessionExpiryInterval = uint32(c.MaxSessionExpiry.D() / time.Second)
+	// mochi accepts 65,535 topic aliases by default, each a topic name of
+	// up to a packet's size, and never tells the client its maximum (the
+	// Limits hook puts it in CONNACK).
+	caps.TopicAliasMaximum = uint16(c.MaxTopicAliases)
+	// Unacknowledged QoS 1/2 messages a session holds, online or not; the
+	// Limits hook bounds their bytes and age.
+	caps.MaximumInflight = uint16(c.MaxInflightMessages)
 	return &mqtt.Options{
 		Capabilities:             caps,
 		ClientNetReadBufferSize:  c.ReadBufferSize,

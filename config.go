@@ -41,6 +41,21 @@ type Limits struct {
 	MaxSubscriptions   int // topic filters per connection
 	MaxTopicLength     int // bytes of a topic filter
 	MaxTopicLevels     int // levels of a topic filter
+
+	MaxWillDelay    time.Duration // every will's delay is held to this (mqtt.max_will_delay)
+	MaxDelayedWills int           // delayed wills waiting on this node (mqtt.max_delayed_wills)
+	// Persistent sessions one user may hold on a node
+	// (mqtt.max_persistent_sessions_per_user).
+	MaxPersistentPerUser int
+	// The bounds of a session's unacknowledged QoS 1/2 messages beyond
+	// mochi's count (mqtt.max_inflight_bytes, mqtt.max_inflight_age).
+	MaxInflightBytes int64
+	MaxInflightAge   time.Duration
+	// Retained messages outside the presence prefix, in total and per user
+	// (mqtt.max_retained, max_retained_bytes, max_retained_per_user,
+	// max_retained_bytes_per_user).
+	MaxRetained, MaxRetainedPerUser           int
+	MaxRetainedBytes, MaxRetainedBytesPerUser int64
 }
 
 // Identity says where a connection's user comes from (the identity
@@ -199,6 +214,10 @@ func (c Config) yaml() configs.Config {
 		}
 	}
 	y.MQTT.MaxSubscriptions, y.MQTT.MaxTopicLength, y.MQTT.MaxTopicLevels = c.Limits.MaxSubscriptions, c.Limits.MaxTopicLength, c.Limits.MaxTopicLevels
+	y.MQTT.MaxWillDelay, y.MQTT.MaxInflightBytes, y.MQTT.MaxInflightAge = d(c.Limits.MaxWillDelay), int(c.Limits.MaxInflightBytes), d(c.Limits.MaxInflightAge)
+	y.MQTT.MaxRetained, y.MQTT.MaxRetainedPerUser = c.Limits.MaxRetained, c.Limits.MaxRetainedPerUser
+	y.MQTT.MaxDelayedWills, y.MQTT.MaxPersistentPerUser = c.Limits.MaxDelayedWills, c.Limits.MaxPersistentPerUser
+	y.MQTT.MaxRetainedBytes, y.MQTT.MaxRetainedBytesPerUser = int(c.Limits.MaxRetainedBytes), int(c.Limits.MaxRetainedBytesPerUser)
 	if c.Identity.FromClientID {
 		y.Identity.UserFrom = configs.UserFromClientID
 	}
@@ -256,6 +275,10 @@ func ConfigFrom(y configs.Config) Config {
 	c.Limits = Limits{
 		MaxKeepAlive: y.MQTT.MaxKeepAlive.D(), MaxConnectionsPerAddress: y.MQTT.MaxConnectionsPerAddress,
 		MaxSubscriptions: y.MQTT.MaxSubscriptions, MaxTopicLength: y.MQTT.MaxTopicLength, MaxTopicLevels: y.MQTT.MaxTopicLevels,
+		MaxWillDelay: y.MQTT.MaxWillDelay.D(), MaxInflightBytes: int64(y.MQTT.MaxInflightBytes), MaxInflightAge: y.MQTT.MaxInflightAge.D(),
+		MaxRetained: y.MQTT.MaxRetained, MaxRetainedPerUser: y.MQTT.MaxRetainedPerUser, MaxDelayedWills: y.MQTT.MaxDelayedWills,
+		MaxPersistentPerUser: y.MQTT.MaxPersistentPerUser,
+		MaxRetainedBytes:     int64(y.MQTT.MaxRetainedBytes), MaxRetainedBytesPerUser: int64(y.MQTT.MaxRetainedBytesPerUser),
 	}
 	if y.MQTT.AddressLimitExempt != nil {
 		c.Limits.AddressLimitExempt = make([]netip.Prefix, 0, len(y.MQTT.AddressLimitExempt))

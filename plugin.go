@@ -170,6 +170,10 @@ func (p *Plugin) build() {
 		Server: srv, Log: p.logFor("limits"), ServerKeepAlive: cfg.ServerKeepAlive, MaxKeepAlive: l.MaxKeepAlive,
 		MaxPerAddress: l.MaxConnectionsPerAddress, Unlimited: l.AddressLimitExempt,
 		MaxSubscriptions: l.MaxSubscriptions, MaxTopicLength: l.MaxTopicLength, MaxTopicLevels: l.MaxTopicLevels,
+		MaxWillDelay: l.MaxWillDelay, MaxDelayedWills: l.MaxDelayedWills, MaxInflightBytes: l.MaxInflightBytes, MaxInflightAge: l.MaxInflightAge,
+		Retained: hooks.RetainedLimits{Prefix: cfg.Presence.TopicPrefix, Max: l.MaxRetained, MaxBytes: l.MaxRetainedBytes,
+			MaxPerUser: l.MaxRetainedPerUser, BytesPerUser: l.MaxRetainedBytesPerUser},
+		MaxPersistentPerUser: l.MaxPersistentPerUser,
 	})
 	p.hook = hooks.New(hooks.Options{
 		Prefix:   cfg.Presence.TopicPrefix,

@@ -101,11 +101,27 @@ type MQTTConfig struct {
 	AddressLimitExempt       []string `yaml:"address_limit_exempt"`        // CIDRs max_connections_per_address does not apply to; default loopback; explicit empty: none
 	MaxKeepAlive             Duration `yaml:"max_keepalive"`               // keep-alive ceiling, server_keepalive included; default 600s (or server_keepalive when above); whole seconds, 1s..65535s
 	MaxSubscriptions         int      `yaml:"max_subscriptions"`           // topic filters per connection; default 100
-	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter; default 256
+	MaxTopicLength           int      `yaml:"max_topic_length"`            // bytes of a topic filter or PUBLISH topic name; default 256
 	MaxTopicLevels           int      `yaml:"max_topic_levels"`            // levels of a topic filter; default 16
 	MaxSessionExpiry         Duration `yaml:"max_session_expiry"`          // a persistent session (clean start off) is kept this long after its connection ends; default 2h; 1s..4294967295s, whole seconds
 	RetainedExpiry           Duration `yaml:"retained_expiry"`             // retained messages outside the presence prefix expire after; default 24h; presence's never do
 	WSAllowedOrigins         []string `yaml:"ws_allowed_origins"`          // Origin values a WebSocket upgrade may carry; default empty: any
+
+	MaxTopicAliases      int      `yaml:"max_topic_aliases"`                // MQTT 5 topic aliases a client may set (Topic Alias Maximum in CONNACK); default 16; 1..65535
+	MaxWillDelay         Duration `yaml:"max_will_delay"`                   // every MQTT 5 will delay is held to this; default 5m; 1s..24h, whole seconds
+	MaxDelayedWills      int      `yaml:"max_delayed_wills"`                // delayed wills waiting on this node; one more is sent at once; default 10000; 1..10000000
+	MaxPersistentPerUser int      `yaml:"max_persistent_sessions_per_user"` // persistent sessions (3.1.1 clean session off, MQTT 5 session expiry > 0) one user may hold on a node, connected or not; one more gets CONNACK 0x97 (3.1.1 0x03); default 32; 1..100000
+	MaxInflightMessages  int      `yaml:"max_inflight_messages"`            // unacknowledged QoS 1/2 messages kept per session, online or not (mochi MaximumInflight); default 1000; 16..65535
+	MaxInflightBytes     int      `yaml:"max_inflight_bytes"`               // their bytes (topic + payload): over it the connection ends and the message is dropped (one alone always passes); default 8 MiB; 1 KiB..1 GiB
+	MaxInflightAge       Duration `yaml:"max_inflight_age"`                 // a connection whose oldest unacknowledged message is older is ended; default 5m; 1s..24h
+
+	// Retained messages outside the presence prefix (topic + payload bytes):
+	// one over a limit is refused (MQTT 5 QoS 1/2: PUBACK 0x97; else
+	// delivered but not retained).
+	MaxRetained             int `yaml:"max_retained"`                // in total; default 100000; 1..100000000
+	MaxRetainedBytes        int `yaml:"max_retained_bytes"`          // in total; default 256 MiB; 1 KiB..1 TiB
+	MaxRetainedPerUser      int `yaml:"max_retained_per_user"`       // left by one user; default 1000; 1..max_retained
+	MaxRetainedBytesPerUser int `yaml:"max_retained_bytes_per_user"` // default 16 MiB; 1 KiB..max_retained_bytes
 }
 
 // AdminConfig configures the HTTP admin listener.
@@ -403,6 +419,17 @@ const (
 	defaultMaxTopicLevels      = 16
 	defaultRetainedExpiry      = Duration(24 * time.Hour)
 	defaultMaxSessionExpiry    = Duration(2 * time.Hour)
+	defaultMaxTopicAliases     = 16
+	defaultMaxWillDelay        = Duration(5 * time.Minute)
+	defaultMaxDelayedWills     = 10000
+	defaultMaxPersistentUser   = 32
+	defaultMaxInflightMessages = 1000
+	defaultMaxInflightBytes    = 8 << 20
+	defaultMaxInflightAge      = Duration(5 * time.Minute)
+	defaultMaxRetained         = 100000
+	defaultMaxRetainedBytes    = 256 << 20
+	defaultMaxRetainedPerUser  = 1000
+	defaultMaxRetainedUserB    = 16 << 20
 	defaultVisibility          = VisibilityOpen
 	defaultGroupBatch          = Duration(250 * time.Millisecond)
 	defaultInterestLinger      = Duration(time.Minute)
@@ -473,6 +500,17 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.MQTT.MaxTopicLevels, defaultMaxTopicLevels)
 	setDuration(&c.MQTT.MaxSessionExpiry, defaultMaxSessionExpiry)
 	setDuration(&c.MQTT.RetainedExpiry, defaultRetainedExpiry)
+	setInt(&c.MQTT.MaxTopicAliases, defaultMaxTopicAliases)
+	setDuration(&c.MQTT.MaxWillDelay, defaultMaxWillDelay)
+	setInt(&c.MQTT.MaxDelayedWills, defaultMaxDelayedWills)
+	setInt(&c.MQTT.MaxPersistentPerUser, defaultMaxPersistentUser)
+	setInt(&c.MQTT.MaxInflightMessages, defaultMaxInflightMessages)
+	setInt(&c.MQTT.MaxInflightBytes, max(defaultMaxInflightBytes, c.MQTT.MaxPacketSize))
+	setDuration(&c.MQTT.MaxInflightAge, defaultMaxInflightAge)
+	setInt(&c.MQTT.MaxRetained, defaultMaxRetained)
+	setInt(&c.MQTT.MaxRetainedBytes, max(defaultMaxRetainedBytes, c.MQTT.MaxPacketSize))
+	setInt(&c.MQTT.MaxRetainedPerUser, min(defaultMaxRetainedPerUser, c.MQTT.MaxRetained))
+	setInt(&c.MQTT.MaxRetainedBytesPerUser, min(max(defaultMaxRetainedUserB, c.MQTT.MaxPacketSize), c.MQTT.MaxRetainedBytes))
 	if c.MQTT.AddressLimitExempt == nil { // an explicit empty list stays empty
 		c.MQTT.AddressLimitExempt = []string{"127.0.0.0/8", "::1/128"}
 	}
@@ -707,6 +745,21 @@ func (c Config) validateMQTT(v *validator) {
 	if c.MQTT.RetainedExpiry < Duration(time.Second) {
 		v.add("mqtt.retained_expiry", "must be at least 1s (got %s)", c.MQTT.RetainedExpiry)
 	}
+	v.check("mqtt.max_topic_aliases", intBetween(c.MQTT.MaxTopicAliases, 1, 65535))
+	if p := durationBetween(c.MQTT.MaxWillDelay, Duration(time.Second), Duration(24*time.Hour)); p != "" {
+		v.check("mqtt.max_will_delay", p)
+	} else if c.MQTT.MaxWillDelay%Duration(time.Second) != 0 {
+		v.add("mqtt.max_will_delay", "must be a whole number of seconds (got %s)", c.MQTT.MaxWillDelay)
+	}
+	v.check("mqtt.max_delayed_wills", intBetween(c.MQTT.MaxDelayedWills, 1, 10_000_000))
+	v.check("mqtt.max_persistent_sessions_per_user", intBetween(c.MQTT.MaxPersistentPerUser, 1, 100_000))
+	v.check("mqtt.max_inflight_messages", intBetween(c.MQTT.MaxInflightMessages, 16, 65535))
+	v.check("mqtt.max_inflight_bytes", intBetween(c.MQTT.MaxInflightBytes, 1024, 1<<30))
+	v.check("mqtt.max_inflight_age", durationBetween(c.MQTT.MaxInflightAge, Duration(time.Second), Duration(24*time.Hour)))
+	v.check("mqtt.max_retained", intBetween(c.MQTT.MaxRetained, 1, 100_000_000))
+	v.check("mqtt.max_retained_bytes", intBetween(c.MQTT.MaxRetainedBytes, 1024, 1<<40))
+	v.check("mqtt.max_retained_per_user", intBetween(c.MQTT.MaxRetainedPerUser, 1, max(c.MQTT.MaxRetained, 1)))
+	v.check("mqtt.max_retained_bytes_per_user", intBetween(c.MQTT.MaxRetainedBytesPerUser, 1024, max(c.MQTT.MaxRetainedBytes, 1024)))
 	for i, o := range c.MQTT.WSAllowedOrigins {
 		if o == "" || strings.ContainsAny(o, " \t\n") {
 			v.add("mqtt.ws_allowed_origins", "item %d must be an origin such as https://app.example.com (got %q)", i, o)

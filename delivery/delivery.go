@@ -556,7 +556,7 @@ func (d *Delivery) Tidy(now time.Time) {
 		if now.Sub(l.since) > d.slowAfter {
 			slow = append(slow, cl)
 			d.log.Warn("disconnecting a slow subscriber: it has not taken the presence sent again",
-				"client", cl.ID, "missed_users", len(l.missed), "for", d.slowAfter)
+				"client", hooks.ClientID(cl), "missed_users", len(l.missed), "for", d.slowAfter)
 			d.unlag(cl)
 		}
 	}

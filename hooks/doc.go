@@ -6,7 +6,12 @@
 //
 // Limits holds each connection to the broker's limits, which know nothing
 // of presence: connections per IP address, the keep-alive, and the number,
-// length and depth of topic filters.
+// length and depth of topic filters (limits.go); PUBLISH topic names, the
+// topic alias maximum told in CONNACK, a DISCONNECT's session expiry and
+// will topics (limits_packets.go); the bytes and age of a session's
+// unacknowledged QoS 1/2 messages (limits_inflight.go); delayed wills
+// waiting on the node (limits_wills.go); and the retained messages outside
+// the presence prefix, per user and in total (limits_retained.go).
 //
 // Presence turns a connection's events into presence events and hands them
 // to the tracker, returning at once: nothing on the packet path waits on the

@@ -32,6 +32,18 @@ type LimitsOptions struct {
 	MaxSubscriptions int // topic filters per connection
 	MaxTopicLength   int // bytes of a topic filter
 	MaxTopicLevels   int // levels of a topic filter
+
+	MaxWillDelay    time.Duration // a will's delay ceiling
+	MaxDelayedWills int           // delayed wills waiting on this node; one more is sent at once
+
+	// The bounds of a session's unacknowledged QoS 1 and 2 messages
+	// (mochi's Capabilities.MaximumInflight bounds their count).
+	MaxInflightBytes int64         // bytes held: over it, the connection ends and the message is dropped
+	MaxInflightAge   time.Duration // the oldest one's age: over it, the connection ends
+
+	Retained RetainedLimits // retained messages outside the presence prefix
+
+	MaxPersistentPerUser int // persistent sessions one user may hold on this node, connected or not
 }
 
 // LimitsStats are the Limits hook's counts, read with atomic loads.
@@ -39,6 +51,19 @@ type LimitsStats struct {
 	PerAddress      atomic.Int64 // connections refused: too many from one address
 	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
 	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
+
+	TopicsRefused   atomic.Int64 // PUBLISHes with a topic name over MaxTopicLength (connection ended)
+	ExpiryCapped    atomic.Int64 // DISCONNECTs whose session expiry was held to the server's maximum
+	WillsRefused    atomic.Int64 // CONNECTs refused for their will topic
+	WillDelayCapped atomic.Int64 // wills whose delay was held to MaxWillDelay
+	WillsUndelayed  atomic.Int64 // delayed wills sent at once: MaxDelayedWills were waiting
+
+	InflightDropped atomic.Int64 // QoS 1/2 messages not kept: their session's MaxInflightBytes was reached
+	InflightEnded   atomic.Int64 // connections ended for MaxInflightBytes or MaxInflightAge
+
+	RetainedRefused atomic.Int64 // retained messages refused for the retained limits
+
+	PersistentRefused atomic.Int64 // CONNECTs refused: their user holds MaxPersistentPerUser persistent sessions
 }
 
 // Limits is the mochi hook of the broker's limits on one connection, which
@@ -66,6 +91,19 @@ type Limits struct {
 	addrs map[string]*address
 	conns map[*mqtt.Client]string // every connection counted, to its address
 
+	fmu     sync.Mutex // flights and dropped (limits_inflight.go); after mu, never both
+	flights map[*mqtt.Client]*flight
+	dropped []dropped
+
+	retained retained // limits_retained.go
+
+	wmu   sync.Mutex           // wills (limits_wills.go); never held with mu or fmu
+	wills map[string]time.Time // delayed wills waiting, by client id, to when the delay ends
+
+	smu      sync.Mutex           // sessions and users (limits_sessions.go); never held with another
+	sessions map[string]persisted // persistent sessions counted, by client id
+	users    map[string]int       // of them, by user
+
 	Stats LimitsStats
 }
 
@@ -80,7 +118,11 @@ func NewLimits(o LimitsOptions) *Limits {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string)}
+	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
+	l.retained.init()
+	l.wills = make(map[string]time.Time)
+	l.sessions, l.users = make(map[string]persisted), make(map[string]int)
+	return l
 }
 
 // ID implements mqtt.Hook.
@@ -90,10 +132,20 @@ func (l *Limits) ID() string { return "presence-limits" }
 // counted, and neither establishment nor end is followed.
 func (l *Limits) Provides(b byte) bool {
 	switch b {
-	case mqtt.OnConnect, mqtt.OnSubscribe:
+	case mqtt.OnConnect, mqtt.OnSubscribe, mqtt.OnPacketRead, mqtt.OnPacketEncode:
 		return true
-	case mqtt.OnSessionEstablished, mqtt.OnDisconnect:
-		return l.o.MaxPerAddress > 0
+	case mqtt.OnQosPublish, mqtt.OnQosComplete, mqtt.OnQosDropped:
+		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0
+	case mqtt.OnClientExpired:
+		return l.o.MaxInflightBytes > 0 || l.o.MaxInflightAge > 0 || l.o.MaxPersistentPerUser > 0
+	case mqtt.OnPublish, mqtt.OnRetainMessage, mqtt.OnRetainedExpired:
+		return l.o.Retained.any()
+	case mqtt.OnSessionEstablished:
+		return l.o.MaxPerAddress > 0 || l.o.MaxDelayedWills > 0 || l.o.MaxPersistentPerUser > 0
+	case mqtt.OnDisconnect:
+		return l.o.MaxPerAddress > 0 || l.o.MaxPersistentPerUser > 0
+	case mqtt.OnWill, mqtt.OnWillSent:
+		return l.o.MaxDelayedWills > 0
 	}
 	return false
 }
@@ -113,9 +165,15 @@ var errPerAddress = errors.New("presence: too many connections from one address"
 func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if l.o.MaxPerAddress > 0 && !l.count(cl, remoteIP(cl.Net.Remote)) {
 		l.Stats.PerAddress.Add(1)
-		l.o.Log.Debug("connection refused: too many from one address", "client", cl.ID, "remote", cl.Net.Remote)
+		l.o.Log.Debug("connection refused: too many from one address", "client", ClientID(cl), "remote", cl.Net.Remote)
 		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errPerAddress
+	}
+	if err := l.checkWill(cl, pk); err != nil {
+		return err // no longer counted once closed (see Limits)
+	}
+	if err := l.checkPersistent(cl, pk); err != nil {
+		return err
 	}
 	ka, capped, set := keepAlive(pk.Connect.Keepalive, l.o.ServerKeepAlive, l.o.MaxKeepAlive)
 	if capped {
@@ -212,6 +270,8 @@ func remoteIP(remote string) string {
 // OnSessionEstablished marks the connection established: from now on only
 // its OnDisconnect stops its count.
 func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	l.forgetWill(cl.ID) // mochi has dropped its delayed will
+	l.countSession(cl)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ip, ok := l.conns[cl]; ok {
@@ -221,8 +281,12 @@ func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 }
 
-// OnDisconnect stops counting the connection.
-func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
+// OnDisconnect stops counting the connection, and its session when mochi
+// lets it go at once.
+func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
+	if expire && !cl.IsTakenOver() {
+		l.endSession(cl)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ip, ok := l.conns[cl]
@@ -241,15 +305,24 @@ func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 }
 
 // Tidy stops counting every connection that was closed before it was
-// established (see Limits). The plugin's pump calls it every second.
+// established (see Limits), ends the connections whose oldest
+// unacknowledged message is older than MaxInflightAge, forgets the
+// sessions mochi no longer holds (limits_inflight.go) and the delayed wills
+// whose delay has ended (limits_wills.go). The plugin's pump
+// calls it every second.
 func (l *Limits) Tidy() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for ip, a := range l.addrs {
 		if l.dropClosed(a); a.n <= 0 {
 			delete(l.addrs, ip)
 		}
 	}
+	l.mu.Unlock()
+	now := time.Now()
+	l.tidyFlights(now)
+	l.wmu.Lock()
+	l.expireWills(now)
+	l.wmu.Unlock()
 }
 
 // counted returns how many connections count against the IP address ip.

@@ -229,7 +229,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	if err != nil {
 		h.Stats.BadIdentity.Add(1)
-		h.o.Log.Info("connection refused: bad identity", "client", cl.ID, "remote", cl.Net.Remote, "err", err)
+		h.o.Log.Info("connection refused: bad identity", "client", ClientID(cl), "remote", cl.Net.Remote, "err", err)
 		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
 		return errBadIdentity
 	}
@@ -238,13 +238,13 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
 		if ok && old != cl && !bytes.Equal(old.Properties.Username, cl.Properties.Username) {
 			h.Stats.ClientIDTaken.Add(1)
-			h.o.Log.Info("connection refused: the client id is another user's session", "client", cl.ID, "remote", cl.Net.Remote, "username", string(cl.Properties.Username))
+			h.o.Log.Info("connection refused: the client id is another user's session", "client", ClientID(cl), "remote", cl.Net.Remote, "username", string(cl.Properties.Username))
 			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
 			h.Stats.BattleRefused.Add(1)
-			h.o.Log.Debug("connection refused: takeover battle", "client", cl.ID, "remote", cl.Net.Remote)
+			h.o.Log.Debug("connection refused: takeover battle", "client", ClientID(cl), "remote", cl.Net.Remote)
 			connack.Refuse(h.o.Server, cl, packets.ErrConnectionRateExceeded, packets.Err3ServerUnavailable)
 			return errBadIdentity
 		}
@@ -613,7 +613,7 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
 		}
 		h.Stats.SetLimited.Add(1)
-		h.o.Log.Debug("presence/set over the rate", "client", cl.ID)
+		h.o.Log.Debug("presence/set over the rate", "client", ClientID(cl))
 		if cl.Properties.ProtocolVersion < 5 || pk.FixedHeader.Qos == 0 {
 			return pk, packets.CodeSuccessIgnore // acknowledged as usual, dropped
 		}
@@ -650,12 +650,20 @@ func (h *Presence) touch(cl *mqtt.Client) {
 // refuse answers a publish that changes nothing with code, the way its
 // protocol version and QoS allow.
 func (h *Presence) refuse(cl *mqtt.Client, pk packets.Packet, code packets.Code) (packets.Packet, error) {
+	return refusePublish(h.o.Server, cl, pk, code)
+}
+
+// refusePublish answers a refused publish with code, the way its protocol
+// version and QoS allow (QoS 0 dropped; MQTT 3.1.1 QoS 1/2 disconnected
+// through srv, when given; MQTT 5 QoS 1/2 acknowledged with the code),
+// and has mochi drop the packet quietly.
+func refusePublish(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet, code packets.Code) (packets.Packet, error) {
 	switch {
 	case pk.FixedHeader.Qos == 0:
 		return pk, packets.ErrRejectPacket
 	case cl.Properties.ProtocolVersion < 5:
-		if h.o.Server != nil {
-			_ = h.o.Server.DisconnectClient(cl, code)
+		if srv != nil {
+			_ = srv.DisconnectClient(cl, code)
 		}
 		return pk, packets.ErrRejectPacket
 	}
@@ -691,7 +699,7 @@ func (h *Presence) logRefused(cl *mqtt.Client, pk packets.Packet, why string) {
 		return
 	}
 	if ok, held := l.refusals.Allow(h.o.Now(), refusalLogEvery); ok {
-		h.o.Log.Info("publish refused", "client", cl.ID, "user", l.user, "topic", pk.TopicName,
+		h.o.Log.Info("publish refused", "client", ClientID(cl), "user", l.user, "topic", pk.TopicName,
 			"bytes", len(pk.Payload), "why", why, "held_back", held, "log_every", refusalLogEvery.String())
 	}
 }

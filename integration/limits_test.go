@@ -932,7 +932,9 @@ func TestSubscriptionLimits(t *testing.T) {
 	}
 
 	// The granted filters deliver; the refused and the unsubscribed do not.
-	for _, topic := range []string{"t/a/b/c/d", long, "t/4", "t/3", "t/1", "w/x", edge} {
+	// (A topic name over max_topic_length is no longer published at all: it
+	// ends the publisher's connection, see TestTopicAliasLimits.)
+	for _, topic := range []string{"t/a/b/c/d", "t/4", "t/3", "t/1", "w/x", edge} {
 		pub.publish(t, topic, "m:"+topic, 1, false)
 	}
 	var topics []string
