@@ -118,7 +118,9 @@ type Presence struct {
 	nextID    atomic.Uint64
 	battles   *battles
 
-	// Lock order: mu, then a link's bucket lock. No socket write under mu.
+	// Lock order: mu, then a link's bucket lock, then the tracker's locks
+	// (Tracker.Connect and the kick's Disconnect are called under mu). No
+	// socket write under mu.
 	mu     sync.RWMutex
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
@@ -287,19 +289,26 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		h.active.Store(cl, l)
 	}
 	oldest := h.admit(cl, id.User)
+	if oldest != nil {
+		// Its end goes to the tracker before the new session, so that
+		// observers do not see one session too many in between; its
+		// OnDisconnect then finds nothing left to end.
+		if old := h.forgetLocked(oldest); old != nil && old.conn != 0 {
+			h.o.Tracker.Disconnect(old.conn, oldest.ID, presence.EndKicked)
+		}
+	}
+	// The tracker hears of the session under h.mu, in the step that gives
+	// it its conn: whoever forgets the link after (a kick by a newer
+	// connection of the user, Tidy, OnDisconnect) ends a session the
+	// tracker already has. Told after h.mu, a kick or a Tidy could end it
+	// before it began, and the tracker then kept it for good (issue 18).
+	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
 	h.mu.Unlock()
 	if oldest != nil {
 		h.Stats.SessionsKicked.Add(1)
 		h.o.Log.Info("session limit: ending the user's oldest session", "user", id.User, "client", oldest.ID, "max", h.o.MaxSessionsPerUser)
-		// Its end goes to the tracker before the new session, so that
-		// observers do not see one session too many in between; its
-		// OnDisconnect then finds nothing left to end.
-		if old := h.forget(oldest); old != nil && old.conn != 0 {
-			h.o.Tracker.Disconnect(old.conn, oldest.ID, presence.EndKicked)
-		}
 		kick(h.o.Server, oldest, packets.ErrQuotaExceeded)
 	}
-	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
 }
 
 // tookOver records a takeover of client id by user, and logs a takeover
@@ -331,24 +340,34 @@ func (h *Presence) Battles() []Battle {
 // admit records cl as user's newest connection and returns the oldest one
 // to end when the user is over the limit. A connection that takes over the
 // same client id replaces it and does not count. h.mu is held.
+//
+// Closed connections are dropped from the user's list here (their links
+// are forgotten by OnDisconnect or Tidy, which find them gone): else a
+// storm of connections reset before their CONNACK, kept until the next
+// Tidy, made every admit of the user scan thousands under h.mu.
 func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
-	live := h.byUser[user]
+	list := h.byUser[user]
+	live := list[:0]
+	var oldest *mqtt.Client
 	count := 0
-	for _, c := range live {
-		if c.ID != cl.ID && !c.Closed() {
+	for _, c := range list {
+		if c.Closed() {
+			continue
+		}
+		live = append(live, c)
+		if c.ID != cl.ID {
 			count++
+			if oldest == nil {
+				oldest = c
+			}
 		}
 	}
+	clear(list[len(live):])
 	h.byUser[user] = append(live, cl)
 	if h.o.MaxSessionsPerUser <= 0 || count < h.o.MaxSessionsPerUser {
 		return nil
 	}
-	for _, c := range live {
-		if c.ID != cl.ID && !c.Closed() {
-			return c
-		}
-	}
-	return nil
+	return oldest
 }
 
 // kick ends a connection with code: a DISCONNECT first when writing it
@@ -435,6 +454,11 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 func (h *Presence) forget(cl *mqtt.Client) *link {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.forgetLocked(cl)
+}
+
+// forgetLocked is forget with h.mu held.
+func (h *Presence) forgetLocked(cl *mqtt.Client) *link {
 	l := h.links[cl]
 	if l == nil {
 		return nil
