@@ -15,6 +15,7 @@ import (
 
 	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/internal/wire"
+	"github.com/presenced/presenced/listener"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -441,6 +442,11 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
 		}
 		reason := EndReason(err, cl.StopCause())
+		if reason == presence.EndNetwork && closing(cl) {
+			// The client closed on reading the server's DISCONNECT
+			// (shutting down) before mochi set the stop cause.
+			reason = presence.EndShutdown
+		}
 		if h.o.Moved != nil && h.o.Moved(cl) {
 			// The client may have closed on reading the DISCONNECT before
 			// the drain set the stop cause.
@@ -448,6 +454,13 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 		}
 		h.o.Tracker.Disconnect(l.conn, cl.ID, reason)
 	}
+}
+
+// closing reports whether cl's listener (presenced's) is closing: the
+// server is shutting down.
+func closing(cl *mqtt.Client) bool {
+	c, ok := listener.From(cl.Net.Conn)
+	return ok && c.ListenerClosing()
 }
 
 // forget removes cl from the hook's records and returns what was kept.
