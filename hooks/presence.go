@@ -125,6 +125,13 @@ type Presence struct {
 	mu     sync.RWMutex
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
+	// takenOver holds the connections a newer one with the same client id
+	// is taking over (*mqtt.Client -> *atomic.Bool, set once Tidy saw it
+	// closed): OnWill sends their wills nowhere. The hook never writes the
+	// old connection's will itself: mochi's read loop of that connection
+	// writes it without a lock when it ends (server.go:481), which a write
+	// from the taking connection's goroutine would race (issue 18).
+	takenOver sync.Map
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 
 	Stats Stats
@@ -245,9 +252,9 @@ func (h *Presence) underPrefix(topic string) bool {
 }
 
 // OnSessionEstablish runs before CONNACK and before mochi takes over an
-// existing connection with the same client id. It clears that connection's
-// will flag, so that mochi's sendLWT skips it when the old socket closes: a
-// takeover is not a death. The takeover is counted, and told to the
+// existing connection with the same client id. It marks that connection
+// taken over, so that OnWill sends its will nowhere when the old socket
+// closes: a takeover is not a death. The takeover is counted, and told to the
 // battle detector. When the user already has MaxSessionsPerUser
 // connections on this node (a takeover does not add one), the oldest is
 // ended as kicked.
@@ -256,9 +263,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	id, err := h.identify(cl)
 	if h.o.Server != nil {
 		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
-			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
-				h.Stats.WillsSuppressed.Add(1)
-			}
+			h.takenOver.Store(old, new(atomic.Bool))
 			h.tookOver(cl.ID, id.User)
 		}
 	}
@@ -434,6 +439,7 @@ func (h *Presence) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 // OnDisconnect ends the connection's session with the reason mochi gives.
 func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	h.gate.leave(cl)
+	h.takenOver.Delete(cl) // mochi sent (or skipped) its will before this hook
 	if l := h.forget(cl); l != nil && l.conn != 0 {
 		// mochi clears the will of a clean DISCONNECT before this hook,
 		// this hook clears a taken-over one's and Drain a moved one's: a
@@ -506,6 +512,19 @@ func (h *Presence) forgetLocked(cl *mqtt.Client) *link {
 // that are over.
 func (h *Presence) Tidy() {
 	h.battles.expire(h.o.Now())
+	// A taken-over connection that will get no OnDisconnect (its CONNACK
+	// failed: no read loop, no will) is forgotten once seen closed, and
+	// without records, twice.
+	h.takenOver.Range(func(k, v any) bool {
+		cl := k.(*mqtt.Client)
+		h.mu.RLock()
+		_, linked := h.links[cl]
+		h.mu.RUnlock()
+		if cl.Closed() && !linked && v.(*atomic.Bool).Swap(true) {
+			h.takenOver.Delete(k)
+		}
+		return true
+	})
 	var gone []*mqtt.Client
 	h.mu.RLock()
 	for cl, l := range h.links {
@@ -679,6 +698,10 @@ func (h *Presence) refuse(cl *mqtt.Client, pk packets.Packet, code packets.Code)
 // session ends uncleanly, checked against the session's epoch by the store.
 // Wills to other topics pass unchanged.
 func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	if _, ok := h.takenOver.Load(cl); ok {
+		h.Stats.WillsSuppressed.Add(1)
+		return discarded(will), nil
+	}
 	if !h.underPrefix(will.TopicName) {
 		return will, nil
 	}
@@ -690,10 +713,15 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 		}
 	}
 	h.Stats.WillsDiscarded.Add(1)
+	return discarded(will), nil
+}
+
+// discarded is will sent nowhere (DiscardedWillTopic).
+func discarded(will mqtt.Will) mqtt.Will {
 	will.TopicName = DiscardedWillTopic
 	will.Payload = nil
 	will.Retain = false
 	will.Qos = 0
 	will.User = nil
-	return will, nil
+	return will
 }
