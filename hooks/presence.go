@@ -223,6 +223,9 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
+		if ok && old != cl {
+			h.settle(cl.ID, old) // a reconnect after a DISCONNECT is no takeover
+		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
 			h.Stats.BattleRefused.Add(1)
 			h.o.Log.Debug("connection refused: takeover battle", "client", cl.ID, "remote", cl.Net.Remote)
