@@ -125,6 +125,8 @@ type Presence struct {
 	mu     sync.RWMutex
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
+	byUser map[string][]*mqtt.Client // connections with a user, oldest first
+
 	// takenOver holds the connections a newer one with the same client id
 	// is taking over (*mqtt.Client -> *atomic.Bool, set once Tidy saw it
 	// closed): OnWill sends their wills nowhere. The hook never writes the
@@ -132,7 +134,6 @@ type Presence struct {
 	// writes it without a lock when it ends (server.go:481), which a write
 	// from the taking connection's goroutine would race (issue 18).
 	takenOver sync.Map
-	byUser map[string][]*mqtt.Client // connections with a user, oldest first
 
 	Stats Stats
 }
