@@ -16,6 +16,7 @@ import (
 	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/internal/loglimit"
 	"github.com/presenced/presenced/internal/wire"
+	"github.com/presenced/presenced/listener"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -119,11 +120,21 @@ type Presence struct {
 	nextID    atomic.Uint64
 	battles   *battles
 
-	// Lock order: mu, then a link's bucket lock. No socket write under mu.
+	// Lock order: mu, then a link's bucket lock, then the tracker's locks
+	// (Tracker.Connect and the kick's Disconnect are called under mu). No
+	// socket write under mu.
 	mu     sync.RWMutex
 	links  map[*mqtt.Client]*link    // every connection past OnConnect
 	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
 	byUser map[string][]*mqtt.Client // connections with a user, oldest first
+
+	// takenOver holds the connections a newer one with the same client id
+	// is taking over (*mqtt.Client -> *atomic.Bool, set once Tidy saw it
+	// closed): OnWill sends their wills nowhere. The hook never writes the
+	// old connection's will itself: mochi's read loop of that connection
+	// writes it without a lock when it ends (server.go:481), which a write
+	// from the taking connection's goroutine would race (issue 18).
+	takenOver sync.Map
 
 	Stats Stats
 }
@@ -242,6 +253,9 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			connack.Refuse(h.o.Server, cl, packets.ErrClientIdentifierNotValid, packets.Code{})
 			return errBadIdentity
 		}
+		if ok && old != cl {
+			h.settle(cl.ID, old) // a reconnect after a DISCONNECT is no takeover
+		}
 		if ok && old != cl && !old.Closed() && h.battles.refuse(cl.ID, h.o.Now()) {
 			h.Stats.BattleRefused.Add(1)
 			h.o.Log.Debug("connection refused: takeover battle", "client", ClientID(cl), "remote", cl.Net.Remote)
@@ -271,9 +285,9 @@ func (h *Presence) underPrefix(topic string) bool {
 }
 
 // OnSessionEstablish runs before CONNACK and before mochi takes over an
-// existing connection with the same client id. It clears that connection's
-// will flag, so that mochi's sendLWT skips it when the old socket closes: a
-// takeover is not a death. The takeover is counted, and told to the
+// existing connection with the same client id. It marks that connection
+// taken over, so that OnWill sends its will nowhere when the old socket
+// closes: a takeover is not a death. The takeover is counted, and told to the
 // battle detector. When the user already has MaxSessionsPerUser
 // connections on this node (a takeover does not add one), the oldest is
 // ended as kicked.
@@ -282,9 +296,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	id, err := h.identify(cl)
 	if h.o.Server != nil {
 		if old, ok := h.o.Server.Clients.Get(cl.ID); ok && old != cl && !old.Closed() {
-			if atomic.SwapUint32(&old.Properties.Will.Flag, 0) == 1 {
-				h.Stats.WillsSuppressed.Add(1)
-			}
+			h.takenOver.Store(old, new(atomic.Bool))
 			h.tookOver(cl.ID, id.User)
 		}
 	}
@@ -316,19 +328,26 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		h.active.Store(cl, l)
 	}
 	oldest := h.admit(cl, id.User)
+	if oldest != nil {
+		// Its end goes to the tracker before the new session, so that
+		// observers do not see one session too many in between; its
+		// OnDisconnect then finds nothing left to end.
+		if old := h.forgetLocked(oldest); old != nil && old.conn != 0 {
+			h.o.Tracker.Disconnect(old.conn, oldest.ID, presence.EndKicked)
+		}
+	}
+	// The tracker hears of the session under h.mu, in the step that gives
+	// it its conn: whoever forgets the link after (a kick by a newer
+	// connection of the user, Tidy, OnDisconnect) ends a session the
+	// tracker already has. Told after h.mu, a kick or a Tidy could end it
+	// before it began, and the tracker then kept it for good (issue 18).
+	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
 	h.mu.Unlock()
 	if oldest != nil {
 		h.Stats.SessionsKicked.Add(1)
 		h.o.Log.Info("session limit: ending the user's oldest session", "user", id.User, "client", oldest.ID, "max", h.o.MaxSessionsPerUser)
-		// Its end goes to the tracker before the new session, so that
-		// observers do not see one session too many in between; its
-		// OnDisconnect then finds nothing left to end.
-		if old := h.forget(oldest); old != nil && old.conn != 0 {
-			h.o.Tracker.Disconnect(old.conn, oldest.ID, presence.EndKicked)
-		}
 		kick(h.o.Server, oldest, packets.ErrQuotaExceeded)
 	}
-	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
 }
 
 // tookOver records a takeover of client id by user, and logs a takeover
@@ -360,24 +379,34 @@ func (h *Presence) Battles() []Battle {
 // admit records cl as user's newest connection and returns the oldest one
 // to end when the user is over the limit. A connection that takes over the
 // same client id replaces it and does not count. h.mu is held.
+//
+// Closed connections are dropped from the user's list here (their links
+// are forgotten by OnDisconnect or Tidy, which find them gone): else a
+// storm of connections reset before their CONNACK, kept until the next
+// Tidy, made every admit of the user scan thousands under h.mu.
 func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
-	live := h.byUser[user]
+	list := h.byUser[user]
+	live := list[:0]
+	var oldest *mqtt.Client
 	count := 0
-	for _, c := range live {
-		if c.ID != cl.ID && !c.Closed() {
+	for _, c := range list {
+		if c.Closed() {
+			continue
+		}
+		live = append(live, c)
+		if c.ID != cl.ID {
 			count++
+			if oldest == nil {
+				oldest = c
+			}
 		}
 	}
+	clear(list[len(live):])
 	h.byUser[user] = append(live, cl)
 	if h.o.MaxSessionsPerUser <= 0 || count < h.o.MaxSessionsPerUser {
 		return nil
 	}
-	for _, c := range live {
-		if c.ID != cl.ID && !c.Closed() {
-			return c
-		}
-	}
-	return nil
+	return oldest
 }
 
 // kick ends a connection with code: a DISCONNECT first when writing it
@@ -450,6 +479,7 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	// newcomer, and the next connection with the id would not take it
 	// over (two connections served).
 	h.gate.await(cl)
+	h.takenOver.Delete(cl) // mochi sent (or skipped) its will before this hook
 	if l := h.forget(cl); l != nil && l.conn != 0 {
 		// mochi clears the will of a clean DISCONNECT before this hook,
 		// this hook clears a taken-over one's and Drain a moved one's: a
@@ -458,6 +488,11 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 			h.o.Tracker.WillDelay(l.conn, cl.ID, time.Duration(will.WillDelayInterval)*time.Second)
 		}
 		reason := EndReason(err, cl.StopCause())
+		if reason == presence.EndNetwork && closing(cl) {
+			// The client closed on reading the server's DISCONNECT
+			// (shutting down) before mochi set the stop cause.
+			reason = presence.EndShutdown
+		}
 		if h.o.Moved != nil && h.o.Moved(cl) {
 			// The client may have closed on reading the DISCONNECT before
 			// the drain set the stop cause.
@@ -467,10 +502,22 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	}
 }
 
+// closing reports whether cl's listener (presenced's) is closing: the
+// server is shutting down.
+func closing(cl *mqtt.Client) bool {
+	c, ok := listener.From(cl.Net.Conn)
+	return ok && c.ListenerClosing()
+}
+
 // forget removes cl from the hook's records and returns what was kept.
 func (h *Presence) forget(cl *mqtt.Client) *link {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.forgetLocked(cl)
+}
+
+// forgetLocked is forget with h.mu held.
+func (h *Presence) forgetLocked(cl *mqtt.Client) *link {
 	l := h.links[cl]
 	if l == nil {
 		return nil
@@ -505,6 +552,19 @@ func (h *Presence) forget(cl *mqtt.Client) *link {
 // that are over.
 func (h *Presence) Tidy() {
 	h.battles.expire(h.o.Now())
+	// A taken-over connection that will get no OnDisconnect (its CONNACK
+	// failed: no read loop, no will) is forgotten once seen closed, and
+	// without records, twice.
+	h.takenOver.Range(func(k, v any) bool {
+		cl := k.(*mqtt.Client)
+		h.mu.RLock()
+		_, linked := h.links[cl]
+		h.mu.RUnlock()
+		if cl.Closed() && !linked && v.(*atomic.Bool).Swap(true) {
+			h.takenOver.Delete(k)
+		}
+		return true
+	})
 	var gone []*mqtt.Client
 	h.mu.RLock()
 	for cl, l := range h.links {
@@ -711,6 +771,10 @@ func (h *Presence) logRefused(cl *mqtt.Client, pk packets.Packet, why string) {
 // session ends uncleanly, checked against the session's epoch by the store.
 // Wills to other topics pass unchanged.
 func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	if _, ok := h.takenOver.Load(cl); ok {
+		h.Stats.WillsSuppressed.Add(1)
+		return discarded(will), nil
+	}
 	if !h.underPrefix(will.TopicName) {
 		return will, nil
 	}
@@ -722,10 +786,15 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 		}
 	}
 	h.Stats.WillsDiscarded.Add(1)
+	return discarded(will), nil
+}
+
+// discarded is will sent nowhere (DiscardedWillTopic).
+func discarded(will mqtt.Will) mqtt.Will {
 	will.TopicName = DiscardedWillTopic
 	will.Payload = nil
 	will.Retain = false
 	will.Qos = 0
 	will.User = nil
-	return will, nil
+	return will
 }

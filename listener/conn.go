@@ -397,6 +397,16 @@ func (c *Conn) Pending() int {
 //	if ok && nb.WritesNeverBlock() { ... }
 func (c *Conn) WritesNeverBlock() bool { return true }
 
+// ListenerClosing reports whether the connection's listener is closing
+// (its Close has begun): the server is shutting down, and a connection
+// that ends now was ended by the shutdown, even when the client closed on
+// reading the DISCONNECT before mochi recorded why it stopped it.
+func (c *Conn) ListenerClosing() bool {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	return c.t.shut
+}
+
 // From returns the *Conn under a connection mochi holds (Client.Net.Conn),
 // for either listener of this package, with TLS or without, and false for
 // any other connection. It also sees through a *tls.Conn over a *Conn.

@@ -18,6 +18,19 @@ import (
 	"github.com/presenced/presenced/store"
 )
 
+// hup receives SIGHUP (reload) from the main package's initialisation on,
+// before main runs: Go's default action for a SIGHUP nobody asked for ends
+// the process, and start-up (config, the store, the listeners) takes
+// milliseconds. One that comes before the broker has started waits here,
+// and reloads once it has.
+var hup = notifyHUP()
+
+func notifyHUP() chan os.Signal {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGHUP)
+	return c
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
@@ -63,9 +76,6 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		log.Error().Err(err).Msg("cannot start")
 		return 1
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	for waiting := true; waiting; {
 		select {
 		case <-hup:
