@@ -222,7 +222,7 @@ func (p *Plugin) connectionStats() []stats.Stat {
 		counter("writes_denied_total", "Publishes refused under the presence prefix (read-only but for presence/set).", h.WritesDenied.Load, "writes_denied"),
 		counter("wills_discarded_total", "Wills under the presence prefix rewritten away (never delivered raw).", h.WillsDiscarded.Load, "wills_discarded"),
 		counter("wills_suppressed_total", "Wills of connections taken over or moved by a drain, cleared (a takeover or a move is no death).",
-			func() int64 { return h.WillsSuppressed.Load() + dr.WillsCleared.Load() }, "wills_suppressed"),
+			h.WillsSuppressed.Load, "wills_suppressed"),
 		counter("keepalive_capped_total", "Connections held to the keep-alive ceiling (mqtt.max_keepalive).", l.KeepAliveCapped.Load, "keepalive_capped"),
 		counter("filters_refused_total", "Topic filters refused for the subscription limits.", l.FiltersRefused.Load, "filters_refused"),
 		counter("connections_abandoned_total", "Connections that ended before their CONNACK, cleaned up.", h.Abandoned.Load, "connections_abandoned"),

@@ -33,7 +33,6 @@ type DrainOptions struct {
 type DrainStats struct {
 	Refused      atomic.Int64 // CONNECTs refused while draining
 	Moved        atomic.Int64 // connections asked to move (DISCONNECT 0x9C / 0x8B, or closed)
-	WillsCleared atomic.Int64 // wills of the connections moved, cleared
 }
 
 // DrainResult says what Run did.
@@ -135,8 +134,8 @@ func drainCode(s *drainState) (packets.Code, packets.Properties) {
 }
 
 // Move asks one connection to go to another node, as a drain does: its will
-// is cleared (the device is expected to reconnect elsewhere, not to have
-// died), an MQTT 5 client gets DISCONNECT 0x9C with the Server Reference (or
+// is not sent (presence's OnWill asks Moved: the device is expected to
+// reconnect elsewhere, not to have died), an MQTT 5 client gets DISCONNECT 0x9C with the Server Reference (or
 // 0x8B without one), a 3.1.1 client (which has no server DISCONNECT) is
 // closed, and the connection stops with ErrDrained, so that its session
 // ends as drain. The DISCONNECT is written only when that cannot block
@@ -151,9 +150,10 @@ func (d *Drain) Move(cl *mqtt.Client) bool {
 	if s == nil {
 		s = &drainState{}
 	}
-	if atomic.SwapUint32(&cl.Properties.Will.Flag, 0) == 1 {
-		d.Stats.WillsCleared.Add(1)
-	}
+	// The will is not touched here: mochi writes cl.Properties.Will on the
+	// connection's own goroutine without a lock when it ends, so a write
+	// from this one would race it. Presence's OnWill, on that goroutine,
+	// sends the will of a moved connection nowhere (Moved).
 	d.moved.Store(cl, struct{}{}) // before the DISCONNECT, which the client may answer by closing
 	if cl.Properties.ProtocolVersion >= 5 && (wire.NeverBlocks(cl) || wire.Idle(cl)) {
 		code, props := drainCode(s)

@@ -775,6 +775,10 @@ func (h *Presence) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
 		h.Stats.WillsSuppressed.Add(1)
 		return discarded(will), nil
 	}
+	if h.o.Moved != nil && h.o.Moved(cl) { // a drain moved it: no death either
+		h.Stats.WillsSuppressed.Add(1)
+		return discarded(will), nil
+	}
 	if !h.underPrefix(will.TopicName) {
 		return will, nil
 	}
