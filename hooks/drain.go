@@ -31,8 +31,8 @@ type DrainOptions struct {
 
 // DrainStats are the drain's counts, read with atomic loads.
 type DrainStats struct {
-	Refused      atomic.Int64 // CONNECTs refused while draining
-	Moved        atomic.Int64 // connections asked to move (DISCONNECT 0x9C / 0x8B, or closed)
+	Refused atomic.Int64 // CONNECTs refused while draining
+	Moved   atomic.Int64 // connections asked to move (DISCONNECT 0x9C / 0x8B, or closed)
 }
 
 // DrainResult says what Run did.
