@@ -225,8 +225,7 @@ func (s *system) heapProfile(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	cl := http.Client{Timeout: 30 * time.Second}
-	resp, err := cl.Get("http://127.0.0.1:" + strconv.Itoa(s.adminPort) + "/debug/pprof/heap?gc=1")
+	resp, err := adminGet(s.adminPort, "/debug/pprof/heap?gc=1", 30*time.Second)
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -372,7 +374,30 @@ func childEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return env
+	// The admin port's profiles answer only behind a token.
+	return append(env, "PRESENCED_ADMIN_TOKEN="+adminToken)
+}
+
+// adminToken is the admin token of every presenced the bench starts, made
+// anew for each bench process.
+var adminToken = func() string {
+	b := make([]byte, 16)
+	if _, err := crand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}()
+
+// adminGet sends an authorised GET to a presenced admin port, waiting at
+// most timeout for the answer.
+func adminGet(port int, path string, timeout time.Duration) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+strconv.Itoa(port)+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	cl := http.Client{Timeout: timeout}
+	return cl.Do(req)
 }
 
 func freePort() (int, error) {
@@ -621,8 +646,7 @@ func (t *tailBuffer) String() string {
 
 // adminStats reads presenced's /api/v1/stats.
 func (s *system) adminStats() (map[string]any, error) {
-	cl := http.Client{Timeout: 3 * time.Second}
-	resp, err := cl.Get("http://127.0.0.1:" + strconv.Itoa(s.adminPort) + "/api/v1/stats")
+	resp, err := adminGet(s.adminPort, "/api/v1/stats", 3*time.Second)
 	if err != nil {
 		return nil, err
 	}
