@@ -43,6 +43,7 @@ func (h *Hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	}
 	s := h.Stage
 	subs := cl.State.Subscriptions.GetAll()
+	maps.DeleteFunc(subs, func(f string, _ packets.Subscription) bool { return !s.reads(f) })
 	var user string
 	var service bool
 	if len(subs) > 0 {
@@ -73,25 +74,35 @@ func (h *Hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	s.tellNodes(inherited)
 }
 
-// OnSubscribed counts the filters mochi granted.
+// OnSubscribed counts the filters mochi granted that can read presence (a
+// user's, a group's or a node's topic). A SUBSCRIBE of application topics
+// only costs the stage no lock and no record: it returns at once.
 func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	if cl.Net.Inline {
 		return
 	}
 	s := h.Stage
 	var groups []string
-	granted := make(map[string]struct{}, len(pk.Filters))
-	s.mu.Lock()
-	c := s.clientLocked(cl)
+	var granted map[string]struct{}
 	for i, f := range pk.Filters {
-		if i < len(codes) && codes[i] >= 0x80 { // refused
+		if i < len(codes) && codes[i] >= 0x80 || !s.reads(f.Filter) { // refused, or no presence
 			continue
 		}
-		c.filters[f.Filter] = struct{}{}
+		if granted == nil {
+			granted = make(map[string]struct{}, len(pk.Filters))
+		}
 		granted[f.Filter] = struct{}{}
 		if g, ok := s.groupFilter(f.Filter); ok {
 			groups = append(groups, g)
 		}
+	}
+	if granted == nil {
+		return
+	}
+	s.mu.Lock()
+	c := s.clientLocked(cl)
+	for f := range granted {
+		c.filters[f] = struct{}{}
 	}
 	s.applyLocked(c, s.needOf(c))
 	s.mu.Unlock()
@@ -102,6 +113,17 @@ func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 		}
 	}
 	s.tellNodes(granted)
+}
+
+// reads reports whether a filter can read presence: a user's, a group's or
+// a node's topic (what needOf and tellNodes look at).
+func (s *Stage) reads(f string) bool {
+	plain := filter.Unshared(f)
+	if _, ok := exactLast(plain, s.users); ok {
+		return true
+	}
+	_, group := s.groupFilter(plain)
+	return group || canMatch(plain, s.users+"x") || canMatch(plain, s.node+"x")
 }
 
 // tellNodes tells Options.Nodes of the filters that can read a node topic.

@@ -183,6 +183,11 @@ func TestSessionsMakeNoInterest(t *testing.T) {
 	if r.s.Shows("bob") || len(r.s.clients) != 0 {
 		t.Fatalf("a session alone: shows bob %v, %d client records", r.s.Shows("bob"), len(r.s.clients))
 	}
+	// Application topics read no presence: no record either.
+	r.subscribe(cl, "client_test5/TopicA", "$share/g/jobs/+", "a/b/#")
+	if len(r.s.clients) != 0 {
+		t.Fatalf("application topics made %d client records", len(r.s.clients))
+	}
 	r.subscribe(cl, "presence/users/bob") // bob watches himself
 	r.reconcile()
 	if l, _ := r.st.take(); !slices.Equal(l, []string{"bob"}) || !r.s.Shows("bob") {
