@@ -101,7 +101,7 @@ type Limits struct {
 	wills map[string]time.Time // delayed wills waiting, by client id, to when the delay ends
 
 	smu      sync.Mutex           // sessions and users (limits_sessions.go); never held with another
-	sessions map[string]persisted // persistent sessions counted, by client id
+	sessions map[string]persisted // persistent sessions counted, by sessionKey (user and client id as sent)
 	users    map[string]int       // of them, by user
 
 	Stats LimitsStats

@@ -45,6 +45,13 @@ func persistentClient(cl *mqtt.Client) bool {
 	return !cl.Properties.Clean
 }
 
+// sessionKey is what the persistent sessions are counted under: the user
+// and the client id as sent. (mochi's own key, cl.ID, is scoped by the user
+// only from presence's OnConnect on, after this hook's OnConnect.)
+func sessionKey(cl *mqtt.Client) string {
+	return string(cl.Properties.Username) + "\x00" + ClientID(cl)
+}
+
 // checkPersistent refuses a CONNECT for a persistent session when its user
 // holds MaxPersistentPerUser under other client ids (MQTT 5 CONNACK 0x97,
 // quota exceeded; 3.1.1: 0x03). Taking over one's own session passes.
@@ -55,13 +62,13 @@ func (l *Limits) checkPersistent(cl *mqtt.Client, pk packets.Packet) error {
 	user := string(cl.Properties.Username)
 	l.smu.Lock()
 	held := l.users[user]
-	if s, ok := l.sessions[cl.ID]; ok && s.user == user {
+	if s, ok := l.sessions[sessionKey(cl)]; ok && s.user == user {
 		held-- // its own, taken over
 	}
 	if held >= l.o.MaxPersistentPerUser {
 		l.pruneSessions(user)
 		held = l.users[user]
-		if s, ok := l.sessions[cl.ID]; ok && s.user == user {
+		if s, ok := l.sessions[sessionKey(cl)]; ok && s.user == user {
 			held--
 		}
 	}
@@ -85,7 +92,7 @@ func (l *Limits) pruneSessions(user string) {
 		if s.user != user {
 			continue
 		}
-		if held, ok := l.o.Server.Clients.Get(id); !ok || held != s.cl && s.cl.Closed() {
+		if held, ok := l.o.Server.Clients.Get(s.cl.ID); !ok || held != s.cl && s.cl.Closed() {
 			l.uncountSession(id)
 		}
 	}
@@ -99,12 +106,12 @@ func (l *Limits) countSession(cl *mqtt.Client) {
 	}
 	l.smu.Lock()
 	defer l.smu.Unlock()
-	l.uncountSession(cl.ID)
+	l.uncountSession(sessionKey(cl))
 	if !persistentClient(cl) {
 		return
 	}
 	u := string(cl.Properties.Username)
-	l.sessions[cl.ID] = persisted{user: u, cl: cl}
+	l.sessions[sessionKey(cl)] = persisted{user: u, cl: cl}
 	l.users[u]++
 }
 
@@ -116,8 +123,8 @@ func (l *Limits) endSession(cl *mqtt.Client) {
 	}
 	l.smu.Lock()
 	defer l.smu.Unlock()
-	if s, ok := l.sessions[cl.ID]; ok && s.cl == cl {
-		l.uncountSession(cl.ID)
+	if s, ok := l.sessions[sessionKey(cl)]; ok && s.cl == cl {
+		l.uncountSession(sessionKey(cl))
 	}
 }
 

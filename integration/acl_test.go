@@ -410,7 +410,7 @@ func TestACLFileOfflineSession(t *testing.T) {
 	}
 	alice.disconnect()
 	testkit.Wait(t, waitTimeout, "alice's connection closed", func() error {
-		cl, ok := n.Server().Clients.Get("alice-1")
+		cl, ok := clientByID(n.Server(), "alice-1")
 		return testkit.Why(ok && cl.Closed(), "open")
 	})
 	ops := dial5(t, addr, "ops-1", "ops", withPassword("ops-Secret-3"))

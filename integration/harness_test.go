@@ -496,3 +496,14 @@ var pacingOffEnv = []string{
 	"PRESENCED_PRESENCE_OFFLINE_GRACE=0s", "PRESENCED_PRESENCE_DISCONNECT_DEBOUNCE=0s",
 	"PRESENCED_PRESENCE_MIN_DWELL=0s", "PRESENCED_PRESENCE_FLAP_ENDS=0",
 }
+
+// clientByID finds mochi's client of a client id as the client sent it:
+// mochi's own key is scoped by the user (presence.ClientKey).
+func clientByID(srv *mqtt.Server, id string) (*mqtt.Client, bool) {
+	for _, cl := range srv.Clients.GetAll() {
+		if hooks.ClientID(cl) == id {
+			return cl, true
+		}
+	}
+	return nil, false
+}

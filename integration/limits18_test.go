@@ -151,7 +151,7 @@ func TestDisconnectSessionExpiryCapped(t *testing.T) {
 	day := uint32(86400)
 	_ = c.Disconnect(&paho.Disconnect{Properties: &paho.DisconnectProperties{SessionExpiryInterval: &day}})
 	testkit.Wait(t, 10*time.Second, "the session expired after the cap", func() error {
-		if _, ok := n.Server.Clients.Get("expiry-raise"); ok {
+		if _, ok := clientByID(n.Server, "expiry-raise"); ok {
 			return fmt.Errorf("still held")
 		}
 		return nil
@@ -202,7 +202,7 @@ func TestWillLimits(t *testing.T) {
 	if ack.ReasonCode != 0 {
 		t.Fatalf("will-delay: CONNACK %#x", ack.ReasonCode)
 	}
-	cl, ok := n.Server.Clients.Get("will-delay")
+	cl, ok := clientByID(n.Server, "will-delay")
 	if !ok {
 		t.Fatal("will-delay not held")
 	}
@@ -257,7 +257,7 @@ func ackless(t *testing.T, addr, clientID, filter string) (net.Conn, <-chan stru
 // heldBytes returns the topic and payload bytes of clientID's session's
 // unacknowledged messages, and how many.
 func heldBytes(t *testing.T, n *testNode, clientID string) (int, int) {
-	cl, ok := n.Server.Clients.Get(clientID)
+	cl, ok := clientByID(n.Server, clientID)
 	if !ok {
 		t.Fatalf("%s: no session", clientID)
 	}
@@ -446,7 +446,7 @@ func TestDelayedWillsBound(t *testing.T) {
 		}
 		_ = conn.Close() // no DISCONNECT: the will is due
 		testkit.Wait(t, waitTimeout, id+" gone", func() error {
-			cl, ok := n.Server.Clients.Get(id)
+			cl, ok := clientByID(n.Server, id)
 			return testkit.Why(ok && cl.Closed(), "still open")
 		})
 	}
@@ -497,7 +497,7 @@ func TestPersistentSessionsPerUser(t *testing.T) {
 	}
 	testkit.Wait(t, waitTimeout, "pat's sessions offline", func() error {
 		for _, id := range []string{"pat-1", "pat-2"} {
-			if cl, ok := n.Server.Clients.Get(id); !ok || !cl.Closed() {
+			if cl, ok := clientByID(n.Server, id); !ok || !cl.Closed() {
 				return fmt.Errorf("%s not offline and held", id)
 			}
 		}
@@ -509,7 +509,7 @@ func TestPersistentSessionsPerUser(t *testing.T) {
 	if _, rc := connect(5, "pat-4", "pat", persistent(5, "pat-4", "pat")); rc != packets.ErrQuotaExceeded.Code {
 		t.Errorf("pat's third, MQTT 5: CONNACK %#x, want 0x97", rc)
 	}
-	if _, ok := n.Server.Clients.Get("pat-3"); ok {
+	if _, ok := clientByID(n.Server, "pat-3"); ok {
 		t.Error("the refused session is held")
 	}
 	// Her own comes back; a clean one passes; another user is not counted.

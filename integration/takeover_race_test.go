@@ -40,7 +40,7 @@ func TestTakeoverRacingDisconnect(t *testing.T) {
 		_, _ = newer.Write(disconnect)
 		_ = newer.Close()
 		testkit.Wait(t, waitTimeout, "the round's connections gone", func() error {
-			_, there := n.Server.Clients.Get(id)
+			_, there := clientByID(n.Server, id)
 			return testkit.Why(!there, "still there")
 		})
 	}
