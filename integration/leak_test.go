@@ -2,9 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,33 +43,8 @@ func TestConnectThenResetOneUser(t *testing.T) {
 		for i := range hellos {
 			hellos[i] = connectBytes(t, byte(4+i%2), fmt.Sprintf("rst-%d-%04d", r, i), user, keepAlive)
 		}
-		var failed atomic.Int64
-		var wg sync.WaitGroup
-		next := make(chan int)
-		for range inFlight {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					conn, err := dialFromErr(n.MQTTAddr(), "")
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					if _, err := conn.Write(hellos[i]); err != nil {
-						failed.Add(1)
-					}
-					_ = conn.(*net.TCPConn).SetLinger(0) // close sends RST
-					_ = conn.Close()
-				}
-			}()
-		}
-		for i := range perRound {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-		if f := failed.Load(); f != 0 {
+		failed := resetStorm(n.MQTTAddr(), hellos, nil, inFlight)
+		if f := failed; f != 0 {
 			t.Fatalf("round %d: %d of %d connections could not be made", r, f, perRound)
 		}
 		settled, err := testkit.Poll(bound, testkit.Tick, func() error {

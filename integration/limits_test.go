@@ -650,34 +650,9 @@ func TestConnectThenReset(t *testing.T) {
 	heapBefore := heap.HeapAlloc
 
 	start := time.Now()
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range inFlight {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				conn, err := dialFromErr(n.MQTTAddr(), source(i))
-				if err != nil {
-					failed.Add(1)
-					continue
-				}
-				if _, err := conn.Write(hellos[i]); err != nil {
-					failed.Add(1)
-				}
-				_ = conn.(*net.TCPConn).SetLinger(0) // close sends RST
-				_ = conn.Close()
-			}
-		}()
-	}
-	for i := range total {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	failed := resetStorm(n.MQTTAddr(), hellos, source, inFlight)
 	sent := time.Since(start)
-	if f := failed.Load(); f != 0 {
+	if f := failed; f != 0 {
 		t.Fatalf("%d of %d connections could not be made", f, total)
 	}
 
@@ -1170,4 +1145,41 @@ func TestCapsSessionExpiry(t *testing.T) {
 	if subs := n.Server.Topics.Subscribers("keep/x"); len(subs.Subscriptions) != 0 {
 		t.Errorf("the expired session's subscription remains: %+v", subs.Subscriptions)
 	}
+}
+
+// resetStorm sends each CONNECT of hellos on a connection of its own, from
+// source(i) (nil: any), inFlight at a time, and closes each at once with a
+// reset (SO_LINGER 0). It returns how many could not be made or written.
+func resetStorm(addr string, hellos [][]byte, source func(int) string, inFlight int) int64 {
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				from := ""
+				if source != nil {
+					from = source(i)
+				}
+				conn, err := dialFromErr(addr, from)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				if _, err := conn.Write(hellos[i]); err != nil {
+					failed.Add(1)
+				}
+				_ = conn.(*net.TCPConn).SetLinger(0) // close sends RST
+				_ = conn.Close()
+			}
+		}()
+	}
+	for i := range hellos {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return failed.Load()
 }
