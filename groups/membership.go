@@ -116,26 +116,29 @@ func (s *Stage) readGroups(names map[string]struct{}) error {
 			s.applyMu.Unlock()
 			return err
 		}
-		held := s.heldClaims()
+		// The claims held and the roster are read and set under claimsMu,
+		// which Claim holds while it records a claim and adds its user: a
+		// claim is either in what is set here or added after it.
+		s.claimsMu.Lock()
+		held := s.heldClaimsLocked()
 		for g := range held {
 			groups[g] = withClaimed(groups[g], held[g])
 		}
 		changes = s.index.Replace(groups)
+		s.claimsMu.Unlock()
 	} else {
-		held := map[string][]string(nil)
 		for _, g := range slices.Sorted(maps.Keys(names)) {
 			members, ok, err := s.o.Store.Members(ctx, g)
 			if err != nil {
 				s.applyMu.Unlock()
 				return err
 			}
-			if held == nil {
-				held = s.heldClaims()
-			}
-			if claimed := held[g]; len(claimed) > 0 {
+			s.claimsMu.Lock() // as above
+			if claimed := s.heldClaimsLocked()[g]; len(claimed) > 0 {
 				members, ok = withClaimed(members, claimed), true
 			}
 			changes = append(changes, s.index.SetMembers(g, members, ok)...)
+			s.claimsMu.Unlock()
 		}
 	}
 	s.applyMu.Unlock()
@@ -200,21 +203,19 @@ func (s *Stage) Claim(user string, groups []string) {
 	}
 	slices.Sort(valid)
 	valid = slices.Compact(valid)
+	s.claimsMu.Lock() // a read of the store sets the roster under it too (readGroups)
 	for _, g := range valid {
 		s.index.Add(g, user)
 	}
-	s.claimsMu.Lock()
 	s.claimsDirty[user] = valid
 	s.claimsHeld[user] = valid // in force until written, whatever a read of the store says meanwhile
 	s.claimsMu.Unlock()
 	wake(s.claimsWake)
 }
 
-// heldClaims returns, per group, the users whose claim of it is not yet
-// known written to the store. s.applyMu is held.
-func (s *Stage) heldClaims() map[string][]string {
-	s.claimsMu.Lock()
-	defer s.claimsMu.Unlock()
+// heldClaimsLocked returns, per group, the users whose claim of it is not
+// yet known written to the store. s.applyMu and s.claimsMu are held.
+func (s *Stage) heldClaimsLocked() map[string][]string {
 	out := make(map[string][]string)
 	for user, groups := range s.claimsHeld {
 		for _, g := range groups {
