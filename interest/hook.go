@@ -145,12 +145,15 @@ func (h *Hook) OnUnsubscribed(cl *mqtt.Client, pk packets.Packet) {
 	}
 	s := h.Stage
 	s.mu.Lock()
-	if c := s.clients[cl.ID]; c != nil && c.cl == cl {
-		for _, f := range pk.Filters {
-			delete(c.filters, f.Filter)
-		}
-		s.applyLocked(c, s.needOf(c))
+	c := s.clients[cl.ID]
+	if c == nil || c.cl != cl {
+		s.mu.Unlock()
+		return // it never subscribed to presence: nothing to forget, nobody to wake
 	}
+	for _, f := range pk.Filters {
+		delete(c.filters, f.Filter)
+	}
+	s.applyLocked(c, s.needOf(c))
 	s.mu.Unlock()
 	s.wake()
 }
@@ -164,12 +167,13 @@ func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	}
 	s := h.Stage
 	s.mu.Lock()
-	if c := s.clients[cl.ID]; c != nil && c.cl == cl {
-		if expire && !cl.IsTakenOver() {
-			s.applyLocked(c, need{})
-			delete(s.clients, cl.ID)
-		}
+	c := s.clients[cl.ID]
+	if c == nil || c.cl != cl || !expire || cl.IsTakenOver() {
+		s.mu.Unlock()
+		return // nothing counted, or kept with its persistent session
 	}
+	s.applyLocked(c, need{})
+	delete(s.clients, cl.ID)
 	s.mu.Unlock()
 	s.wake()
 }
@@ -178,10 +182,13 @@ func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 func (h *Hook) OnClientExpired(cl *mqtt.Client) {
 	s := h.Stage
 	s.mu.Lock()
-	if c := s.clients[cl.ID]; c != nil && c.cl == cl {
-		s.applyLocked(c, need{})
-		delete(s.clients, cl.ID)
+	c := s.clients[cl.ID]
+	if c == nil || c.cl != cl {
+		s.mu.Unlock()
+		return
 	}
+	s.applyLocked(c, need{})
+	delete(s.clients, cl.ID)
 	s.mu.Unlock()
 	s.wake()
 }

@@ -416,3 +416,42 @@ func TestInlineFollow(t *testing.T) {
 		t.Fatal("unfollowed subscriptions still count")
 	}
 }
+
+// TestApplicationTopicsWakeNothing: a connection that never subscribed to
+// presence unsubscribes and disconnects without waking the stage's worker
+// (each wake is a thread switch on the packet path: an UNSUBSCRIBE of an
+// application topic doubled the SUBSCRIBE/UNSUBSCRIBE round trip, issue
+// 18); one that did wakes it.
+func TestApplicationTopicsWakeNothing(t *testing.T) {
+	r := newRig(t, Open)
+	woken := func() bool {
+		select {
+		case <-r.s.wakeC:
+			return true
+		default:
+			return false
+		}
+	}
+	app := r.client("app-1", "ann", false)
+	woken() // whatever the set-up did
+	r.subscribe(app, "sensors/+/temp")
+	r.unsubscribe(app, "sensors/+/temp")
+	(&Hook{Stage: r.s}).OnDisconnect(app, nil, true)
+	(&Hook{Stage: r.s}).OnClientExpired(app)
+	if woken() {
+		t.Fatal("application topics only: the stage was woken")
+	}
+	obs := r.client("obs-1", "bob", false)
+	r.subscribe(obs, "presence/users/ann")
+	woken()
+	r.unsubscribe(obs, "presence/users/ann")
+	if !woken() {
+		t.Fatal("a presence filter given up: the stage was not woken")
+	}
+	r.subscribe(obs, "presence/users/ann")
+	woken()
+	(&Hook{Stage: r.s}).OnDisconnect(obs, nil, true)
+	if !woken() {
+		t.Fatal("a presence subscriber gone: the stage was not woken")
+	}
+}
