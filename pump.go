@@ -33,8 +33,12 @@ const (
 // subscribers that missed it. It owns nothing that blocks on a client.
 func (p *Plugin) pump() {
 	defer p.wg.Done()
+	// The resend ticker runs only while a subscriber misses presence: an
+	// idle node's threads do not wake 50 times a second for nothing.
 	resend := time.NewTicker(resendEvery)
 	defer resend.Stop()
+	resend.Stop()
+	var resendC <-chan time.Time
 	tidy := time.NewTicker(tidyEvery)
 	defer tidy.Stop()
 	retention := p.store.Retention()
@@ -72,9 +76,18 @@ func (p *Plugin) pump() {
 			paced()
 		case <-pace.C:
 			paced()
-		case now := <-resend.C:
+		case <-p.delivery.Lagged():
+			if resendC == nil {
+				resend.Reset(resendEvery)
+				resendC = resend.C
+			}
+		case now := <-resendC:
 			for user, to := range p.delivery.TakeMissing(resendBatch, now) {
 				p.publisher.Resend(user, p.outlet.SendTo(user, to))
+			}
+			if p.delivery.Stats.Lagging.Load() == 0 {
+				resend.Stop()
+				resendC = nil
 			}
 		case now := <-tidy.C:
 			p.delivery.Tidy(now)

@@ -72,6 +72,7 @@ type Delivery struct {
 	// Lock order: mu before a lag's fields (all under mu).
 	mu      sync.Mutex
 	lagging map[*mqtt.Client]*lag
+	lagged  chan struct{} // signalled when a subscriber begins to miss presence
 
 	Stats Stats
 }
@@ -143,9 +144,14 @@ func NewDelivery(o DeliveryOptions) *Delivery {
 	}
 	return &Delivery{
 		prefix: o.Prefix, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", server: o.Server, slowAfter: o.SlowAfter, now: o.Now, log: o.Log,
-		lagging: make(map[*mqtt.Client]*lag),
+		lagging: make(map[*mqtt.Client]*lag), lagged: make(chan struct{}, 1),
 	}
 }
+
+// Lagged is signalled when a subscriber begins to miss presence: the pump
+// sends again only while someone misses something (Lagging), and sleeps
+// otherwise.
+func (d *Delivery) Lagged() <-chan struct{} { return d.lagged }
 
 // ID implements mqtt.Hook.
 func (d *Delivery) ID() string { return "presence-delivery" }
@@ -494,6 +500,10 @@ func (d *Delivery) miss(cl *mqtt.Client, user string, version uint64) {
 		l = &lag{missed: make(map[string]uint64), since: now}
 		d.lagging[cl] = l
 		d.Stats.Lagging.Add(1)
+		select {
+		case d.lagged <- struct{}{}:
+		default:
+		}
 	}
 	l.missed[user] = max(l.missed[user], version)
 	l.backoff = min(max(2*l.backoff, minBackoff), maxBackoff)

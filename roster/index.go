@@ -17,6 +17,7 @@ type Change struct {
 // events). Its methods may be called from any goroutine.
 type Index struct {
 	gen     atomic.Uint64 // counts the changes
+	changed chan struct{} // signalled (not blocking, 1 kept) at every change
 	mu      sync.RWMutex
 	members map[string]map[string]struct{} // group -> users; a group may be empty
 	of      map[string]map[string]struct{} // user -> groups
@@ -24,7 +25,20 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{members: make(map[string]map[string]struct{}), of: make(map[string]map[string]struct{})}
+	return &Index{members: make(map[string]map[string]struct{}), of: make(map[string]map[string]struct{}), changed: make(chan struct{}, 1)}
+}
+
+// Changed is signalled after a change (one signal is kept for a reader
+// that was busy): a reader that waits on it needs no timer to notice.
+func (x *Index) Changed() <-chan struct{} { return x.changed }
+
+// bump counts a change and signals it. x.mu is held.
+func (x *Index) bump() {
+	x.gen.Add(1)
+	select {
+	case x.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Mates reports whether a and b share a group (a user is not its own mate
@@ -109,7 +123,7 @@ func (x *Index) Size(group string) int {
 func (x *Index) Create(group string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	if _, ok := x.members[group]; ok {
 		return false
 	}
@@ -121,7 +135,7 @@ func (x *Index) Create(group string) bool {
 func (x *Index) Add(group string, users ...string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	var out []Change
 	for _, u := range users {
 		if x.add(group, u) {
@@ -138,7 +152,7 @@ func (x *Index) Add(group string, users ...string) []Change {
 func (x *Index) Remove(group string, users ...string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	var out []Change
 	for _, u := range users {
 		if x.remove(group, u) {
@@ -152,7 +166,7 @@ func (x *Index) Remove(group string, users ...string) []Change {
 func (x *Index) Delete(group string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	var out []Change
 	for _, u := range sorted(x.members[group]) {
 		x.remove(group, u)
@@ -167,7 +181,7 @@ func (x *Index) Delete(group string) []Change {
 func (x *Index) SetMembers(group string, members []string, exists bool) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	var out []Change
 	want := set(members)
 	for _, u := range sorted(x.members[group]) {
@@ -196,7 +210,7 @@ func (x *Index) SetMembers(group string, members []string, exists bool) []Change
 func (x *Index) Replace(groups map[string][]string) []Change {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.gen.Add(1)
+	x.bump()
 	var out []Change
 	for _, g := range sorted(keys(x.members)) {
 		want := set(groups[g])
