@@ -15,6 +15,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/internal/connack"
+	"github.com/presenced/presenced/listener"
 )
 
 // LimitsOptions configure the Limits hook. A zero limit is no limit.
@@ -49,6 +50,7 @@ type LimitsOptions struct {
 // LimitsStats are the Limits hook's counts, read with atomic loads.
 type LimitsStats struct {
 	PerAddress      atomic.Int64 // connections refused: too many from one address
+	ReceiveMaxZero  atomic.Int64 // MQTT 5 CONNECTs refused: Receive Maximum 0 (a protocol error)
 	KeepAliveCapped atomic.Int64 // connections held to the keep-alive ceiling
 	FiltersRefused  atomic.Int64 // topic filters over the subscription limits
 
@@ -154,6 +156,10 @@ func (l *Limits) Provides(b byte) bool {
 // already answered it.
 var errPerAddress = errors.New("presence: too many connections from one address")
 
+// errReceiveMaxZero stops an MQTT 5 CONNECT with Receive Maximum 0; the hook
+// has already answered it.
+var errReceiveMaxZero = errors.New("presence: receive maximum 0")
+
 // OnConnect refuses one connection more than MaxPerAddress from one IP
 // address (0x97 "quota exceeded"; 3.1.1: 0x03 "server unavailable"),
 // unless the address is one of Unlimited.
@@ -168,6 +174,14 @@ func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		l.o.Log.Debug("connection refused: too many from one address", "client", ClientID(cl), "remote", cl.Net.Remote)
 		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
 		return errPerAddress
+	}
+	if c, ok := listener.From(cl.Net.Conn); ok && c.ReceiveMaximumZero() {
+		// MQTT 5 §3.1.2.11.3: Receive Maximum 0 is a protocol error.
+		// mochi decodes it as an absent property; the listener saw it.
+		l.Stats.ReceiveMaxZero.Add(1)
+		l.o.Log.Debug("connection refused: receive maximum 0", "client", ClientID(cl), "remote", cl.Net.Remote)
+		connack.Refuse(l.o.Server, cl, packets.ErrProtocolViolation, packets.Code{})
+		return errReceiveMaxZero // no longer counted once closed (see Limits)
 	}
 	if err := l.checkWill(cl, pk); err != nil {
 		return err // no longer counted once closed (see Limits)

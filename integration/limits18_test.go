@@ -539,3 +539,73 @@ func TestPersistentSessionsPerUser(t *testing.T) {
 		t.Errorf("persistent_sessions_refused_total %d, want at least 2", got)
 	}
 }
+
+// connectRM is an MQTT 5 CONNECT of clientID (with user and password when
+// not empty) whose Receive Maximum property is rm, 0 included (mochi's
+// encoder leaves a 0 out: it is patched in).
+func connectRM(t *testing.T, clientID, user, password string, rm uint16) []byte {
+	t.Helper()
+	pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Connect},
+		Connect:    packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 30, ClientIdentifier: clientID},
+		Properties: packets.Properties{ReceiveMaximum: max(rm, 1)}}
+	if user != "" {
+		pk.Connect.UsernameFlag, pk.Connect.Username = true, []byte(user)
+		pk.Connect.PasswordFlag, pk.Connect.Password = true, []byte(password)
+	}
+	b := encode(t, 5, pk)
+	if rm == 0 {
+		i := bytes.Index(b, []byte{0x21, 0, 1})
+		if i < 0 {
+			t.Fatalf("no receive maximum in %x", b)
+		}
+		b[i+2] = 0
+	}
+	return b
+}
+
+// refusedRM0 sends a CONNECT with Receive Maximum 0 over conn and fails
+// the test unless it gets CONNACK 0x82 (protocol error) and the end of the
+// connection; then the same CONNECT with Receive Maximum 5, over again,
+// must be accepted.
+func refusedRM0(t *testing.T, name string, dial func() net.Conn, clientID, user, password string) {
+	t.Helper()
+	c := dial()
+	defer c.Close()
+	if _, err := c.Write(connectRM(t, clientID, user, password, 0)); err != nil {
+		t.Fatalf("%s: write: %v", name, err)
+	}
+	typ, body, err := readPacket(c, waitTimeout)
+	if err != nil || typ != 0x20 || len(body) < 2 || body[1] != 0x82 {
+		t.Fatalf("%s: receive maximum 0: got %#x %x %v, want CONNACK 0x82", name, typ, body, err)
+	}
+	if _, _, err := readPacket(c, waitTimeout); err == nil {
+		t.Errorf("%s: the connection goes on after the refusal", name)
+	}
+	ok := dial()
+	defer ok.Close()
+	if _, err := ok.Write(connectRM(t, clientID, user, password, 5)); err != nil {
+		t.Fatalf("%s: write: %v", name, err)
+	}
+	if typ, body, err := readPacket(ok, waitTimeout); err != nil || typ != 0x20 || len(body) < 2 || body[1] != 0 {
+		t.Fatalf("%s: receive maximum 5: got %#x %x %v, want CONNACK 0", name, typ, body, err)
+	}
+}
+
+// TestCapsReceiveMaximumZero: an MQTT 5 CONNECT with Receive Maximum 0 (a
+// protocol error, MQTT 5 §3.1.2.11.3, which mochi decodes as no property)
+// is refused with CONNACK 0x82 over TCP and WebSocket, and counted (over
+// TLS: TestTLSListeners). Node form only: the listener sees it.
+func TestCapsReceiveMaximumZero(t *testing.T) {
+	n := startNode(t, nil)
+	refusedRM0(t, "tcp", func() net.Conn { return ctDialTCP(t, n.MQTTAddr()) }, "rm-tcp", "", "")
+	refusedRM0(t, "ws", func() net.Conn {
+		c, resp, err := wsDial("ws://"+n.WSAddr()+"/mqtt", nil, "")
+		if err != nil {
+			t.Fatalf("ws dial: %v (%s)", err, statusOfResp(resp))
+		}
+		return c
+	}, "rm-ws", "", "")
+	if got := n.Stats().Of("connect_refusals_total", "receive_maximum_zero"); got != 2 {
+		t.Errorf("connect_refusals_total{receive_maximum_zero} = %d, want 2", got)
+	}
+}

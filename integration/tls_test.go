@@ -116,6 +116,15 @@ func TestTLSListeners(t *testing.T) {
 	if _, code := try5(t, tlsDial(t, mqttAddr, trust), "x", withUser("alice"), withPassword("wrong")); code != rcBadUserNameOrPass {
 		t.Errorf("wrong password over TLS: CONNACK %#x, want %#x", code, rcBadUserNameOrPass)
 	}
+	// Receive Maximum 0 (a protocol error) is seen through TLS and wss.
+	refusedRM0(t, "tls", func() net.Conn { return tlsDial(t, mqttAddr, trust) }, "alice-rm0", "alice", "alice-Secret-1")
+	refusedRM0(t, "wss", func() net.Conn {
+		c, resp, err := wsDial("wss://"+wsAddr+"/mqtt", trust, "")
+		if err != nil {
+			t.Fatalf("wss dial: %v (%s)", err, statusOfResp(resp))
+		}
+		return c
+	}, "alice-rm0ws", "alice", "alice-Secret-1")
 	waitTLSFailures(t, adminAddr, 0, 0)
 
 	// Plaintext MQTT on the TLS port: no CONNACK, the connection ends.

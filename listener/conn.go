@@ -37,6 +37,7 @@ const (
 	slow                        // it was closed as a slow consumer
 	timedOut                    // it was closed because its own write deadline passed with bytes waiting
 	closing                     // the TLS layer above is closing: write deadlines are ignored
+	rm0                         // the CONNECT's Receive Maximum is 0 (connect.go)
 )
 
 // Conn is a connection accepted by one of this package's listeners. It is
@@ -59,7 +60,42 @@ type Conn struct {
 	out   *backlog      // bytes Write accepted that the socket has not taken yet; nil when none
 	wdl   int64         // write deadline in Unix nanoseconds, 0 for none
 	state atomic.Uint32 // closed, released, slow, timedOut; read without mu by Read
+
+	// The CONNECT sniffer (connect.go), fed on the connection's own
+	// goroutine, by the reader of MQTT's bytes, until it knows; then nil.
+	sniffer *connectSniffer
 }
+
+// Who feeds the CONNECT sniffer: the layer that reads MQTT's bytes.
+const (
+	sniffRaw uint8 = 1 + iota // Conn.Read: plain TCP
+	sniffTLS                  // tlsConn.Read: MQTT over TLS
+	sniffWS                   // wsConn.Read: MQTT over WebSocket (ws or wss)
+)
+
+// sniff arms the CONNECT sniffer, fed by the layer by.
+func (c *Conn) sniff(by uint8) { c.sniffer = &connectSniffer{by: by} }
+
+// sniffing reports whether the layer by feeds the CONNECT sniffer now.
+func (c *Conn) sniffing(by uint8) bool { return c.sniffer != nil && c.sniffer.by == by }
+
+// sniffed feeds the plaintext read to the CONNECT sniffer, if armed.
+func (c *Conn) sniffed(p []byte) {
+	if c.sniffer == nil || len(p) == 0 {
+		return
+	}
+	switch c.sniffer.feed(p) {
+	case sniffMore:
+		return
+	case sniffZero:
+		c.state.Or(rm0)
+	}
+	c.sniffer = nil
+}
+
+// ReceiveMaximumZero reports whether the connection's MQTT 5 CONNECT set
+// Receive Maximum to 0, a protocol error mochi cannot see (connect.go).
+func (c *Conn) ReceiveMaximumZero() bool { return c.state.Load()&rm0 != 0 }
 
 // backlog holds the bytes waiting for a slow socket. It exists only while
 // the flusher goroutine runs, and the flusher is the only one that removes
@@ -322,6 +358,9 @@ func (c *Conn) Close() error {
 // on (hooks get it in OnDisconnect).
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.nc.Read(p)
+	if c.sniffing(sniffRaw) {
+		c.sniffed(p[:n])
+	}
 	if err != nil {
 		if st := c.state.Load(); st&(slow|timedOut) != 0 {
 			err = stateErr(st)

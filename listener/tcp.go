@@ -81,6 +81,11 @@ func (l *TCP) serveConn(c *Conn, establish listeners.EstablishFn) {
 	defer l.t.wg.Done()
 	var nc net.Conn = c
 	if l.tls != nil {
+		c.sniff(sniffTLS)
+	} else {
+		c.sniff(sniffRaw)
+	}
+	if l.tls != nil {
 		tc := newTLSConn(c, l.tls)
 		if err := tc.handshake(); err != nil {
 			_ = tc.Close()

@@ -73,6 +73,9 @@ func (t *tlsConn) Read(p []byte) (int, error) {
 		return 0, t.stateErr(err)
 	}
 	n, err := t.Conn.Read(p)
+	if t.c.sniffing(sniffTLS) {
+		t.c.sniffed(p[:n])
+	}
 	if err != nil {
 		err = t.stateErr(err)
 	}

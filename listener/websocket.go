@@ -162,6 +162,7 @@ func (l *WebSocket) handle(w http.ResponseWriter, r *http.Request) {
 	// net/http and the upgrader have cleared the deadlines; mochi sets none
 	// until it has read CONNECT.
 	_ = c.SetDeadline(time.Now().Add(l.cfg.ConnectTimeout))
+	c.sniff(sniffWS)
 	wc := &wsConn{Conn: c, ws: ws}
 	err = l.establish(l.cfg.ID, wc)
 	_ = wc.Close()
@@ -228,6 +229,9 @@ func (c *wsConn) Read(p []byte) (int, error) {
 			c.r = r
 		}
 		n, err := c.r.Read(p)
+		if c.sniffing(sniffWS) {
+			c.sniffed(p[:n])
+		}
 		if errors.Is(err, io.EOF) {
 			c.r = nil
 			if n == 0 {
