@@ -9,18 +9,22 @@ GO ?= go
 # and a third time against the embedded form: presence attached to a mochi
 # server of the test's own, behind mochi's own listeners. The second run skips
 # the failover and interest tests (TestFailover, TestInterest), which start a
-# Redis Cluster of their own whatever the store: one run of them is enough.
+# Redis Cluster of their own whatever the store: one run of them is enough;
+# it skips the examples' tests too (TestExamples), which run the binary with
+# its in-memory store whatever INTEGRATION_STORE says.
 # The third run skips
 # the tests that run processes of their own (the binary, several nodes, the
 # example program) or measure Redis: they do not depend on the form; and
 # those of what only the binary configures: its authentication and TLS
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
-# profiles (TestPprofToken), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
+# profiles (TestPprofToken), which an embedding program sets itself. The
+# examples' tests (TestExamples: examples/js, examples/python and
+# examples/browser, each against the binary) run once, in the first run.
+NOT_EMBEDDED = TestExamples|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
 test: deps check
 	$(GO) test -race -count=1 ./...
-	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest' ./integration/
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest|TestExamples' ./integration/
 	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests
@@ -34,6 +38,10 @@ test: deps check
 # Node.js: Debian's nodejs and npm are installed when missing (bookworm's
 # Node 18 will do), and `npm ci` installs the pinned package-lock.json into
 # integration/mqttjs/node_modules when it is missing or older than the lock.
+# The examples' tests (TestExamples) run examples/js under node with MQTT.js
+# (`npm ci` in examples/js, the same way), examples/python under Debian's
+# /usr/bin/python3 with python3-paho-mqtt, and examples/browser in Debian's
+# chromium (headless, driven with chromedp): each is installed when missing.
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "deps: installing redis-server and redis-tools"; \
@@ -64,9 +72,25 @@ deps:
 		echo "deps: npm ci in integration/mqttjs (MQTT.js)"; \
 		npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || exit 1; \
 	fi
+	@cd examples/js && \
+	if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] || [ package.json -nt node_modules/.package-lock.json ]; then \
+		echo "deps: npm ci in examples/js (MQTT.js for the examples)"; \
+		npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || exit 1; \
+	fi
+	@if ! /usr/bin/python3 -c 'import paho.mqtt.client' >/dev/null 2>&1; then \
+		echo "deps: installing python3-paho-mqtt (examples/python)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-paho-mqtt >/dev/null || exit 1; \
+	fi
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "deps: installing chromium (examples/browser)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null || exit 1; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
 	@command -v node >/dev/null && [ -f integration/mqttjs/node_modules/mqtt/package.json ]
+	@[ -f examples/js/node_modules/mqtt/dist/mqtt.min.js ] && /usr/bin/python3 -c 'import paho.mqtt.client' && command -v chromium >/dev/null
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
