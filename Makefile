@@ -17,10 +17,10 @@ GO ?= go
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest|TestDocs
 test: deps check
 	$(GO) test -race -count=1 ./...
-	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest' ./integration/
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest|TestDocs' ./integration/
 	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests
@@ -52,6 +52,11 @@ deps:
 		systemctl disable --now mosquitto 2>/dev/null || true; \
 		pids="$$(ss -Hltnp 'sport = :1883' 2>/dev/null | grep -o '"mosquitto",pid=[0-9]*' | sed 's/.*pid=//' | sort -u)"; \
 		if [ -n "$$pids" ]; then echo "deps: killing leftover mosquitto on 1883: $$pids"; kill -9 $$pids || true; fi; \
+	fi
+	@if ! command -v mosquitto_sub >/dev/null 2>&1 || ! command -v mosquitto_pub >/dev/null 2>&1; then \
+		echo "deps: installing mosquitto-clients (TestDocsRecipes runs the docs' mosquitto_sub and mosquitto_pub)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto-clients >/dev/null || exit 1; \
 	fi
 	@pkgs=""; command -v node >/dev/null 2>&1 || pkgs="nodejs"; command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
 	if [ -n "$$pkgs" ]; then \
