@@ -7,24 +7,26 @@ GO ?= go
 # the race detector. The single-node integration suite runs a second time
 # against the Redis store (a redis-server per test, started by the tests),
 # and a third time against the embedded form: presence attached to a mochi
-# server of the test's own, behind mochi's own listeners. The second run skips
-# the failover and interest tests (TestFailover, TestInterest), which start a
-# Redis Cluster of their own whatever the store: one run of them is enough;
-# it skips the examples' tests too (TestExamples), which run the binary with
-# its in-memory store whatever INTEGRATION_STORE says.
-# The third run skips
+# server of the test's own, behind mochi's own listeners.
+# ONCE lists the tests that do not depend on the store or the form, which
+# the second and third runs skip: the failover and interest tests
+# (TestFailover, TestInterest), which start a Redis Cluster of their own
+# whatever the store; and the tests of what a newcomer runs, each against
+# the binary with its in-memory store whatever INTEGRATION_STORE says: the
+# examples (TestExamples: examples/js, examples/python, examples/browser)
+# and the documentation's recipes (TestDocs).
+# The third run also skips
 # the tests that run processes of their own (the binary, several nodes, the
 # example program) or measure Redis: they do not depend on the form; and
 # those of what only the binary configures: its authentication and TLS
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
-# profiles (TestPprofToken), which an embedding program sets itself. The
-# examples' tests (TestExamples: examples/js, examples/python and
-# examples/browser, each against the binary) run once, in the first run.
-NOT_EMBEDDED = TestExamples|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
+# profiles (TestPprofToken), which an embedding program sets itself.
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs
+NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
 test: deps check
 	$(GO) test -race -count=1 ./...
-	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest|TestExamples' ./integration/
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip '$(ONCE)' ./integration/
 	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests
@@ -60,6 +62,11 @@ deps:
 		systemctl disable --now mosquitto 2>/dev/null || true; \
 		pids="$$(ss -Hltnp 'sport = :1883' 2>/dev/null | grep -o '"mosquitto",pid=[0-9]*' | sed 's/.*pid=//' | sort -u)"; \
 		if [ -n "$$pids" ]; then echo "deps: killing leftover mosquitto on 1883: $$pids"; kill -9 $$pids || true; fi; \
+	fi
+	@if ! command -v mosquitto_sub >/dev/null 2>&1 || ! command -v mosquitto_pub >/dev/null 2>&1; then \
+		echo "deps: installing mosquitto-clients (TestDocsRecipes runs the docs' mosquitto_sub and mosquitto_pub)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mosquitto-clients >/dev/null || exit 1; \
 	fi
 	@pkgs=""; command -v node >/dev/null 2>&1 || pkgs="nodejs"; command -v npm >/dev/null 2>&1 || pkgs="$$pkgs npm"; \
 	if [ -n "$$pkgs" ]; then \

@@ -33,7 +33,7 @@ func (b *Broker) secure() error {
 			}
 		}
 		if len(held) > 0 {
-			b.log.Warn("no authentication configured: MQTT listens on loopback only; configure auth (see the README's Security section) or set auth.allow_anonymous: true",
+			b.log.Warn("no authentication configured: MQTT listens on loopback only; configure auth (see docs/production.md) or set auth.allow_anonymous: true",
 				"configured", held, "mqtt", cfg.MQTT.Addr, "ws", cfg.MQTT.WSAddr)
 		}
 	}

@@ -52,7 +52,7 @@ func WithClock(now func() time.Time) Option { return func(p *Plugin) { p.now = n
 // program's access hooks, except that a message sent again for a
 // subscriber that missed it reaches every subscriber of that user, and a
 // subscriber whose writer is stuck may receive its first version of a user
-// twice (observers drop a version not above the last, see the README).
+// twice (observers drop a version not above the last, see docs/protocol.md).
 func WithACL(policy delivery.Policy) Option { return func(p *Plugin) { p.acl = &policy } }
 
 // WithTopics decides the application topics (outside the presence prefix)
