@@ -72,8 +72,20 @@ check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# build: bin/presenced, static (CGO_ENABLED=0) and without this machine's
+# paths (-trimpath), stamped with the version of the VERSION file and the git
+# revision, its commit time (not the build's: two builds of one commit are the
+# same bytes) and whether the working tree had changes; `bin/presenced
+# --version` prints them. Without git (or outside a clone) the revision is
+# "unknown". The build reads the VERSION file with make's $(file), so it needs
+# nothing but go.
+VERSION := $(strip $(file < VERSION))
+REVISION := $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)
+REVISION_TIME := $(shell TZ=UTC0 git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+MODIFIED := $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),true,false)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.revisionTime=$(REVISION_TIME) -X main.modified=$(MODIFIED)
 build:
-	$(GO) build -o bin/presenced ./cmd/presenced
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/presenced ./cmd/presenced
 
 run:
 	$(GO) run ./cmd/presenced
