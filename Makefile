@@ -1,7 +1,7 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test deps check build run bench bench-team bench-resilience
+.PHONY: test deps check build run bench bench-team bench-resilience image
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
@@ -17,10 +17,13 @@ GO ?= go
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
-NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest
+# The deployment tests (TestImage, TestCompose, TestSystemd: the image, the
+# compose file and the systemd unit) run once, in the plain form: they do
+# not depend on the store or the form.
+NOT_EMBEDDED = TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestFailover|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestInterest|TestImage|TestCompose|TestSystemd
 test: deps check
 	$(GO) test -race -count=1 ./...
-	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest' ./integration/
+	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip 'TestFailover|TestInterest|TestImage|TestCompose|TestSystemd' ./integration/
 	INTEGRATION_FORM=embedded $(GO) test -race -count=1 -skip '$(NOT_EMBEDDED)' ./integration/
 
 # deps: the programs the tests and the benchmark run. The Redis store's tests
@@ -34,6 +37,13 @@ test: deps check
 # Node.js: Debian's nodejs and npm are installed when missing (bookworm's
 # Node 18 will do), and `npm ci` installs the pinned package-lock.json into
 # integration/mqttjs/node_modules when it is missing or older than the lock.
+# The deployment tests build and run the image (Debian's podman, buildah,
+# runc, and iptables for podman's port publishing), read the compose file
+# (podman-compose) and verify the systemd unit (systemd-analyze); the image
+# takes its CA roots from ca-certificates. make test sets
+# INTEGRATION_REQUIRE_IMAGE=1: those tests fail instead of skipping when a
+# tool is missing or the run is not root.
+export INTEGRATION_REQUIRE_IMAGE = 1
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "deps: installing redis-server and redis-tools"; \
@@ -64,6 +74,14 @@ deps:
 		echo "deps: npm ci in integration/mqttjs (MQTT.js)"; \
 		npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null || exit 1; \
 	fi
+	@pkgs=""; for t in podman:podman buildah:buildah runc:runc iptables:iptables podman-compose:podman-compose systemd-analyze:systemd; do \
+		command -v "$${t%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/$${t%%:*}" ] || pkgs="$$pkgs $${t#*:}"; \
+	done; [ -f /etc/ssl/certs/ca-certificates.crt ] || pkgs="$$pkgs ca-certificates"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "deps: installing$$pkgs (the image, compose and systemd tests)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
 	@command -v node >/dev/null && [ -f integration/mqttjs/node_modules/mqtt/package.json ]
@@ -89,6 +107,20 @@ build:
 
 run:
 	$(GO) run ./cmd/presenced
+
+# image: the container image localhost/presenced:$(VERSION), built with
+# buildah from the Dockerfile's final stage around bin/presenced, pulling
+# nothing (deploy/image/build.sh), into the local containers storage; also
+# bin/presenced-$(VERSION).image.tar, a docker-archive (docker load, podman
+# load). See docs/deployment.md.
+# IMAGE and IMAGE_ARCHIVE name them (TestImage builds a tag of its own;
+# IMAGE_ARCHIVE= writes no archive).
+IMAGE ?= localhost/presenced:$(VERSION)
+IMAGE_ARCHIVE ?= bin/presenced-$(VERSION).image.tar
+image: build
+	BINARY=bin/presenced IMAGE=$(IMAGE) VERSION=$(VERSION) REVISION=$(REVISION) CREATED=$(REVISION_TIME) \
+		EPOCH=$(shell git show -s --format=%ct HEAD 2>/dev/null) ARCHIVE=$(IMAGE_ARCHIVE) \
+		deploy/image/build.sh
 
 # bench: the benchmark of bench/README.md, in parts that end in one
 # report (bench/results/latest.json, latest.md, the plots latency.svg,
