@@ -294,8 +294,8 @@ func TestImage(t *testing.T) {
 	t.Logf("TestImage: %v", time.Since(began).Round(time.Millisecond))
 }
 
-// imageRuns runs the image with a password file and checks what a user
-// sees of it.
+// imageRuns runs the image read-only, without capabilities, with a
+// password file, and checks what a user sees of it.
 func imageRuns(t *testing.T, dir string) {
 	// Users and their passwords through the binary make image built, as a
 	// user would; the file must be readable by the image's user.
@@ -317,7 +317,10 @@ func imageRuns(t *testing.T, dir string) {
 			t.Errorf("removing the container: %v", err)
 		}
 	})
+	// Read-only, without capabilities: presenced writes no files and
+	// binds ports above 1024.
 	args := append(podmanRun(t), "--detach", "--name", itestContainer,
+		"--read-only", "--cap-drop", "all", "--security-opt", "no-new-privileges",
 		"--publish", "127.0.0.1::1883",
 		"--volume", passwd+":/etc/presenced/passwd:ro",
 		"--env", "PRESENCED_AUTH_PASSWORD_FILE=/etc/presenced/passwd",
@@ -355,6 +358,9 @@ func imageRuns(t *testing.T, dir string) {
 		if v := procRow(string(status), row); strings.Join(strings.Fields(v), " ") != "65532 65532 65532 65532" {
 			t.Errorf("/proc/%s/status %s %q, want 65532 four times", pid, row, v)
 		}
+	}
+	if v := procRow(string(status), "CapEff:"); v != "0000000000000000" {
+		t.Errorf("/proc/%s/status CapEff %q, want none", pid, v)
 	}
 	if top := mustRun(t, time.Minute, "", "podman", "top", itestContainer, "user", "group"); !slices.ContainsFunc(strings.Split(top, "\n"), func(l string) bool {
 		return slices.Equal(strings.Fields(l), []string{"presenced", "presenced"})
