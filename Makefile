@@ -1,7 +1,7 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test deps check build run bench bench-team bench-resilience
+.PHONY: test deps check build run bench bench-team bench-resilience image
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
@@ -22,7 +22,9 @@ GO ?= go
 # (TestAuth, TestTLS), mochi's capabilities (TestCaps: packet size,
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
-ONCE = TestFailover|TestInterest|TestExamples|TestDocs
+# The deployment tests (TestImage, TestCompose, TestSystemd: the image, the
+# compose file and the systemd unit) are in ONCE too.
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd
 NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
 test: deps check
 	$(GO) test -race -count=1 ./...
@@ -44,6 +46,13 @@ test: deps check
 # (`npm ci` in examples/js, the same way), examples/python under Debian's
 # /usr/bin/python3 with python3-paho-mqtt, and examples/browser in Debian's
 # chromium (headless, driven with chromedp): each is installed when missing.
+# The deployment tests build and run the image (Debian's podman, buildah,
+# runc, and iptables for podman's port publishing), read the compose file
+# (podman-compose) and verify the systemd unit (systemd-analyze); the image
+# takes its CA roots from ca-certificates. make test sets
+# INTEGRATION_REQUIRE_IMAGE=1: those tests fail instead of skipping when a
+# tool is missing or the run is not root.
+export INTEGRATION_REQUIRE_IMAGE = 1
 deps:
 	@if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then \
 		echo "deps: installing redis-server and redis-tools"; \
@@ -94,6 +103,14 @@ deps:
 		apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null || exit 1; \
 	fi
+	@pkgs=""; for t in podman:podman buildah:buildah runc:runc iptables:iptables podman-compose:podman-compose systemd-analyze:systemd; do \
+		command -v "$${t%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/$${t%%:*}" ] || pkgs="$$pkgs $${t#*:}"; \
+	done; [ -f /etc/ssl/certs/ca-certificates.crt ] || pkgs="$$pkgs ca-certificates"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "deps: installing$$pkgs (the image, compose and systemd tests)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
 	@command -v node >/dev/null && [ -f integration/mqttjs/node_modules/mqtt/package.json ]
@@ -103,11 +120,37 @@ check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# build: bin/presenced, static (CGO_ENABLED=0) and without this machine's
+# paths (-trimpath), stamped with the version of the VERSION file and the git
+# revision, its commit time (not the build's: two builds of one commit are the
+# same bytes) and whether the working tree had changes; `bin/presenced
+# --version` prints them. Without git (or outside a clone) the revision is
+# "unknown". The build reads the VERSION file with make's $(file), so it needs
+# nothing but go.
+VERSION := $(strip $(file < VERSION))
+REVISION := $(or $(shell git rev-parse HEAD 2>/dev/null),unknown)
+REVISION_TIME := $(shell TZ=UTC0 git show -s --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ HEAD 2>/dev/null)
+MODIFIED := $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),true,false)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.revision=$(REVISION) -X main.revisionTime=$(REVISION_TIME) -X main.modified=$(MODIFIED)
 build:
-	$(GO) build -o bin/presenced ./cmd/presenced
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/presenced ./cmd/presenced
 
 run:
 	$(GO) run ./cmd/presenced
+
+# image: the container image localhost/presenced:$(VERSION), built with
+# buildah from the Dockerfile's final stage around bin/presenced, pulling
+# nothing (deploy/image/build.sh), into the local containers storage; also
+# bin/presenced-$(VERSION).image.tar, a docker-archive (docker load, podman
+# load). See docs/deployment.md.
+# IMAGE and IMAGE_ARCHIVE name them (TestImage builds a tag of its own;
+# IMAGE_ARCHIVE= writes no archive).
+IMAGE ?= localhost/presenced:$(VERSION)
+IMAGE_ARCHIVE ?= bin/presenced-$(VERSION).image.tar
+image: build
+	BINARY=bin/presenced IMAGE=$(IMAGE) VERSION=$(VERSION) REVISION=$(REVISION) CREATED=$(REVISION_TIME) \
+		EPOCH=$(shell git show -s --format=%ct HEAD 2>/dev/null) ARCHIVE=$(IMAGE_ARCHIVE) \
+		deploy/image/build.sh
 
 # bench: the benchmark of bench/README.md, in parts that end in one
 # report (bench/results/latest.json, latest.md, the plots latency.svg,

@@ -45,6 +45,9 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, versionLine(bi, ok))
 		return 0
 	}
+	if len(args) > 0 && args[0] == "health" {
+		return runHealth(args[1:], env, stdout, stderr)
+	}
 	cfg, notes, err := configs.LoadWithNotes(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

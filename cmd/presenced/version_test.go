@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWantsVersion(t *testing.T) {
@@ -101,5 +107,88 @@ func TestRunVersion(t *testing.T) {
 		if stderr.Len() != 0 {
 			t.Errorf("%s: stderr %q, want nothing", arg, stderr.String())
 		}
+	}
+}
+
+func TestStampedVersionLine(t *testing.T) {
+	t.Parallel()
+	const rev = "0123abcd0123abcd0123abcd0123abcd0123abcd"
+	const other = "fedcba98fedcba98fedcba98fedcba98fedcba98"
+	bi := &debug.BuildInfo{
+		GoVersion: "go1.26.8",
+		Main:      debug.Module{Path: "github.com/presenced/presenced", Version: "(devel)"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: other}, {Key: "vcs.time", Value: "2026-11-01T00:00:00Z"}, {Key: "vcs.modified", Value: "true"},
+		},
+	}
+	noVCS := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	tests := []struct {
+		name string
+		s    stamp
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{"stamp wins over build info", stamp{"0.9.0", rev, "2026-12-02T00:57:47Z", "false"}, bi, true,
+			"presenced 0.9.0 revision " + rev + " 2026-12-02T00:57:47Z go1.26.8"},
+		{"stamped modified", stamp{"0.9.0", rev, "2026-12-02T00:57:47Z", "true"}, noVCS, true,
+			"presenced 0.9.0 revision " + rev + " 2026-12-02T00:57:47Z (modified) go1.26.8"},
+		{"no git at build, build info has VCS", stamp{Version: "0.9.0", Revision: "unknown"}, bi, true,
+			"presenced 0.9.0 revision " + other + " 2026-11-01T00:00:00Z (modified) go1.26.8"},
+		{"no git at build, -buildvcs=false", stamp{Version: "0.9.0", Revision: "unknown"}, noVCS, true,
+			"presenced 0.9.0 revision unknown go1.26.8"},
+		{"version only", stamp{Version: "0.9.0"}, nil, false, "presenced 0.9.0 revision unknown"},
+		{"no stamp: build info", stamp{}, bi, true,
+			"presenced (devel) revision " + other + " 2026-11-01T00:00:00Z (modified) go1.26.8"},
+		{"no stamp, no build info", stamp{}, nil, false, "presenced: no build information (built without module support)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := stampedVersionLine(tt.s, tt.bi, tt.ok); got != tt.want {
+				t.Errorf("stampedVersionLine =\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// The -X names the Makefile gives the linker are this package's variables:
+// a binary built with them prints them, even without VCS information
+// (-buildvcs=false); one built without them prints Go's build information.
+func TestVersionLinkerStamp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	const rev = "0123abcd0123abcd0123abcd0123abcd0123abcd"
+	dir := t.TempDir()
+	build := func(name string, args ...string) string {
+		bin := filepath.Join(dir, name)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a cold build cache on a busy machine
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", append(append([]string{"build", "-buildvcs=false", "-trimpath", "-o", bin}, args...), ".")...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, out)
+		}
+		return bin
+	}
+	versionOf := func(bin string) string {
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil {
+			t.Fatalf("%s --version: %v", bin, err)
+		}
+		return strings.TrimSuffix(string(out), "\n")
+	}
+
+	stamped := build("stamped", "-ldflags", "-X main.version=0.9.0 -X main.revision="+rev+
+		" -X main.revisionTime=2026-12-02T00:57:47Z -X main.modified=true")
+	want := "presenced 0.9.0 revision " + rev + " 2026-12-02T00:57:47Z (modified) " + runtime.Version()
+	if got := versionOf(stamped); got != want {
+		t.Errorf("stamped build: --version\n%q\nwant\n%q", got, want)
+	}
+	plain := build("plain")
+	if got, want := versionOf(plain), "presenced (devel) (no VCS revision) "+runtime.Version(); got != want {
+		t.Errorf("plain build: --version\n%q\nwant\n%q", got, want)
 	}
 }
