@@ -37,9 +37,10 @@ type publicKey struct {
 	key crypto.PublicKey
 }
 
-// loadSecret reads the HS256 secret: the whole file less one trailing
-// newline.
-func loadSecret(path string) ([]byte, error) {
+// LoadHS256Secret reads an HS256 secret file (auth.jwt.hs256_secret_file)
+// as the broker reads it: the whole file less one trailing newline (LF or
+// CRLF), at least 32 bytes. presenced token signs with it.
+func LoadHS256Secret(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("auth: HS256 secret file: %w", err)
