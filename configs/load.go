@@ -437,6 +437,16 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 			}
 			continue
 		}
+		if isDuration(fv.Type()) && val.Kind == yaml.ScalarNode && !isNull(val) {
+			if _, err := parseDuration(val.Value); err != nil {
+				w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: %v",
+					ErrInvalid, path, w.file, val.Line, err))
+				continue
+			}
+		}
+		if fv.Type() == deviceDurationsType && val.Kind == yaml.MappingNode && w.durations(val, path) {
+			continue
+		}
 		if !tagFits(val, fv.Type()) {
 			w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: want %s (got %s)",
 				ErrInvalid, path, w.file, val.Line, want(fv.Type()), describe(val)))
@@ -449,6 +459,24 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 		}
 		w.sources[path] = fmt.Sprintf("set in %s line %d", w.file, k.Line)
 	}
+}
+
+// durations checks the values of a mapping of durations, and reports
+// whether one is not a duration (it then has an error).
+func (w *yamlWalker) durations(node *yaml.Node, path string) bool {
+	bad := false
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, val := node.Content[i], resolveAlias(node.Content[i+1])
+		if val.Kind != yaml.ScalarNode || isNull(val) {
+			continue // Decode says what is wrong
+		}
+		if _, err := parseDuration(val.Value); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: %s: %v",
+				ErrInvalid, path, w.file, val.Line, k.Value, err))
+			bad = true
+		}
+	}
+	return bad
 }
 
 func resolveAlias(n *yaml.Node) *yaml.Node {
@@ -493,8 +521,17 @@ func tagFits(n *yaml.Node, t reflect.Type) bool {
 	return true
 }
 
+// isDuration reports whether a leaf of type t is a duration (Duration or
+// *Duration, for the keys where 0 means off).
+func isDuration(t reflect.Type) bool {
+	return t == durationType || t.Kind() == reflect.Pointer && t.Elem() == durationType
+}
+
 // want says what a leaf of type t looks like in YAML.
 func want(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if t == durationType {
 		return "a duration with a unit such as 60s, 2m or 500ms"
 	}
