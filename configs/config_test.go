@@ -510,6 +510,19 @@ func TestLoadYAMLErrors(t *testing.T) {
 		{"idle after below 1s", "presence:\n  idle_after: 10ms\n", ErrInvalid, []string{"presence.idle_after: must be 0 (off) or at least 1s (got 10ms)", "line 2"}},
 		{"syntax error", "log:\n  level: info\n bad\n", ErrInvalid, []string{"cannot parse"}},
 		{"tabs", "log:\n\tlevel: info\n", ErrInvalid, []string{"cannot parse"}},
+		// The parser names the line where the mapping began; the error names
+		// the line that broke it.
+		{"indentation error on line 3", "log:\n  level: info\n format: json\nmqtt:\n  addr: \":1\"\n", ErrInvalid,
+			[]string{"cannot parse ", " line 3: did not find expected key"}},
+		{"list item on line 3", "log:\n  level: info\n  - format: json\n", ErrInvalid, []string{" line 3: did not find expected key"}},
+		{"tab on line 3", "log:\n  level: info\n\tformat: json\n", ErrInvalid, []string{" line 3: found a tab character"}},
+		{"deeper indentation on line 4", "presence:\n  session_ttl: 3h\n  min_dwell: 1s\n    offline_grace: 5s\n", ErrInvalid,
+			[]string{" line 4: mapping values are not allowed in this context"}},
+		{"unclosed list on line 4", "log:\n  level: info\npresence:\n  authoritative_devices: [desktop\nmqtt:\n  addr: \":1\"\n", ErrInvalid,
+			[]string{" line 4: did not find expected ',' or ']'"}},
+		{"unclosed quote on line 2", "log:\n  level: \"info\n  format: json\n", ErrInvalid, []string{" line 2: found unexpected end of stream"}},
+		{"syntax error in a second document", "log:\n  level: info\n---\nlog:\n  level: info\n format: json\n", ErrInvalid,
+			[]string{" line 6: did not find expected key"}},
 		// Every duration: a bare number is refused, saying how to write it.
 		{"bare number for a duration where 0 means off", "presence:\n  offline_grace: 5\n", ErrInvalid,
 			[]string{`invalid value for "presence.offline_grace" in `, ` line 2: "5" is not a duration: write it with a unit, such as 5s`}},

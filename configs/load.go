@@ -363,13 +363,13 @@ func (l *loader) decodeYAML(data []byte, file string) error {
 		if errors.Is(err, io.EOF) {
 			return nil // empty file
 		}
-		return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+		return syntaxError(data, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		line := extra.Line
 		if err != nil {
-			return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+			return syntaxError(data, file, err)
 		}
 		return fmt.Errorf("configs: %w: %s line %d starts a second YAML document; want exactly one", ErrInvalid, file, line)
 	}
@@ -392,6 +392,60 @@ func (l *loader) decodeYAML(data []byte, file string) error {
 	w := yamlWalker{file: file, sources: l.sources}
 	w.mapping(root, reflect.ValueOf(&l.cfg).Elem(), "")
 	return errors.Join(w.errs...)
+}
+
+// yamlLine is the "yaml: line N: " that starts the parser's errors.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError is the YAML parser's err for data, naming the line where the
+// document stops being YAML. The parser names the line where the construct
+// it was in began (for a bad indentation, the line of the mapping's first
+// key, often line 1), so the line is found here: the first line whose
+// addition to the lines before it makes the parser fail with the same
+// problem. Only the start of a longer construct (a flow list, a quoted
+// string) can fail so without being the cause: the problem then differs,
+// and the search goes on. If no prefix fails so, the parser's line stays.
+func syntaxError(data []byte, file string, err error) error {
+	msg := err.Error()
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+	}
+	problem := msg[len(m[0]):]
+	line, _ := strconv.Atoi(m[1])
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// The problem comes after the start of the construct the parser names.
+	parsed := 0
+	for n := max(1, line-1); n <= len(lines) && parsed < maxSyntaxSearch; n++ {
+		prefix := bytes.Join(lines[:n], nil)
+		parsed += len(prefix)
+		if perr := parseYAML(prefix); perr != nil {
+			if pm := yamlLine.FindStringSubmatch(perr.Error()); pm != nil && perr.Error()[len(pm[0]):] == problem {
+				line = n
+				break
+			}
+		}
+	}
+	return fmt.Errorf("configs: %w: cannot parse %s line %d: %s", ErrInvalid, file, line, problem)
+}
+
+// maxSyntaxSearch bounds the bytes syntaxError parses (each line a parse
+// of the lines before it): a search in a file of thousands of lines ends
+// in milliseconds; past the bound the parser's line stays.
+const maxSyntaxSearch = 32 << 20
+
+// parseYAML parses every document of data, and returns the first error.
+func parseYAML(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type yamlWalker struct {
