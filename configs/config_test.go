@@ -827,7 +827,9 @@ func TestFlagErrors(t *testing.T) {
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%s: err = %v, want flag.ErrHelp", help, err)
 		}
-		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices"} {
+		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices",
+			"presenced passwd FILE USER", "presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
+			"presenced health [-admin ADDR]", "exits 0 when the admin port answers ready", "presenced --version"} {
 			if !strings.Contains(usage.String(), want) {
 				t.Errorf("%s: usage does not mention %q:\n%s", help, want, usage.String())
 			}

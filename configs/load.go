@@ -180,9 +180,22 @@ func parseFlags(args []string, usage io.Writer) ([]flagValue, string, error) {
 	return given, *configFile, nil
 }
 
+// usageHead starts the usage: the broker and the subcommands of
+// cmd/presenced (passwd.go, token.go, health.go).
+const usageHead = `Usage: presenced [flags]                 runs the broker
+       presenced passwd FILE USER        sets USER's password in a password file (htpasswd -B)
+       presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER
+                                         prints a development HS256 token for auth.jwt.hs256_secret_file
+       presenced health [-admin ADDR]    exits 0 when the admin port answers ready
+       presenced --version               prints the version and exits
+A subcommand's -h prints its own help.
+
+Flags (single or double dash):
+`
+
 func writeUsage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprintf(w, "Usage: presenced [flags]\n\nFlags (single or double dash):\n")
+	fmt.Fprint(w, usageHead)
 	fs.PrintDefaults()
 	fmt.Fprintf(w, "\nPrecedence: defaults < config file < environment < flags.\n")
 	fmt.Fprintf(w, "Every config file key can be set in the environment (lists comma-separated):\n")
@@ -191,7 +204,6 @@ func writeUsage(fs *flag.FlagSet) {
 	}
 	fmt.Fprintf(w, "Other PRESENCED_* variables are errors, except Kubernetes service links\n")
 	fmt.Fprintf(w, "(PRESENCED_SERVICE_HOST, PRESENCED_PORT_1883_TCP_ADDR, ...), which are ignored.\n")
-	fmt.Fprintf(w, "\npresenced --version prints the version and exits.\n")
 }
 
 // environ turns "KEY=VALUE" entries into a map; a later entry wins.
