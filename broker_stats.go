@@ -140,6 +140,8 @@ func (b *Broker) buildTable() *stats.Table {
 			func(s listener.Stats) int64 { return s.TooLarge }),
 		perListener("listener_tls_failures_total", "TLS handshakes that failed or timed out.", stats.Counter,
 			func(s listener.Stats) int64 { return s.TLSFailures }),
+		perListener("listener_tls_plaintext_total", "TLS handshakes that failed because the client spoke plaintext (plain MQTT, say) to the TLS port; counted in listener_tls_failures_total too.", stats.Counter,
+			func(s listener.Stats) int64 { return s.TLSPlaintext }),
 		authResults, authEnded, adminRefused, passwordChecks, throttledAddrs, adminSite,
 	)
 }

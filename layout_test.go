@@ -67,7 +67,7 @@ var floorPlan = map[string][]string{
 	"stats":             {},
 	"admin":             {"hooks", "presence", "roster"},
 	"auth":              {"listener", "internal/connack"},
-	"listener":          {},
+	"listener":          {"internal/loglimit"},
 	"configs":           {"presence"},
 	"internal/connack":  {},
 	"internal/loglimit": {},

@@ -280,6 +280,9 @@ func (p *Plugin) Start(ctx context.Context) error {
 
 func (p *Plugin) start(ctx context.Context) error {
 	if err := p.store.Start(ctx); err != nil {
+		if errors.Is(err, store.ErrUnavailable) {
+			return err // it names the addresses and says Redis is needed at start
+		}
 		return fmt.Errorf("redis.addrs %v: %w", p.cfg.Redis.Addrs, err)
 	}
 	// No user is loaded at start: the node loads the users it needs as

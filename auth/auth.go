@@ -242,7 +242,7 @@ func (a *Authenticator) load() (*material, error) {
 		}
 	}
 	if f := a.cfg.JWT.HS256SecretFile; f != "" {
-		if m.secret, err = loadSecret(f); err != nil {
+		if m.secret, err = LoadHS256Secret(f); err != nil {
 			return nil, err
 		}
 	}

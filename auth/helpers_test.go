@@ -7,9 +7,12 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/crypto/bcrypt"
 
@@ -74,9 +76,9 @@ var keys = sync.OnceValue(func() *testKeys {
 	k.rsaPublicPEM = publicPEM(&k.rsa.PublicKey)
 	k.allPublicPEM = append(append(publicPEM(&k.rsa.PublicKey), publicPEM(&k.ec.PublicKey)...), publicPEM(k.ed.Public())...)
 	k.publicJWKSDoc = jwksDoc(
-		jose.JSONWebKey{Key: &k.rsa.PublicKey, KeyID: "r1", Algorithm: "RS256", Use: "sig"},
-		jose.JSONWebKey{Key: &k.ec.PublicKey, KeyID: "e1", Algorithm: "ES256", Use: "sig"},
-		jose.JSONWebKey{Key: k.ed.Public(), KeyID: "d1", Algorithm: "EdDSA", Use: "sig"},
+		testJWK{Key: &k.rsa.PublicKey, KeyID: "r1", Algorithm: "RS256", Use: "sig"},
+		testJWK{Key: &k.ec.PublicKey, KeyID: "e1", Algorithm: "ES256", Use: "sig"},
+		testJWK{Key: k.ed.Public(), KeyID: "d1", Algorithm: "EdDSA", Use: "sig"},
 	)
 	return k
 })
@@ -90,9 +92,49 @@ func publicPEM(key any) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
 
-// jwksDoc is a JWKS document of keys, as go-jose writes it.
-func jwksDoc(keys ...jose.JSONWebKey) []byte {
-	doc, err := json.Marshal(jose.JSONWebKeySet{Keys: keys})
+// testJWK is a key to write in a JWKS document, with its kid, alg and use
+// when not empty.
+type testJWK struct {
+	Key                   any
+	KeyID, Algorithm, Use string
+}
+
+// jwksDoc is a JWKS document of keys, written as RFC 7517 and 7518 say
+// (the way go-jose, which wrote them before, writes them).
+func jwksDoc(keys ...testJWK) []byte {
+	b64 := base64.RawURLEncoding.EncodeToString
+	var set struct {
+		Keys []map[string]string `json:"keys"`
+	}
+	for _, k := range keys {
+		m := make(map[string]string)
+		switch key := k.Key.(type) {
+		case *rsa.PublicKey:
+			m["kty"], m["n"], m["e"] = "RSA", b64(key.N.Bytes()), b64(big.NewInt(int64(key.E)).Bytes())
+		case *ecdsa.PublicKey:
+			b, err := key.Bytes() // 0x04 || x || y, each coordinate full size
+			if err != nil {
+				panic(err)
+			}
+			size := (len(b) - 1) / 2
+			m["kty"], m["crv"], m["x"], m["y"] = "EC", key.Curve.Params().Name, b64(b[1:1+size]), b64(b[1+size:])
+		case ed25519.PublicKey:
+			m["kty"], m["crv"], m["x"] = "OKP", "Ed25519", b64(key)
+		case ed25519.PrivateKey:
+			m["kty"], m["crv"], m["x"], m["d"] = "OKP", "Ed25519", b64(key.Public().(ed25519.PublicKey)), b64(key.Seed())
+		case []byte:
+			m["kty"], m["k"] = "oct", b64(key)
+		default:
+			panic(fmt.Sprintf("jwksDoc: a %T", k.Key))
+		}
+		for name, v := range map[string]string{"kid": k.KeyID, "alg": k.Algorithm, "use": k.Use} {
+			if v != "" {
+				m[name] = v
+			}
+		}
+		set.Keys = append(set.Keys, m)
+	}
+	doc, err := json.Marshal(set)
 	if err != nil {
 		panic(err)
 	}

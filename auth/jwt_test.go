@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/presenced/presenced/auth"
@@ -292,12 +291,12 @@ func TestKeyID(t *testing.T) {
 	dir := t.TempDir()
 	k := keys()
 	rotated := writeFile(t, dir, "rotated.json", jwksDoc(
-		jose.JSONWebKey{Key: &k.rsa.PublicKey, KeyID: "2025", Use: "sig"},
-		jose.JSONWebKey{Key: &k.rsa2.PublicKey, KeyID: "2026", Use: "sig"},
+		testJWK{Key: &k.rsa.PublicKey, KeyID: "2025", Use: "sig"},
+		testJWK{Key: &k.rsa2.PublicKey, KeyID: "2026", Use: "sig"},
 	))
 	mixed := writeFile(t, dir, "mixed.json", jwksDoc(
-		jose.JSONWebKey{Key: &k.rsa.PublicKey, KeyID: "2025"},
-		jose.JSONWebKey{Key: &k.rsa2.PublicKey},
+		testJWK{Key: &k.rsa.PublicKey, KeyID: "2025"},
+		testJWK{Key: &k.rsa2.PublicKey},
 	))
 	pemFile := writeFile(t, dir, "keys.pem", k.allPublicPEM)
 	claims := jwt.MapClaims{"sub": "alice"}
@@ -348,10 +347,10 @@ func TestPublicKeysFile(t *testing.T) {
 		{"certificate", "cert.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: selfSigned(t, "issuer", nil, nil, nil).Raw}), ""},
 		{"PEM with comments between blocks", "keys.pem", append([]byte("# our issuer's keys\n"), k.allPublicPEM...), ""},
 		{"JWKS, skipping what cannot be used", "keys.json", jwksDoc(
-			jose.JSONWebKey{Key: &k.rsa2.PublicKey, KeyID: "enc", Use: "enc"},
-			jose.JSONWebKey{Key: &k.ecP384.PublicKey, KeyID: "p384"},
-			jose.JSONWebKey{Key: &k.rsa2.PublicKey, KeyID: "rs512", Algorithm: "RS512"},
-			jose.JSONWebKey{Key: &k.rsa.PublicKey, KeyID: "r1"},
+			testJWK{Key: &k.rsa2.PublicKey, KeyID: "enc", Use: "enc"},
+			testJWK{Key: &k.ecP384.PublicKey, KeyID: "p384"},
+			testJWK{Key: &k.rsa2.PublicKey, KeyID: "rs512", Algorithm: "RS512"},
+			testJWK{Key: &k.rsa.PublicKey, KeyID: "r1"},
 		), ""},
 		{"JWKS, unknown key type skipped", "keys.json", []byte(`{"keys":[{"kty":"XYZ","kid":"x"},` + string(k.publicJWKSDoc[len(`{"keys":[`):])), ""},
 		{"empty", "keys.pem", nil, "no PEM block"},
@@ -362,10 +361,10 @@ func TestPublicKeysFile(t *testing.T) {
 		{"P-384 PEM", "keys.pem", publicPEM(&k.ecP384.PublicKey), "P-384: only P-256"},
 		{"P-521 PEM", "keys.pem", publicPEM(&p521.PublicKey), "P-521"},
 		{"broken JSON", "keys.json", []byte(`{"keys": [`), "not a JWKS document"},
-		{"JWKS without usable keys", "keys.json", jwksDoc(jose.JSONWebKey{Key: &k.rsa.PublicKey, Use: "enc"}), "no key for RS256, ES256 or EdDSA"},
-		{"JWKS with a private key", "keys.json", jwksDoc(jose.JSONWebKey{Key: edPriv, KeyID: "oops"}), `key 0 (kid "oops") is a private or symmetric key`},
-		{"JWKS with a symmetric key", "keys.json", jwksDoc(jose.JSONWebKey{Key: secret, KeyID: "hmac"}), `(kid "hmac") is a private or symmetric key`},
-		{"JWKS with a weak RSA key", "keys.json", jwksDoc(jose.JSONWebKey{Key: &k.rsaWeak.PublicKey, KeyID: "old"}), `kid "old"`},
+		{"JWKS without usable keys", "keys.json", jwksDoc(testJWK{Key: &k.rsa.PublicKey, Use: "enc"}), "no key for RS256, ES256 or EdDSA"},
+		{"JWKS with a private key", "keys.json", jwksDoc(testJWK{Key: edPriv, KeyID: "oops"}), `key 0 (kid "oops") is a private or symmetric key`},
+		{"JWKS with a symmetric key", "keys.json", jwksDoc(testJWK{Key: secret, KeyID: "hmac"}), `(kid "hmac") is a private or symmetric key`},
+		{"JWKS with a weak RSA key", "keys.json", jwksDoc(testJWK{Key: &k.rsaWeak.PublicKey, KeyID: "old"}), `kid "old"`},
 		{"JWKS with a broken key", "keys.json", []byte(`{"keys":[{"kty":"RSA","n":"AQAB"}]}`), "key 0"},
 	}
 	for _, tt := range tests {

@@ -8,14 +8,11 @@ import (
 	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
-
-	"github.com/go-jose/go-jose/v4"
 )
 
 // The token algorithms that presenced verifies.
@@ -40,9 +37,10 @@ type publicKey struct {
 	key crypto.PublicKey
 }
 
-// loadSecret reads the HS256 secret: the whole file less one trailing
-// newline.
-func loadSecret(path string) ([]byte, error) {
+// LoadHS256Secret reads an HS256 secret file (auth.jwt.hs256_secret_file)
+// as the broker reads it: the whole file less one trailing newline (LF or
+// CRLF), at least 32 bytes. presenced token signs with it.
+func LoadHS256Secret(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("auth: HS256 secret file: %w", err)
@@ -110,49 +108,6 @@ func parsePEMKeys(data []byte) ([]publicKey, error) {
 	}
 	if len(keys) == 0 {
 		return nil, errors.New("no PEM block, and not a JWKS document")
-	}
-	return keys, nil
-}
-
-// parseJWKS parses a JWKS document. Keys that presenced cannot use (for
-// encryption, of another type, curve or algorithm) are skipped; private and
-// symmetric keys, weak RSA keys and broken keys are errors.
-func parseJWKS(data []byte) ([]publicKey, error) {
-	var set struct {
-		Keys []json.RawMessage `json:"keys"`
-	}
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, fmt.Errorf("not a JWKS document: %w", err)
-	}
-	var keys []publicKey
-	for i, raw := range set.Keys {
-		var jwk jose.JSONWebKey
-		if err := jwk.UnmarshalJSON(raw); err != nil {
-			if errors.Is(err, jose.ErrUnsupportedKeyType) {
-				continue
-			}
-			return nil, fmt.Errorf("key %d: %w", i, err)
-		}
-		if !jwk.IsPublic() {
-			return nil, fmt.Errorf("key %d (kid %q) is a private or symmetric key: the file must hold public keys only", i, jwk.KeyID)
-		}
-		if jwk.Use == "enc" {
-			continue
-		}
-		alg, err := algorithmOf(jwk.Key)
-		if err != nil {
-			if errors.Is(err, errWeakKey) {
-				return nil, fmt.Errorf("key %d (kid %q): %w", i, jwk.KeyID, err)
-			}
-			continue
-		}
-		if jwk.Algorithm != "" && jwk.Algorithm != alg {
-			continue
-		}
-		keys = append(keys, publicKey{kid: jwk.KeyID, alg: alg, key: jwk.Key})
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("no key for RS256, ES256 or EdDSA signatures")
 	}
 	return keys, nil
 }

@@ -57,9 +57,31 @@ func (d *Duration) UnmarshalText(b []byte) error {
 func parseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
+		if isBareNumber(s) {
+			return 0, fmt.Errorf("%q is not a duration: write it with a unit, such as %ss", s, s)
+		}
 		return 0, fmt.Errorf("want a duration with a unit such as 60s, 2m or 500ms (got %q)", s)
 	}
 	return Duration(v), nil
+}
+
+// isBareNumber reports whether s is a decimal number without a unit, such
+// as 5, -1 or 1.5.
+func isBareNumber(s string) bool {
+	if strings.HasPrefix(s, "-") || strings.HasPrefix(s, "+") {
+		s = s[1:]
+	}
+	digits := 0
+	for i, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !strings.Contains(s[i+1:], "."):
+		default:
+			return false
+		}
+	}
+	return digits > 0
 }
 
 // Config is the whole presenced configuration. A zero value in any field

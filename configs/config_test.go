@@ -510,6 +510,28 @@ func TestLoadYAMLErrors(t *testing.T) {
 		{"idle after below 1s", "presence:\n  idle_after: 10ms\n", ErrInvalid, []string{"presence.idle_after: must be 0 (off) or at least 1s (got 10ms)", "line 2"}},
 		{"syntax error", "log:\n  level: info\n bad\n", ErrInvalid, []string{"cannot parse"}},
 		{"tabs", "log:\n\tlevel: info\n", ErrInvalid, []string{"cannot parse"}},
+		// The parser names the line where the mapping began; the error names
+		// the line that broke it.
+		{"indentation error on line 3", "log:\n  level: info\n format: json\nmqtt:\n  addr: \":1\"\n", ErrInvalid,
+			[]string{"cannot parse ", " line 3: did not find expected key"}},
+		{"list item on line 3", "log:\n  level: info\n  - format: json\n", ErrInvalid, []string{" line 3: did not find expected key"}},
+		{"tab on line 3", "log:\n  level: info\n\tformat: json\n", ErrInvalid, []string{" line 3: found a tab character"}},
+		{"deeper indentation on line 4", "presence:\n  session_ttl: 3h\n  min_dwell: 1s\n    offline_grace: 5s\n", ErrInvalid,
+			[]string{" line 4: mapping values are not allowed in this context"}},
+		{"unclosed list on line 4", "log:\n  level: info\npresence:\n  authoritative_devices: [desktop\nmqtt:\n  addr: \":1\"\n", ErrInvalid,
+			[]string{" line 4: did not find expected ',' or ']'"}},
+		{"unclosed quote on line 2", "log:\n  level: \"info\n  format: json\n", ErrInvalid, []string{" line 2: found unexpected end of stream"}},
+		{"syntax error in a second document", "log:\n  level: info\n---\nlog:\n  level: info\n format: json\n", ErrInvalid,
+			[]string{" line 6: did not find expected key"}},
+		// Every duration: a bare number is refused, saying how to write it.
+		{"bare number for a duration where 0 means off", "presence:\n  offline_grace: 5\n", ErrInvalid,
+			[]string{`invalid value for "presence.offline_grace" in `, ` line 2: "5" is not a duration: write it with a unit, such as 5s`}},
+		{"bare fraction for a duration", "presence:\n  min_dwell: 1.5\n", ErrInvalid,
+			[]string{`"presence.min_dwell"`, `"1.5" is not a duration: write it with a unit, such as 1.5s`}},
+		{"bare number for a duration", "drain:\n  timeout: 20\n", ErrInvalid,
+			[]string{`"drain.timeout"`, `"20" is not a duration: write it with a unit, such as 20s`}},
+		{"bare number for an idle label", "presence:\n  idle_after_devices: {desktop: 10m, sensor: 0, phone: 30}\n", ErrInvalid,
+			[]string{`invalid value for "presence.idle_after_devices" in `, ` line 2: phone: "30" is not a duration: write it with a unit, such as 30s`}},
 		{"validation names key and line", "mqtt:\n  max_writes_pending: 8\n", ErrInvalid,
 			[]string{"mqtt.max_writes_pending: must be between 16 and 65535 (got 8) (set in ", " line 2)"}},
 	}
@@ -664,7 +686,10 @@ func TestLoadEnvErrors(t *testing.T) {
 		{"idle label without a duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop"}, ErrInvalid,
 			[]string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES", "label=duration"}},
 		{"idle label twice", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=1m,a=2m"}, ErrInvalid, []string{`label "a" given twice`}},
-		{"idle label bad duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=10"}, ErrInvalid, []string{"a: want a duration"}},
+		{"idle label bad duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=10"}, ErrInvalid, []string{`a: "10" is not a duration: write it with a unit, such as 10s`}},
+		{"idle label not a duration", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=soon"}, ErrInvalid, []string{"a: want a duration"}},
+		{"bare number for a duration where 0 means off", []string{"PRESENCED_PRESENCE_OFFLINE_GRACE=5"}, ErrInvalid,
+			[]string{"PRESENCED_PRESENCE_OFFLINE_GRACE", `"5" is not a duration: write it with a unit, such as 5s`}},
 		{"idle label below 1s", []string{"PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=a=10ms"}, ErrInvalid,
 			[]string{"presence.idle_after_devices: a must be 0 (never) or at least 1s (got 10ms) (set by PRESENCED_PRESENCE_IDLE_AFTER_DEVICES)"}},
 		{"empty device", []string{"PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES=desktop,"}, ErrInvalid,
@@ -802,7 +827,9 @@ func TestFlagErrors(t *testing.T) {
 		if !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%s: err = %v, want flag.ErrHelp", help, err)
 		}
-		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices"} {
+		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices",
+			"presenced passwd FILE USER", "presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
+			"presenced health [-admin ADDR]", "exits 0 when the admin port answers ready", "presenced --version"} {
 			if !strings.Contains(usage.String(), want) {
 				t.Errorf("%s: usage does not mention %q:\n%s", help, want, usage.String())
 			}

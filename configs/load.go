@@ -180,9 +180,22 @@ func parseFlags(args []string, usage io.Writer) ([]flagValue, string, error) {
 	return given, *configFile, nil
 }
 
+// usageHead starts the usage: the broker and the subcommands of
+// cmd/presenced (passwd.go, token.go, health.go).
+const usageHead = `Usage: presenced [flags]                 runs the broker
+       presenced passwd FILE USER        sets USER's password in a password file (htpasswd -B)
+       presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER
+                                         prints a development HS256 token for auth.jwt.hs256_secret_file
+       presenced health [-admin ADDR]    exits 0 when the admin port answers ready
+       presenced --version               prints the version and exits
+A subcommand's -h prints its own help.
+
+Flags (single or double dash):
+`
+
 func writeUsage(fs *flag.FlagSet) {
 	w := fs.Output()
-	fmt.Fprintf(w, "Usage: presenced [flags]\n\nFlags (single or double dash):\n")
+	fmt.Fprint(w, usageHead)
 	fs.PrintDefaults()
 	fmt.Fprintf(w, "\nPrecedence: defaults < config file < environment < flags.\n")
 	fmt.Fprintf(w, "Every config file key can be set in the environment (lists comma-separated):\n")
@@ -191,7 +204,6 @@ func writeUsage(fs *flag.FlagSet) {
 	}
 	fmt.Fprintf(w, "Other PRESENCED_* variables are errors, except Kubernetes service links\n")
 	fmt.Fprintf(w, "(PRESENCED_SERVICE_HOST, PRESENCED_PORT_1883_TCP_ADDR, ...), which are ignored.\n")
-	fmt.Fprintf(w, "\npresenced --version prints the version and exits.\n")
 }
 
 // environ turns "KEY=VALUE" entries into a map; a later entry wins.
@@ -363,13 +375,13 @@ func (l *loader) decodeYAML(data []byte, file string) error {
 		if errors.Is(err, io.EOF) {
 			return nil // empty file
 		}
-		return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+		return syntaxError(data, file, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		line := extra.Line
 		if err != nil {
-			return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+			return syntaxError(data, file, err)
 		}
 		return fmt.Errorf("configs: %w: %s line %d starts a second YAML document; want exactly one", ErrInvalid, file, line)
 	}
@@ -392,6 +404,60 @@ func (l *loader) decodeYAML(data []byte, file string) error {
 	w := yamlWalker{file: file, sources: l.sources}
 	w.mapping(root, reflect.ValueOf(&l.cfg).Elem(), "")
 	return errors.Join(w.errs...)
+}
+
+// yamlLine is the "yaml: line N: " that starts the parser's errors.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// syntaxError is the YAML parser's err for data, naming the line where the
+// document stops being YAML. The parser names the line where the construct
+// it was in began (for a bad indentation, the line of the mapping's first
+// key, often line 1), so the line is found here: the first line whose
+// addition to the lines before it makes the parser fail with the same
+// problem. Only the start of a longer construct (a flow list, a quoted
+// string) can fail so without being the cause: the problem then differs,
+// and the search goes on. If no prefix fails so, the parser's line stays.
+func syntaxError(data []byte, file string, err error) error {
+	msg := err.Error()
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return fmt.Errorf("configs: %w: cannot parse %s: %v", ErrInvalid, file, err)
+	}
+	problem := msg[len(m[0]):]
+	line, _ := strconv.Atoi(m[1])
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// The problem comes after the start of the construct the parser names.
+	parsed := 0
+	for n := max(1, line-1); n <= len(lines) && parsed < maxSyntaxSearch; n++ {
+		prefix := bytes.Join(lines[:n], nil)
+		parsed += len(prefix)
+		if perr := parseYAML(prefix); perr != nil {
+			if pm := yamlLine.FindStringSubmatch(perr.Error()); pm != nil && perr.Error()[len(pm[0]):] == problem {
+				line = n
+				break
+			}
+		}
+	}
+	return fmt.Errorf("configs: %w: cannot parse %s line %d: %s", ErrInvalid, file, line, problem)
+}
+
+// maxSyntaxSearch bounds the bytes syntaxError parses (each line a parse
+// of the lines before it): a search in a file of thousands of lines ends
+// in milliseconds; past the bound the parser's line stays.
+const maxSyntaxSearch = 32 << 20
+
+// parseYAML parses every document of data, and returns the first error.
+func parseYAML(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type yamlWalker struct {
@@ -437,6 +503,16 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 			}
 			continue
 		}
+		if isDuration(fv.Type()) && val.Kind == yaml.ScalarNode && !isNull(val) {
+			if _, err := parseDuration(val.Value); err != nil {
+				w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: %v",
+					ErrInvalid, path, w.file, val.Line, err))
+				continue
+			}
+		}
+		if fv.Type() == deviceDurationsType && val.Kind == yaml.MappingNode && w.durations(val, path) {
+			continue
+		}
 		if !tagFits(val, fv.Type()) {
 			w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: want %s (got %s)",
 				ErrInvalid, path, w.file, val.Line, want(fv.Type()), describe(val)))
@@ -449,6 +525,24 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 		}
 		w.sources[path] = fmt.Sprintf("set in %s line %d", w.file, k.Line)
 	}
+}
+
+// durations checks the values of a mapping of durations, and reports
+// whether one is not a duration (it then has an error).
+func (w *yamlWalker) durations(node *yaml.Node, path string) bool {
+	bad := false
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, val := node.Content[i], resolveAlias(node.Content[i+1])
+		if val.Kind != yaml.ScalarNode || isNull(val) {
+			continue // Decode says what is wrong
+		}
+		if _, err := parseDuration(val.Value); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: %s: %v",
+				ErrInvalid, path, w.file, val.Line, k.Value, err))
+			bad = true
+		}
+	}
+	return bad
 }
 
 func resolveAlias(n *yaml.Node) *yaml.Node {
@@ -493,8 +587,17 @@ func tagFits(n *yaml.Node, t reflect.Type) bool {
 	return true
 }
 
+// isDuration reports whether a leaf of type t is a duration (Duration or
+// *Duration, for the keys where 0 means off).
+func isDuration(t reflect.Type) bool {
+	return t == durationType || t.Kind() == reflect.Pointer && t.Elem() == durationType
+}
+
 // want says what a leaf of type t looks like in YAML.
 func want(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if t == durationType {
 		return "a duration with a unit such as 60s, 2m or 500ms"
 	}

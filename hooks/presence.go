@@ -241,7 +241,9 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	if err != nil {
 		h.Stats.BadIdentity.Add(1)
 		h.o.Log.Info("connection refused: bad identity", "client", ClientID(cl), "remote", cl.Net.Remote, "err", err)
-		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, packets.Code{})
+		// A name presence cannot use is a bad user name: 0x86, and 3.1.1's
+		// 0x04 (mochi would map 0x86 to 0x05, not authorized).
+		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, connack.Err3BadUsernameOrPassword)
 		return errBadIdentity
 	}
 	scope(cl, ident)

@@ -14,6 +14,8 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/internal/loglimit"
 )
 
 // Defaults for the zero values of Config.
@@ -110,7 +112,10 @@ func (c Config) withDefaults() Config {
 // allocating the packet): a CONNECT mostly, but a later packet counts too.
 // TLSFailures counts the TLS handshakes that failed or did not complete
 // within ConnectTimeout; not a socket closed before it sent anything (a TCP
-// health check), nor one that the listener's Close ended.
+// health check), nor one that the listener's Close ended. TLSPlaintext
+// counts those of them whose first bytes were no TLS record: a client that
+// spoke plain MQTT (or any plaintext) to the TLS port; the listener logs
+// them at info, one line a minute (with the number not logged).
 type Stats struct {
 	Open          int64 `json:"open"`           // connections accepted and not yet closed
 	Backlogged    int64 `json:"backlogged"`     // connections with bytes waiting for their client now
@@ -118,6 +123,7 @@ type Stats struct {
 	SlowConsumers int64 `json:"slow_consumers"` // connections closed as slow consumers
 	TooLarge      int64 `json:"too_large"`      // connections ended for a packet over mochi's MaximumPacketSize
 	TLSFailures   int64 `json:"tls_failures"`   // TLS handshakes that failed or timed out
+	TLSPlaintext  int64 `json:"tls_plaintext"`  // of TLSFailures, those whose client spoke plaintext (plain MQTT, say)
 }
 
 // tracker is what a listener shares with its connections: their settings,
@@ -142,6 +148,8 @@ type tracker struct {
 
 	open, backlogged, pending, slowConsumers atomic.Int64
 	tooLarge, tlsFailures                    atomic.Int64
+	tlsPlaintext                             atomic.Int64
+	plaintextLog                             loglimit.Limiter // the log lines of tlsPlaintext
 }
 
 func newTracker(c Config) *tracker {
@@ -232,6 +240,7 @@ func (t *tracker) stats() Stats {
 		SlowConsumers: t.slowConsumers.Load(),
 		TooLarge:      t.tooLarge.Load(),
 		TLSFailures:   t.tlsFailures.Load(),
+		TLSPlaintext:  t.tlsPlaintext.Load(),
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // tlsConn is what the listeners hand on when they serve TLS: to mochi for
@@ -58,10 +59,37 @@ func (t *tlsConn) handshake() error {
 		closedByUs := st&closed != 0 && st&(slow|timedOut) == 0
 		if !closedByUs && !errors.Is(err, io.EOF) {
 			t.c.t.tlsFailures.Add(1)
-			t.c.t.log.Debug("TLS handshake failed", "error", err, "remote", t.c.RemoteAddr().String())
+			var rh tls.RecordHeaderError
+			if errors.As(err, &rh) && rh.Conn != nil { // the first bytes are no TLS record: plaintext
+				t.c.t.plaintextOnTLS(t.c, rh.RecordHeader[0])
+			} else {
+				t.c.t.log.Debug("TLS handshake failed", "error", err, "remote", t.c.RemoteAddr().String())
+			}
 		}
 	}
 	return err
+}
+
+// plaintextEvery is how often a listener logs a client that spoke
+// plaintext to it (at info: it is a client's mistake, often repeated at
+// every reconnect); the others are counted, and the next line says how
+// many were not logged.
+const plaintextEvery = time.Minute
+
+// plaintextOnTLS counts and logs a client whose first bytes on the TLS
+// listener were not TLS; first is the first byte (0x10: an MQTT CONNECT).
+func (t *tracker) plaintextOnTLS(c *Conn, first byte) {
+	t.tlsPlaintext.Add(1)
+	ok, suppressed := t.plaintextLog.Allow(time.Now(), plaintextEvery)
+	if !ok {
+		return
+	}
+	spoke := "plaintext (not TLS)"
+	if first == 0x10 {
+		spoke = "plain MQTT"
+	}
+	t.log.Info(fmt.Sprintf("a client spoke %s to the TLS listener %s; use mqtts:// (or wss://) or the plain port", spoke, c.LocalAddr()),
+		"remote", c.RemoteAddr().String(), "suppressed_since_last", suppressed)
 }
 
 // Read reads decrypted bytes, running the handshake first if it has not

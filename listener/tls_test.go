@@ -738,8 +738,81 @@ func TestTLSFailuresCounted(t *testing.T) {
 	}
 	testkit.Wait(t, waitTimeout, "both released", func() error {
 		s := b.l.Stats()
-		return testkit.Why(s == Stats{TLSFailures: 1}, fmt.Sprintf("stats %+v", s))
+		return testkit.Why(s == Stats{TLSFailures: 1, TLSPlaintext: 1}, fmt.Sprintf("stats %+v", s))
 	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A client that speaks plain MQTT (or other plaintext) to the TLS port is
+// counted in TLSPlaintext and logged at info, naming the listener's
+// address, at most one line a minute (the next one says how many were not
+// logged); a TLS handshake that fails otherwise stays at debug.
+func TestPlaintextOnTLSLogged(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ca := newCA(t, "test CA")
+	var logged lockedBuffer
+	srv := mqtt.New(&mqtt.Options{InlineClient: true, Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := startBrokerOn(t, srv, "tcp", Config{TLS: ca.serverTLS(t)}, ca.clientTLS())
+	defer b.close(t)
+	for i, first := range [][]byte{
+		nil, // a CONNECT, as a plain MQTT client sends it
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		nil,
+	} {
+		plain := dialTCP(t, b.l.Address(), 0)
+		if first == nil {
+			plain.send(packets.Packet{
+				FixedHeader: packets.FixedHeader{Type: packets.Connect},
+				Connect:     packets.ConnectParams{ProtocolName: []byte("MQTT"), Clean: true, Keepalive: 60, ClientIdentifier: "plain"},
+			})
+		} else if _, err := plain.sock.Write(first); err != nil {
+			t.Fatal(err)
+		}
+		if err := closedByPeer(plain.sock, waitTimeout); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		testkit.Wait(t, waitTimeout, "counted", func() error {
+			s := b.l.Stats()
+			return testkit.Why(s.TLSPlaintext == int64(i+1) && s.TLSFailures == int64(i+1), fmt.Sprintf("stats %+v", s))
+		})
+	}
+	// A client with a certificate the server does not trust: a failed
+	// handshake, but TLS: not plaintext, and not logged at info.
+	if _, err := tryTLS(b.l.Address(), 0, newCA(t, "another CA").clientTLS()); err == nil {
+		t.Fatal("a TLS client of another CA connected")
+	}
+	testkit.Wait(t, waitTimeout, "the TLS failure counted", func() error {
+		s := b.l.Stats()
+		return testkit.Why(s.TLSFailures == 4 && s.TLSPlaintext == 3, fmt.Sprintf("stats %+v", s))
+	})
+	out := logged.String()
+	want := "a client spoke plain MQTT to the TLS listener " + b.l.Address() + "; use mqtts:// (or wss://) or the plain port"
+	if got := strings.Count(out, "to the TLS listener"); got != 1 || !strings.Contains(out, want) || !strings.Contains(out, "level=INFO") {
+		t.Fatalf("%d lines about the TLS listener, want one at info saying %q:\n%s", got, want, out)
+	}
+	if !strings.Contains(out, "suppressed_since_last=0") || !strings.Contains(out, "listener=tcp") {
+		t.Fatalf("the line does not count what was not logged or name the listener:\n%s", out)
+	}
 }
 
 // A CONNECT claiming a remaining length of 256 MiB, with mochi's

@@ -76,6 +76,7 @@ type Redis struct {
 	replaced   map[string]time.Time // incarnations seen replaced by a restart, and since when
 	masters    string               // the cluster's slot ranges and their masters, as last seen
 	started    bool
+	running    atomic.Bool // started, readable without the lock (fail)
 
 	down atomic.Bool // in an outage (readiness: degraded); out.down, readable without the lock
 	// failoverAt is when Redis last answered again after an outage, or a
@@ -141,6 +142,30 @@ func NewRedis(o RedisOptions) *Redis {
 	}
 	r.ls = newListener(r)
 	return r
+}
+
+// unreachableError is Redis not answering at Start.
+type unreachableError struct {
+	addrs string
+	err   error // wraps ErrUnavailable
+}
+
+func (e *unreachableError) Error() string {
+	cause := strings.TrimPrefix(e.err.Error(), ErrUnavailable.Error()+": ") // the ping's: "dial tcp ...: connection refused"
+	return fmt.Sprintf("redis: cannot reach %s at start: %s (presenced needs Redis at start; it rides out outages after that)", e.addrs, cause)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// clientAddrs are the addresses c dials, for messages.
+func clientAddrs(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return "Redis"
 }
 
 func isCluster(c redis.UniversalClient) bool {
@@ -230,7 +255,9 @@ func (r *Redis) fail(op string, err error) error {
 	r.out.Unlock()
 	if start {
 		r.stats.outages.Add(1)
-		r.log.Warn("redis unreachable: presence changes are held and written when it answers", "err", err, "op", op)
+		if r.running.Load() { // before, Start fails with the error: nothing is held
+			r.log.Warn("redis unreachable: presence changes are held and written when it answers", "err", err, "op", op)
+		}
 	}
 	return fmt.Errorf("%s: %w: %v", op, ErrUnavailable, err)
 }
@@ -269,7 +296,22 @@ func (r *Redis) up() {
 // (Listen, ListenAll: each loads after its subscription is confirmed). It fails
 // when Redis does not answer, and with ErrNodeIDInUse when another live
 // node runs with the same node id.
+//
+// Redis must answer at start: when it does not, the error says so, once
+// (an outage after the start is ridden out, and logged as one).
 func (r *Redis) Start(ctx context.Context) error {
+	err := r.start(ctx)
+	if errors.Is(err, ErrUnavailable) {
+		return &unreachableError{addrs: clientAddrs(r.c), err: err}
+	}
+	return err
+}
+
+func (r *Redis) start(ctx context.Context) error {
+	if err := r.c.Ping(ctx).Err(); err != nil {
+		// Not r.fail: this is no outage, and nothing is held.
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	if err := r.loadScripts(ctx); err != nil {
 		return err
 	}
@@ -293,6 +335,7 @@ func (r *Redis) Start(ctx context.Context) error {
 	r.mu.Lock()
 	r.started = true
 	r.mu.Unlock()
+	r.running.Store(true)
 	r.wg.Add(3)
 	go r.listen()
 	go r.refreshLoop()

@@ -37,6 +37,9 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(args, env []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "token" {
+		return runToken(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "passwd" {
 		return runPasswd(args[1:], os.Stdin, stdout, stderr)
 	}
