@@ -163,7 +163,7 @@ type IdentityConfig struct {
 	Separator string `yaml:"separator"` // default "/"; with user_from client_id, "alice/phone" => user alice, device phone
 	// FoldCase makes user names that differ only in case one user
 	// (Unicode case folding: "Alice" is "alice"). Default false: names are
-	// compared exactly. Risky: see the README (Identity).
+	// compared exactly. Risky: see docs/protocol.md (Identity).
 	FoldCase bool `yaml:"fold_case"`
 }
 

@@ -829,7 +829,7 @@ func TestFlagErrors(t *testing.T) {
 		}
 		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices",
 			"presenced passwd FILE USER", "presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
-			"presenced health [-admin ADDR]", "exits 0 when the admin port answers ready", "presenced --version"} {
+			"presenced health [-addr ADDR]", "exits 0 when the admin port answers ready", "presenced --version"} {
 			if !strings.Contains(usage.String(), want) {
 				t.Errorf("%s: usage does not mention %q:\n%s", help, want, usage.String())
 			}

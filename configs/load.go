@@ -186,7 +186,7 @@ const usageHead = `Usage: presenced [flags]                 runs the broker
        presenced passwd FILE USER        sets USER's password in a password file (htpasswd -B)
        presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER
                                          prints a development HS256 token for auth.jwt.hs256_secret_file
-       presenced health [-admin ADDR]    exits 0 when the admin port answers ready
+       presenced health [-addr ADDR]     exits 0 when the admin port answers ready
        presenced --version               prints the version and exits
 A subcommand's -h prints its own help.
 

@@ -2,11 +2,7 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -154,10 +149,6 @@ func runRecipe(t *testing.T, bin string, steps []step) {
 		switch s.kind {
 		case "run", "fails":
 			block := script(s.block)
-			if pendingToken(t, dir, block) {
-				last = ""
-				continue
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			cmd := exec.CommandContext(ctx, "sh", "-ec", block)
 			cmd.Dir, cmd.Env = dir, env
@@ -345,63 +336,4 @@ func withoutPacingEnv(env []string) []string {
 		}
 	}
 	return out
-}
-
-var tokenLine = regexp.MustCompile(`(?m)^presenced token -ttl 1h (\S+) (\S+) > (\S+)$`)
-
-// pendingToken stands in for `presenced token` until cmd/presenced has that
-// subcommand (issue 19; it lands from another branch): while the binary's
-// source does not know it, the block's token line is done here, as the
-// subcommand does it (an HS256 token for the user, valid an hour), after
-// the rest of the block has run. It reports whether it did the block.
-// Once the subcommand is in, the recipe runs as written and this is dead.
-func pendingToken(t *testing.T, dir, block string) bool {
-	t.Helper()
-	m := tokenLine.FindStringSubmatch(block)
-	if m == nil || hasTokenSubcommand(t) {
-		return false
-	}
-	t.Logf("cmd/presenced has no token subcommand yet: the test mints %s's token itself", m[2])
-	rest := tokenLine.ReplaceAllString(block, "")
-	cmd := exec.Command("sh", "-ec", rest)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s\n%s", err, rest, out)
-	}
-	secret, err := os.ReadFile(filepath.Join(dir, m[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret = bytes.TrimSuffix(secret, []byte("\n"))
-	enc := base64.RawURLEncoding.EncodeToString
-	head := enc([]byte(`{"alg":"HS256","typ":"JWT"}`))
-	body := enc(fmt.Appendf(nil, `{"sub":%q,"exp":%d}`, m[2], time.Now().Add(time.Hour).Unix()))
-	mac := hmac.New(sha256.New, secret)
-	mac.Write([]byte(head + "." + body))
-	token := head + "." + body + "." + enc(mac.Sum(nil))
-	if err := os.WriteFile(filepath.Join(dir, m[3]), []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-var tokenOnce struct {
-	sync.Once
-	has bool
-}
-
-func hasTokenSubcommand(t *testing.T) bool {
-	tokenOnce.Do(func() {
-		files, _ := filepath.Glob("../cmd/presenced/*.go")
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
-			}
-			data, err := os.ReadFile(f)
-			if err == nil && bytes.Contains(data, []byte(`"token"`)) {
-				tokenOnce.has = true
-			}
-		}
-	})
-	return tokenOnce.has
 }

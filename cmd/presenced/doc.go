@@ -1,2 +1,2 @@
-// Command presenced runs an MQTT broker with presence: see the README.
+// Command presenced runs an MQTT broker with presence: see the README and docs/.
 package main

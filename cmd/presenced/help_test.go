@@ -18,7 +18,7 @@ func TestHelpNamesSubcommands(t *testing.T) {
 			"Usage: presenced [flags]",
 			"presenced passwd FILE USER",
 			"presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
-			"presenced health [-admin ADDR]    exits 0 when the admin port answers ready",
+			"presenced health [-addr ADDR]     exits 0 when the admin port answers ready",
 			"presenced --version",
 		} {
 			if !strings.Contains(stderr.String(), want) {
