@@ -23,11 +23,16 @@ GO ?= go
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
 # The deployment tests (TestImage, TestCompose, TestSystemd: the image, the
-# compose file and the systemd unit) are in ONCE too.
+# compose file and the systemd unit) are in ONCE too, and so are the
+# monitoring tests (TestMonitoring: deploy/prometheus and deploy/grafana
+# against prometheus scraping the binary, with the memory store and with a
+# redis-server of their own; TestMonitoringReadiness: admin.unready_after
+# with a redis-server stopped and started), which start the binary and
+# their own Redis whatever INTEGRATION_STORE says.
 # -timeout 40m: the integration package's first run takes 6-7 minutes on an
 # idle 2-core machine and more on a busy one; go test's default of 10
 # minutes was reached once on a loaded machine (issue 19).
-ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestMonitoring
 NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
 test: deps check
 	$(GO) test -race -count=1 -timeout 40m ./...
@@ -52,7 +57,10 @@ test: deps check
 # The deployment tests build and run the image (Debian's podman, buildah,
 # runc, and iptables for podman's port publishing), read the compose file
 # (podman-compose) and verify the systemd unit (systemd-analyze); the image
-# takes its CA roots from ca-certificates. make test sets
+# takes its CA roots from ca-certificates. The monitoring tests run Debian's
+# prometheus and promtool (package prometheus), installed when missing; its
+# package starts a Prometheus service on port 9090, which is stopped and
+# disabled as redis-server's is. make test sets
 # INTEGRATION_REQUIRE_IMAGE=1: those tests fail instead of skipping when a
 # tool is missing or the run is not root.
 export INTEGRATION_REQUIRE_IMAGE = 1
@@ -114,10 +122,20 @@ deps:
 		apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || exit 1; \
 	fi
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+		echo "deps: installing prometheus (TestMonitoring: prometheus and promtool)"; \
+		apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null || exit 1; \
+		service prometheus stop >/dev/null 2>&1 || true; \
+		systemctl disable --now prometheus 2>/dev/null || true; \
+		pids="$$(ss -Hltnp 'sport = :9090' 2>/dev/null | grep -o '"prometheus",pid=[0-9]*' | sed 's/.*pid=//' | sort -u)"; \
+		if [ -n "$$pids" ]; then echo "deps: killing leftover prometheus on 9090: $$pids"; kill -9 $$pids || true; fi; \
+	fi
 	@command -v redis-server >/dev/null && command -v redis-cli >/dev/null
 	@command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]
 	@command -v node >/dev/null && [ -f integration/mqttjs/node_modules/mqtt/package.json ]
 	@[ -f examples/js/node_modules/mqtt/dist/mqtt.min.js ] && /usr/bin/python3 -c 'import paho.mqtt.client' && command -v chromium >/dev/null
+	@command -v prometheus >/dev/null && command -v promtool >/dev/null
 
 check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi

@@ -111,6 +111,9 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	if b.acl != nil {
 		opts = append([]Option{WithTopics(b.acl)}, opts...)
 	}
+	if cfg.Log.Sessions {
+		opts = append(opts, WithSessionLog())
+	}
 	pc := ConfigFrom(cfg)
 	if b.creds != nil {
 		// The authentication says who is a service account, by method
@@ -272,6 +275,7 @@ func (b *Broker) adminSource() admin.Source {
 	var src admin.Source
 	if b.presence != nil {
 		src = b.presence.AdminSource(b.adminToken != nil) // writes only behind a token
+		src.Ready = readiness(b.presence.DownSince, b.unreadyAfter(), time.Now)
 	} else {
 		src = admin.Source{Ready: func() bool { return true }, Retained: func(string) ([]byte, bool) { return nil, false }}
 	}

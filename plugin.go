@@ -85,6 +85,8 @@ type Plugin struct {
 	acl      *delivery.Policy
 	topics   delivery.Topics // WithTopics
 	service  func(cl *mqtt.Client) bool
+	// sessionLog logs every session opened and ended (WithSessionLog).
+	sessionLog bool
 
 	// The stages, in the order the data flows.
 	drain     *hooks.Drain  // refuses CONNECTs and moves clients while the node drains
@@ -159,6 +161,7 @@ func (p *Plugin) build() {
 		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL, Shards: trackerShards,
 		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
 		Log:    p.logFor("tracker"), Idle: cfg.Presence.idleRules(), Observe: p.meters.observe,
+		Sessions: p.sessionLogger(),
 	})
 	service := p.service
 	if service == nil && len(cfg.Presence.Observers) == 0 {

@@ -105,6 +105,10 @@ type Config struct {
 type LogConfig struct {
 	Level  string `yaml:"level"`  // debug|info|warn|error; default info
 	Format string `yaml:"format"` // json|console; default json
+	// Sessions logs one info line per session this node opens and per
+	// session it ends (user, client id, device, node, epoch; the end's
+	// reason and how long the session lasted). Default false.
+	Sessions bool `yaml:"sessions"`
 }
 
 // MQTTConfig configures the embedded broker's listeners and per-connection
@@ -155,6 +159,10 @@ type AdminConfig struct {
 	// localhost and IP addresses ("*" any). Default empty: without a
 	// token only those; with a token any (the check is off).
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// UnreadyAfter is how long Redis must have been unreachable before
+	// GET /readyz answers 503 (the brokers keep serving meanwhile); an
+	// explicit 0 answers 503 at once. Default 30s; at most 24h.
+	UnreadyAfter *Duration `yaml:"unready_after"`
 }
 
 // IdentityConfig says how a connection maps to a user and a device.
@@ -412,6 +420,7 @@ const (
 	defaultReadBufferSize      = 1024
 	defaultWriteBufferSize     = 1024
 	defaultAdminAddr           = "127.0.0.1:8080"
+	defaultUnreadyAfter        = Duration(30 * time.Second)
 	defaultUserFrom            = UserFromUsername
 	defaultSeparator           = "/"
 	defaultTopicPrefix         = "presence"
@@ -541,6 +550,7 @@ func (c *Config) ApplyDefaults() {
 	}
 
 	setString(&c.Admin.Addr, defaultAdminAddr)
+	setDurationPtr(&c.Admin.UnreadyAfter, defaultUnreadyAfter)
 	if c.Admin.AllowedHosts == nil { // empty and unset mean the same
 		c.Admin.AllowedHosts = []string{}
 	}
@@ -793,6 +803,9 @@ func (c Config) validateMQTT(v *validator) {
 // MQTT ones and, reachable beyond this machine, needs a token.
 func (c Config) validateAdmin(v *validator) {
 	v.check("admin.addr", validAddr(c.Admin.Addr))
+	if c.Admin.UnreadyAfter != nil {
+		v.check("admin.unready_after", durationBetween(*c.Admin.UnreadyAfter, 0, Duration(24*time.Hour)))
+	}
 	if c.Admin.Token != "" && c.Admin.TokenFile != "" {
 		v.add("admin.token", "set admin.token or admin.token_file, not both")
 	}

@@ -68,7 +68,7 @@ func TestDefaults(t *testing.T) {
 			MaxInflightAge: Duration(5 * time.Minute), MaxRetained: 100000, MaxRetainedBytes: 256 << 20, MaxRetainedPerUser: 1000,
 			MaxRetainedBytesPerUser: 16 << 20,
 		},
-		Admin:    AdminConfig{Addr: "127.0.0.1:8080", AllowedHosts: []string{}},
+		Admin:    AdminConfig{Addr: "127.0.0.1:8080", AllowedHosts: []string{}, UnreadyAfter: ptr(Duration(30 * time.Second))},
 		Identity: IdentityConfig{UserFrom: "username", Separator: "/"},
 		Presence: PresenceConfig{
 			Mode:                 "on",

@@ -566,7 +566,7 @@ func (d *Delivery) Tidy(now time.Time) {
 		if now.Sub(l.since) > d.slowAfter {
 			slow = append(slow, cl)
 			d.log.Warn("disconnecting a slow subscriber: it has not taken the presence sent again",
-				"client", hooks.ClientID(cl), "missed_users", len(l.missed), "for", d.slowAfter)
+				"client", hooks.ClientID(cl), "missed_users", len(l.missed), "lagging_ms", now.Sub(l.since).Milliseconds())
 			d.unlag(cl)
 		}
 	}

@@ -216,7 +216,7 @@ func (d *Drain) Run(ctx context.Context, rate int) DrainResult {
 			due := start.Add(time.Duration(res.Moved) * time.Second / time.Duration(rate))
 			if wait := due.Sub(d.o.Now()); wait > 0 && !d.sleep(ctx, wait) {
 				res.Left = len(d.open())
-				d.o.Log.Warn("drain timed out", "moved", res.Moved, "left", res.Left, "took", d.o.Now().Sub(start))
+				d.o.Log.Warn("drain timed out", "moved", res.Moved, "left", res.Left, "took_ms", d.o.Now().Sub(start).Milliseconds())
 				return res
 			}
 			if d.Move(cl) {
@@ -228,7 +228,7 @@ func (d *Drain) Run(ctx context.Context, rate int) DrainResult {
 		}
 	}
 	res.Left = len(d.open())
-	d.o.Log.Info("drained", "moved", res.Moved, "left", res.Left, "took", d.o.Now().Sub(start))
+	d.o.Log.Info("drained", "moved", res.Moved, "left", res.Left, "took_ms", d.o.Now().Sub(start).Milliseconds())
 	return res
 }
 

@@ -363,7 +363,7 @@ func (h *Presence) tookOver(id, user string) {
 	switch {
 	case v.Episode:
 		h.Stats.Battles.Add(1)
-		h.o.Log.Warn("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off", "client", id, "user", user, "takeovers", v.InWindow, "window", h.o.Battle.Window, "refused_until", v.Until)
+		h.o.Log.Warn("takeover battle: two connections keep taking this client id from each other; newcomers are refused with a back-off", "client", id, "user", user, "takeovers", v.InWindow, "window_ms", h.o.Battle.Window.Milliseconds(), "refused_until", v.Until)
 	case v.Detected:
 		h.o.Log.Debug("takeover battle goes on: longer back-off", "client", id, "user", user, "refused_until", v.Until)
 	}

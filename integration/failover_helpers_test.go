@@ -653,7 +653,7 @@ func foLogOf(n *mnProc) foLog {
 			l.starts++
 		case msg == "redis answers again":
 			l.ends++
-			if d, ok := m["lasted"].(float64); ok && len(l.lasted) < 3 {
+			if d, ok := m["lasted_ms"].(float64); ok && len(l.lasted) < 3 {
 				l.lasted = append(l.lasted, (time.Duration(d) * time.Millisecond).Round(time.Millisecond).String())
 			}
 		case strings.Contains(msg, "record was gone"), strings.Contains(msg, "master was replaced"),

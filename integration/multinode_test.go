@@ -405,8 +405,10 @@ func TestRedisOutageAndEmptyRestart(t *testing.T) {
 	bin := mnBinary(t)
 	srv := redistest.Start(t)
 	addrs := []string{srv.Addr()}
-	a := mnStart(t, bin, "A", addrs)
-	b := mnStart(t, bin, "B", addrs)
+	// Not ready as soon as Redis is unreachable (admin.unready_after 0s;
+	// the default, 30 s, is TestMonitoringReadiness's).
+	a := mnStart(t, bin, "A", addrs, "PRESENCED_ADMIN_UNREADY_AFTER=0s")
+	b := mnStart(t, bin, "B", addrs, "PRESENCED_ADMIN_UNREADY_AFTER=0s")
 
 	obsA := newObserver(t, a.mqtt, "presence/users/+")
 	obsB := newObserver(t, b.mqtt, "presence/users/+")

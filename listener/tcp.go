@@ -57,7 +57,7 @@ func (l *TCP) Serve(establish listeners.EstablishFn) {
 			// Out of descriptors, for example: mochi's listener stops for
 			// good here; wait a little and go on, as net/http does.
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.log.Warn("accept failed", "error", err, "listener", l.cfg.ID, "retry_in", backoff)
+			l.log.Warn("accept failed", "error", err, "listener", l.cfg.ID, "retry_in_ms", backoff.Milliseconds())
 			time.Sleep(backoff)
 			continue
 		}

@@ -281,7 +281,7 @@ func (r *Redis) up() {
 		return
 	}
 	r.failoverAt.Store(now.UnixNano())
-	r.log.Info("redis answers again", "lasted", now.Sub(since), "failed_calls", failed)
+	r.log.Info("redis answers again", "lasted_ms", now.Sub(since).Milliseconds(), "failed_calls", failed)
 	select { // check the node record now: Redis may have come back empty
 	case r.kick <- struct{}{}:
 	default:

@@ -55,6 +55,8 @@ type Tracker struct {
 	retryIn time.Duration
 	// observer is Options.Observe (nil: nothing is timed).
 	observer func(op Op, d time.Duration)
+	// sessions is Options.Sessions (nil: no session lines).
+	sessions *slog.Logger
 
 	mu    sync.Mutex
 	slots map[string]*slot // by client id, which is the session id
@@ -91,6 +93,7 @@ type slot struct {
 	id     string // the session id the store holds and presence shows
 	mu     sync.Mutex
 	act    *presence.Activity // the connection's activity (nil: idle is off); under mu
+	log    sessionLog         // the session log's memory (Options.Sessions); under mu
 	want   presence.Wanted
 	have   presence.Written
 	queued bool
@@ -120,6 +123,9 @@ type Options struct {
 	// ones included), by op: open, end, update, account, renew, and batch
 	// (one pipelined round trip of many writes).
 	Observe func(op Op, d time.Duration)
+	// Sessions, when set, gets one info line per session opened and per
+	// session ended (sessionlog.go). Nil: none.
+	Sessions *slog.Logger
 }
 
 // Op names a store call (Options.Observe).
@@ -158,7 +164,7 @@ func New(store Store, o Options) *Tracker {
 		o.Outage = func(error) bool { return false }
 	}
 	t := &Tracker{
-		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log, observer: o.Observe,
+		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log, observer: o.Observe, sessions: o.Sessions,
 		seed:    maphash.MakeSeed(),
 		retryIn: 200 * time.Millisecond,
 		slots:   make(map[string]*slot),
@@ -569,6 +575,9 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 			x := &ss[i]
 			o := t.outcome(opName(x.wr.Kind), x.s.id, errs[k])
 			if o == presence.Done {
+				if t.sessions != nil {
+					t.logWrite(x, epochs[k], time.Now())
+				}
 				switch x.wr.Kind {
 				case presence.WriteEnd:
 					t.ended(x.wr.End.Reason)

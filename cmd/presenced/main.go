@@ -101,7 +101,7 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	// only one.
 	stop()
 	if ctx.Err() != nil {
-		log.Info().Dur("timeout", cfg.Drain.Timeout.D()).Int("rate", cfg.Drain.Rate).Msg("signal received, draining")
+		log.Info().Int64("timeout_ms", cfg.Drain.Timeout.D().Milliseconds()).Int("rate", cfg.Drain.Rate).Msg("signal received, draining")
 	}
 	if err := n.Drain(); err != nil {
 		log.Warn().Err(err).Msg("shutdown was not clean")

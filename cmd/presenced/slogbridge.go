@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -224,7 +225,8 @@ func addAttr(e *zerolog.Event, a slog.Attr) {
 	case slog.KindBool:
 		e.Bool(a.Key, v.Bool())
 	case slog.KindDuration:
-		e.Str(a.Key, v.Duration().String())
+		// Every duration field names its unit: milliseconds, as a number.
+		e.Float64(msKey(a.Key), float64(v.Duration())/float64(time.Millisecond))
 	case slog.KindTime:
 		e.Str(a.Key, formatTime(v.Time()))
 	default:
@@ -257,4 +259,13 @@ func (h *slogHandler) with(g groupOrAttrs) *slogHandler {
 	goas := make([]groupOrAttrs, len(h.goas), len(h.goas)+1)
 	copy(goas, h.goas)
 	return &slogHandler{zl: h.zl, goas: append(goas, g)}
+}
+
+// msKey is the name of a duration field in milliseconds: key with "_ms"
+// unless it ends so already.
+func msKey(key string) string {
+	if strings.HasSuffix(key, "_ms") {
+		return key
+	}
+	return key + "_ms"
 }
