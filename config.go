@@ -109,7 +109,7 @@ type Presence struct {
 	IdleAfter            time.Duration            // 0: off (the default)
 	IdleAfterDevices     map[string]time.Duration // per device label; 0: never for it
 	// ObserverSessions gives service accounts (Observers,
-	// WithServiceAccounts) a presence session, as before issue 20; false
+	// WithServiceAccounts) a presence session, as in 0.9.0; false
 	// (the default): a service account is not a person, and has none.
 	ObserverSessions bool
 }
