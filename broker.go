@@ -88,7 +88,11 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	// Authentication comes first: presence's hooks, added after it, see
 	// the authenticated user as the connection's username. Presence is the
 	// access authority (every topic allowed, presence's rules on top).
-	service := func(*mqtt.Client) bool { return true } // no authentication: nobody is anybody in particular
+	// Without authentication nobody is anybody in particular: no
+	// WithServiceAccounts and no presence.observers make every connection
+	// a service account (the plugin's default), whose presence it keeps,
+	// since nothing named it one.
+	var service func(*mqtt.Client) bool
 	if b.creds != nil {
 		b.auth = auth.NewHook(auth.HookOptions{
 			Server: b.server, Credentials: b.creds, AllowAnonymous: cfg.Auth.AllowAnonymous,
@@ -107,7 +111,11 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	} else if err := b.server.AddHook(new(hooks.Authenticator), nil); err != nil {
 		return nil, fmt.Errorf("add authentication hook: %w", err)
 	}
-	opts = append([]Option{WithLogger(log), WithACL(nil), WithServiceAccounts(service)}, opts...)
+	base := []Option{WithLogger(log), WithACL(nil)}
+	if service != nil {
+		base = append(base, WithServiceAccounts(service))
+	}
+	opts = append(base, opts...)
 	if b.acl != nil {
 		opts = append([]Option{WithTopics(b.acl)}, opts...)
 	}
@@ -115,11 +123,10 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 		opts = append(opts, WithSessionLog())
 	}
 	pc := ConfigFrom(cfg)
-	if b.creds != nil {
-		// The authentication says who is a service account, by method
-		// (auth.observer_methods): not a bare name under any method.
-		pc.Presence.Observers = nil
-	}
+	// With authentication, it says who is a service account, by method
+	// (auth.observer_methods): not a bare name under any method. Without,
+	// every connection is one whatever presence.observers lists.
+	pc.Presence.Observers = nil
 	p, err := Attach(b.server, pc, opts...)
 	if err != nil {
 		return nil, err

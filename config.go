@@ -108,6 +108,10 @@ type Presence struct {
 	PublishBurst         int
 	IdleAfter            time.Duration            // 0: off (the default)
 	IdleAfterDevices     map[string]time.Duration // per device label; 0: never for it
+	// ObserverSessions gives service accounts (Observers,
+	// WithServiceAccounts) a presence session, as in 0.9.0; false
+	// (the default): a service account is not a person, and has none.
+	ObserverSessions bool
 }
 
 // Flap is flap control (presence.flap).
@@ -240,6 +244,7 @@ func (c Config) yaml() configs.Config {
 	yp.Flap = configs.FlapConfig{Window: d(p.Flap.Window), Ends: offCount(p.Flap.Ends), Grace: d(p.Flap.Grace)}
 	yp.PublishRate, yp.PublishBurst = p.PublishRate, p.PublishBurst
 	yp.IdleAfter = d(p.IdleAfter)
+	yp.ObserverSessions = p.ObserverSessions
 	if p.IdleAfterDevices != nil {
 		yp.IdleAfterDevices = make(configs.DeviceDurations, len(p.IdleAfterDevices))
 		for k, v := range p.IdleAfterDevices {
@@ -302,6 +307,7 @@ func ConfigFrom(y configs.Config) Config {
 		WillDelayMax: yp.WillDelayMax.D(), Flap: Flap{Window: yp.Flap.Window.D(), Grace: yp.Flap.Grace.D()},
 		PublishRate: yp.PublishRate, PublishBurst: yp.PublishBurst, IdleAfter: yp.IdleAfter.D(),
 	}
+	c.Presence.ObserverSessions = yp.ObserverSessions
 	if yp.TakeoverBattle.Takeovers == configs.TakeoversOff {
 		c.Presence.TakeoverBattle.Takeovers = Off
 	}

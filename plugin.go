@@ -62,8 +62,11 @@ func WithTopics(t delivery.Topics) Option { return func(p *Plugin) { p.topics = 
 
 // WithServiceAccounts says which connections are service accounts, which
 // may read all presence, "#" and $SYS (with WithACL; the users listed in
-// presence.observers are too). Without it and without presence.observers,
-// every connection is one: presence does not know the program's accounts.
+// presence.observers are too). A service account is not a person: it has
+// no presence session, and is never shown online, unless
+// Presence.ObserverSessions. Without it and without presence.observers,
+// every connection is one, since presence does not know the program's
+// accounts, and every connection with a user has its presence.
 func WithServiceAccounts(service func(cl *mqtt.Client) bool) Option {
 	return func(p *Plugin) { p.service = service }
 }
@@ -164,7 +167,10 @@ func (p *Plugin) build() {
 		Sessions: p.sessionLogger(),
 	})
 	service := p.service
-	if service == nil && len(cfg.Presence.Observers) == 0 {
+	// Nothing names a service account: every connection is one, and keeps
+	// its presence (a service account named has none by default).
+	everyone := service == nil && len(cfg.Presence.Observers) == 0
+	if everyone {
 		service = func(*mqtt.Client) bool { return true }
 	}
 	p.drain = hooks.NewDrain(hooks.DrainOptions{Server: srv, Log: p.logFor("drain")})
@@ -185,6 +191,7 @@ func (p *Plugin) build() {
 		MaxSessionsPerUser: cfg.Presence.MaxSessionsPerUser, SetRate: cfg.Presence.SetRate, SetBurst: cfg.Presence.SetBurst,
 		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
+		ServiceSessions: cfg.Presence.ObserverSessions || everyone,
 	})
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)

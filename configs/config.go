@@ -214,6 +214,14 @@ type PresenceConfig struct {
 	// {desktop: 10m, sensor: 0} (0: never for that label). Environment:
 	// PRESENCED_PRESENCE_IDLE_AFTER_DEVICES=desktop=10m,sensor=0.
 	IdleAfterDevices DeviceDurations `yaml:"idle_after_devices"`
+	// ObserverSessions gives service accounts (the users of Observers who
+	// authenticated by a method of auth.observer_methods, and tokens with
+	// the observer claim) a presence session, as any user has: shown
+	// online, counted. Default false: a service account is not a person,
+	// and has none. Without authentication every connection reads as a
+	// service account and nobody is named one: every connection has its
+	// presence whatever this says.
+	ObserverSessions bool `yaml:"observer_sessions"`
 }
 
 // FlapConfig is flap control: a user whose ends would have shown them

@@ -430,6 +430,11 @@ func TestLoadYAML(t *testing.T) {
 		{"idle after, labels as a block", "presence:\n  idle_after_devices:\n    desktop: 1m\n",
 			idleIs(0, DeviceDurations{"desktop": Duration(time.Minute)})},
 		{"idle after, labels null", "presence:\n  idle_after_devices:\n", idleIs(0, DeviceDurations{})},
+		{"observer sessions", "presence:\n  observers: [dashboard]\n  observer_sessions: true\n", func(t *testing.T, c Config) {
+			if !c.Presence.ObserverSessions || len(c.Presence.Observers) != 1 {
+				t.Errorf("presence.observer_sessions %v, observers %v", c.Presence.ObserverSessions, c.Presence.Observers)
+			}
+		}},
 		{"anchors", "log:\n  level: &lvl warn\nidentity:\n  user_from: client_id\n  separator: &sep \":\"\n",
 			func(t *testing.T, c Config) {
 				if c.Log.Level != "warn" || c.Identity.Separator != ":" {
@@ -495,6 +500,7 @@ func TestLoadYAMLErrors(t *testing.T) {
 		{"section is a scalar", "mqtt: 5\n", ErrInvalid, []string{`"mqtt"`, "want a mapping"}},
 		{"section is a list", "presence:\n  - a\n", ErrInvalid, []string{`"presence"`, "want a mapping"}},
 		{"bad int", "mqtt:\n  max_writes_pending: lots\n", ErrInvalid, []string{`"mqtt.max_writes_pending"`, "line 2", "want an integer", `"lots"`}},
+		{"bad bool", "presence:\n  observer_sessions: sometimes\n", ErrInvalid, []string{`"presence.observer_sessions"`, "line 2", `"sometimes"`}},
 		{"float for int", "mqtt:\n  read_buffer_size: 1024.5\n", ErrInvalid, []string{`"mqtt.read_buffer_size"`, "want an integer"}},
 		{"quoted int", "mqtt:\n  read_buffer_size: \"1024\"\n", ErrInvalid, []string{`"mqtt.read_buffer_size"`, `(got "1024")`}},
 		{"int overflow", "mqtt:\n  max_writes_pending: 99999999999999999999999\n", ErrInvalid, []string{`"mqtt.max_writes_pending"`}},

@@ -82,3 +82,29 @@ func TestIdentify(t *testing.T) {
 		})
 	}
 }
+
+// Who opens a presence session: a connection with a user, unless it is a
+// service account and service accounts have none (the default).
+func TestOpensSession(t *testing.T) {
+	alice, nobody := Identity{User: "alice"}, Identity{}
+	tests := []struct {
+		name                     string
+		id                       Identity
+		service, serviceSessions bool
+		want                     bool
+	}{
+		{"a person", alice, false, false, true},
+		{"a person, service sessions on", alice, false, true, true},
+		{"a service account", alice, true, false, false},
+		{"a service account, service sessions on", alice, true, true, true},
+		{"an observer", nobody, false, false, false},
+		{"an observer that is a service account", nobody, true, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := opensSession(tt.id, tt.service, tt.serviceSessions); got != tt.want {
+				t.Fatalf("opensSession = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

@@ -10,7 +10,8 @@ import (
 )
 
 // Identity is who a connection is: a user with an optional device label, or
-// nobody (an observer, which has no session).
+// nobody (an observer, which has no session). A service account with a user
+// has no session either, by default (see opensSession).
 type Identity struct {
 	User   string
 	Device string
@@ -68,4 +69,15 @@ func (r IdentityRule) Identify(username, clientID string) (Identity, error) {
 		}
 	}
 	return id, nil
+}
+
+// opensSession reports whether a connection of id opens a presence session.
+// It needs a user; and a service account (service: a user listed in
+// presence.observers who authenticated by a method of
+// auth.observer_methods, or a token's observer claim) is not a person, so
+// it opens none unless serviceSessions (presence.observer_sessions, or no
+// authentication, where every connection reads as a service account and
+// nobody is named one).
+func opensSession(id Identity, service, serviceSessions bool) bool {
+	return !id.Observer() && (!service || serviceSessions)
 }

@@ -72,6 +72,13 @@ type Options struct {
 	Observers []string
 	Service   func(cl *mqtt.Client) bool
 	Now       func() time.Time
+	// ServiceSessions gives a service account with a user a presence
+	// session, as every other user has (presence.observer_sessions). Off,
+	// a service account is not a person: it reads as before, but opens
+	// no session, is never shown online and is counted nowhere. A program
+	// whose every connection is a service account, since nothing tells
+	// them apart (no authentication), sets it: nobody is named one there.
+	ServiceSessions bool
 	// Activity records each session's activity (presence.Activity), for
 	// server-side idle (presence.idle_after): every PUBLISH the client may
 	// make, presence/set included. Off: the packet path does nothing more.
@@ -290,9 +297,10 @@ func (h *Presence) underPrefix(topic string) bool {
 // existing connection with the same client id. It marks that connection
 // taken over, so that OnWill sends its will nowhere when the old socket
 // closes: a takeover is not a death. The takeover is counted, and told to the
-// battle detector. When the user already has MaxSessionsPerUser
-// connections on this node (a takeover does not add one), the oldest is
-// ended as kicked.
+// battle detector. A connection with a user then opens its session, but for
+// a service account (Options.ServiceSessions). When the user already has
+// MaxSessionsPerUser connections on this node (a takeover does not add one),
+// the oldest is ended as kicked.
 func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.gate.enter(cl)
 	id, err := h.identify(cl)
@@ -317,7 +325,8 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 		h.links[cl] = l
 	}
 	l.service = service
-	if id.Observer() {
+	if !opensSession(id, service, h.o.ServiceSessions) {
+		l.user = id.User // "" for an observer; a service account reads as itself
 		h.mu.Unlock()
 		return
 	}
