@@ -28,7 +28,7 @@ type Memory struct {
 	claims map[string][]string            // user -> groups its last token claimed
 
 	nodes map[string]presence.NodeHistory // node -> its history, under mu (memory_nodes.go)
-	names *btree.BTreeG[string]           // the users' names, ordered, under mu; nil until a List (memory_list.go)
+	names *btree.BTreeG[string]           // the users' names, ordered, under mu (memory_list.go)
 
 	logOnce sync.Once
 	glog    *memoryLog // the group log (grouplog.go)
@@ -43,7 +43,7 @@ type Memory struct {
 // production); report receives every committed change, in commit order, while
 // the store's lock is held, so it must return at once (a Feed's Push does).
 func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
-	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), inc: newIncarnation(),
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), names: newIndex(), inc: newIncarnation(),
 		retention: 30 * 24 * time.Hour, reapEvery: time.Second}
 }
 
