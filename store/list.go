@@ -17,7 +17,8 @@ import (
 // after the name; "g": a group's members in name order, after the name;
 // "r": a Redis walk, the lowest slot of the master it is on (0 on a single
 // server), the SCAN cursor there and, when one SCAN batch was split
-// between two pages, the last name taken from it.
+// between two pages, the COUNT that read it and the last name taken from
+// it (the next page reads the same batch again and goes on after it).
 
 func encodeCursor(kind byte, pos string) string {
 	return string(kind) + base64.RawURLEncoding.EncodeToString([]byte(pos))

@@ -200,7 +200,9 @@ func testList(t *testing.T, s, s2 Store, exact bool) {
 			{Statuses: []presence.Status{"bogus"}}, {Statuses: []presence.Status{""}},
 			{Group: "bad group\x00"}, {Node: strings.Repeat("n", 300)}, {Prefix: "\xff"},
 			{Cursor: "zzz"}, {Cursor: "m!!"}, {Cursor: "g"}, {Cursor: "r" + "AAAA"}, {Cursor: strings.Repeat("m", 2000)},
-			{Cursor: encodeCursor('r', "99999:0:")}, {Cursor: encodeCursor('r', "-1:0:")}, {Cursor: encodeCursor('r', "0:x:")},
+			{Cursor: encodeCursor('r', "99999:0:0:")}, {Cursor: encodeCursor('r', "-1:0:0:")}, {Cursor: encodeCursor('r', "0:x:0:")},
+			{Cursor: encodeCursor('r', "0:0:5000:u001")}, {Cursor: encodeCursor('r', "0:0:0:u001")},
+			{Cursor: encodeCursor('r', "0:0:10:")}, {Cursor: encodeCursor('r', "0:0:-1:u")},
 			{Cursor: encodeCursor('g', "u001")}, // a group's cursor on the walk of all
 		} {
 			if _, err := s.List(ctx, q); !errors.Is(err, presence.ErrBadQuery) {

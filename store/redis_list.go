@@ -64,28 +64,34 @@ func (r *Redis) masterOf(ctx context.Context, slot int) (redis.Cmdable, error) {
 	return cc.MasterForKey(ctx, "{"+slotTag(slot)+"}")
 }
 
+// maxScanCount is the largest COUNT of one SCAN call.
+const maxScanCount = 1000
+
 // redisPos is a Redis walk's position.
 type redisPos struct {
 	slot   int    // the lowest slot of the master walked
 	cursor uint64 // the SCAN cursor there
-	after  string // a batch split between pages: the last name taken
+	count  int64  // a batch split between pages: the COUNT that read it
+	after  string // and the last name taken from it
 }
 
 func (p redisPos) String() string {
-	return strconv.Itoa(p.slot) + ":" + strconv.FormatUint(p.cursor, 10) + ":" + p.after
+	return strconv.Itoa(p.slot) + ":" + strconv.FormatUint(p.cursor, 10) + ":" + strconv.FormatInt(p.count, 10) + ":" + p.after
 }
 
 func parseRedisPos(s string) (redisPos, error) {
-	f := strings.SplitN(s, ":", 3)
-	if len(f) != 3 {
+	f := strings.SplitN(s, ":", 4)
+	if len(f) != 4 {
 		return redisPos{}, fmt.Errorf("%w: undecodable cursor", presence.ErrBadQuery)
 	}
 	slot, err1 := strconv.Atoi(f[0])
 	cur, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil || slot < 0 || slot >= slots {
+	count, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || slot < 0 || slot >= slots || count < 0 || count > maxScanCount ||
+		(f[3] == "") != (count == 0) {
 		return redisPos{}, fmt.Errorf("%w: undecodable cursor", presence.ErrBadQuery)
 	}
-	return redisPos{slot: slot, cursor: cur, after: f[2]}, nil
+	return redisPos{slot: slot, cursor: cur, count: count, after: f[3]}, nil
 }
 
 // List implements Store: a page of users, read from Redis (every master of
@@ -139,7 +145,10 @@ func (r *Redis) listScan(ctx context.Context, q presence.ListQuery, pos redisPos
 		}
 		count := int64(max(w.Room()/2, 10))
 		if q.Prefix != "" {
-			count = 1000 // SCAN returns only the keys that match
+			count = maxScanCount // SCAN returns only the keys that match
+		}
+		if pos.after != "" {
+			count = pos.count // the same batch as the page before
 		}
 		keys, next, err := c.Scan(ctx, pos.cursor, match, count).Result()
 		if err != nil {
@@ -153,7 +162,7 @@ func (r *Redis) listScan(ctx context.Context, q presence.ListQuery, pos redisPos
 		sort.Slice(recs, func(i, j int) bool { return recs[i].User < recs[j].User })
 		if pos.after != "" { // the rest of a batch split between pages
 			i := sort.Search(len(recs), func(i int) bool { return recs[i].User > pos.after })
-			recs, pos.after = recs[i:], ""
+			recs, pos.after, pos.count = recs[i:], "", 0
 		}
 		matches := 0
 		for _, p := range recs {
@@ -161,23 +170,17 @@ func (r *Redis) listScan(ctx context.Context, q presence.ListQuery, pos redisPos
 				matches++
 			}
 		}
-		if matches > w.Room() {
-			if len(w.Page.Users) > 0 { // the batch on the next page, whole
-				w.Page.Next = encodeCursor('r', pos.String())
-				return w.Page, nil
-			}
-			for _, p := range recs { // one batch larger than a page: split
-				w.Look(p)
-				if w.Full() {
-					pos.after = p.User
-					break
-				}
-			}
+		if matches > w.Room() && len(w.Page.Users) > 0 { // the batch on the next page, whole
 			w.Page.Next = encodeCursor('r', pos.String())
 			return w.Page, nil
 		}
-		for _, p := range recs {
+		for i, p := range recs { // a batch larger than the page is split
 			w.Look(p)
+			if w.Full() && i < len(recs)-1 {
+				pos.after, pos.count = p.User, count
+				w.Page.Next = encodeCursor('r', pos.String())
+				return w.Page, nil
+			}
 		}
 		pos.cursor = next
 		if next == 0 {
