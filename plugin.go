@@ -456,6 +456,7 @@ func (p *Plugin) AdminSource(writes bool) admin.Source {
 		Holds: func() any { return p.Holds() }, Battles: p.Battles,
 		Group: p.groups.Snapshot, Groups: p.groups.Sizes,
 		Draining: func() bool { return p.NodeState() != presence.NodeUp },
+		List:     p.store.List,
 	}
 	if writes {
 		g := p.groups.Store()

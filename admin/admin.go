@@ -55,6 +55,9 @@ type Source struct {
 	// the process (its command line among them): serve them only behind a
 	// Token, or on loopback, as the binary does.
 	Pprof bool
+	// List returns a page of users read from the store, cluster-wide
+	// (store.Store's List). Nil: no GET /api/v1/users.
+	List func(ctx context.Context, q presence.ListQuery) (presence.ListPage, error)
 }
 
 // Limits of the admin API.
@@ -72,6 +75,8 @@ const (
 //	GET /healthz                        200 "ok"
 //	GET /readyz                         200 "ready"; 503 "draining" while the node drains, "degraded" while Redis is unreachable
 //	POST /api/v1/drain                  202 {"state":"draining"}: the node drains, then stops (see configs' drain section)
+//	GET /api/v1/users                   a page of users from the store, cluster-wide (with Source.List):
+//	                                    ?status=&group=&node=&prefix=&limit=&cursor= (list.go)
 //	GET /api/v1/users/{user}            the retained presence JSON, or 404
 //	GET /api/v1/users/{user}/sessions   account, live and recently ended sessions, with end reasons, and
 //	                                    the change held back from observers (its grace), or null
@@ -98,6 +103,9 @@ func Handler(src Source) http.Handler {
 		groupRoutes(mux, src)
 	}
 	debugRoutes(mux, src)
+	if src.List != nil {
+		listRoutes(mux, src)
+	}
 	return mux
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/btree"
+
 	"github.com/presenced/presenced/presence"
 )
 
@@ -26,6 +28,7 @@ type Memory struct {
 	claims map[string][]string            // user -> groups its last token claimed
 
 	nodes map[string]presence.NodeHistory // node -> its history, under mu (memory_nodes.go)
+	names *btree.BTreeG[string]           // the users' names, ordered, under mu (memory_list.go)
 
 	logOnce sync.Once
 	glog    *memoryLog // the group log (grouplog.go)
@@ -40,7 +43,7 @@ type Memory struct {
 // production); report receives every committed change, in commit order, while
 // the store's lock is held, so it must return at once (a Feed's Push does).
 func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
-	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), inc: newIncarnation(),
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), names: newIndex(), inc: newIncarnation(),
 		retention: 30 * 24 * time.Hour, reapEvery: time.Second}
 }
 
@@ -81,6 +84,9 @@ func (m *Memory) Tombstone(context.Context, map[string]uint64) (int, error) { re
 // commit stores u, derives its aggregate and reports it when it changed.
 func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
 	u, p, changed := u.Commit(m.rules, now)
+	if _, ok := m.users[u.Name]; !ok {
+		m.indexAdd(u.Name)
+	}
 	m.users[u.Name] = u
 	if changed {
 		m.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
@@ -194,6 +200,7 @@ func (m *Memory) Forget(before time.Time) int {
 	for name, u := range m.users {
 		if len(u.Sessions) == 0 && u.Current.Status == presence.Offline && u.LastSeen.Before(before) {
 			delete(m.users, name)
+			m.indexDelete(name)
 			n++
 		}
 	}

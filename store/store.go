@@ -76,6 +76,13 @@ type Store interface {
 	Own(ctx context.Context) ([]presence.StoredSession, error)
 	Tombstone(ctx context.Context, known map[string]uint64) (int, error)
 
+	// List returns a page of users read from the store (every master of a
+	// Redis Cluster), whichever node holds their sessions: the admin API's
+	// GET /api/v1/users (memory_list.go, redis_list.go). It answers an
+	// error wrapping presence.ErrBadQuery for a bad query or cursor, and
+	// presence.ErrNoGroup for a group that does not exist.
+	List(ctx context.Context, q presence.ListQuery) (presence.ListPage, error)
+
 	Groups
 	GroupLog
 	Claims
