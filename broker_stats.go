@@ -143,5 +143,6 @@ func (b *Broker) buildTable() *stats.Table {
 		perListener("listener_tls_plaintext_total", "TLS handshakes that failed because the client spoke plaintext (plain MQTT, say) to the TLS port; counted in listener_tls_failures_total too.", stats.Counter,
 			func(s listener.Stats) int64 { return s.TLSPlaintext }),
 		authResults, authEnded, adminRefused, passwordChecks, throttledAddrs, adminSite,
+		b.adminActionsStat(),
 	)
 }

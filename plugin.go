@@ -450,6 +450,7 @@ func (p *Plugin) AdminSource(writes bool) admin.Source {
 	if writes {
 		g := p.groups.Store()
 		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup
+		src.Actions = p // the operator's actions (plugin_actions.go): only behind a token too
 	}
 	return src
 }
