@@ -28,9 +28,9 @@ func TestDecodeCommand(t *testing.T) {
 	bad := []string{
 		``, `{`, `[]`, `{"op":"kick"}`, `{"op":"reboot","user":"alice"}`,
 		`{"op":"forget","user":"+"}`, `{"op":"forget","user":"a/b"}`,
-		`{"op":"kick","node":"A","user":"alice","id":"phone"}`,            // no epoch
-		`{"op":"kick","user":"alice","id":"phone","epoch":7}`,             // no node
-		`{"op":"kick","node":"A","user":"alice","id":"","epoch":7}`,       // no id
+		`{"op":"kick","node":"A","user":"alice","id":"phone"}`,             // no epoch
+		`{"op":"kick","user":"alice","id":"phone","epoch":7}`,              // no node
+		`{"op":"kick","node":"A","user":"alice","id":"","epoch":7}`,        // no id
 		`{"op":"kick","node":"A","user":"alice","id":"a\u0001","epoch":7}`, // a control
 		`{"op":"kick","node":"A","user":"alice","id":"p","epoch":-1}`,
 		`{"op":"forget","user":"alice","by":"` + strings.Repeat("x", 600) + `"}`,
