@@ -25,7 +25,7 @@ GO ?= go
 # The deployment tests (TestImage, TestCompose, TestSystemd: the image, the
 # compose file and the systemd unit) are in ONCE too.
 ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd
-NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
+NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestActions
 test: deps check
 	$(GO) test -race -count=1 ./...
 	INTEGRATION_STORE=redis $(GO) test -race -count=1 -skip '$(ONCE)' ./integration/
