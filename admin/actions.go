@@ -56,21 +56,38 @@ const (
 // ActionNames lists the actions in the order of their counts.
 var ActionNames = [...]string{ActionKick, ActionKickUser, ActionAccountSet, ActionAccountClear, ActionForget, ActionDrain}
 
-// ActionCounts counts the actions done (answered 2xx), by action; the
-// binary reads them as presenced_admin_actions_total{action}.
+// ActionCounts counts the actions done (answered 2xx) and those refused
+// (answered 4xx: a bad name, code or body, nothing to act on), by action;
+// the binary reads them as presenced_admin_actions_total{action} and
+// presenced_admin_actions_refused_total{action}.
 type ActionCounts struct {
-	n [len(ActionNames)]atomic.Int64
+	n       [len(ActionNames)]atomic.Int64
+	refused [len(ActionNames)]atomic.Int64
 }
 
-// Add counts one action.
-func (c *ActionCounts) Add(action string) {
+// Add counts one action answered code.
+func (c *ActionCounts) Add(action string, code int) {
 	if c == nil {
 		return
 	}
 	for i, a := range ActionNames {
-		if a == action {
+		switch {
+		case a != action:
+		case code >= 200 && code < 300:
 			c.n[i].Add(1)
+		case code >= 400 && code < 500:
+			c.refused[i].Add(1)
 		}
+	}
+}
+
+// ReadRefused is Read of the refused actions.
+func (c *ActionCounts) ReadRefused(emit func(v float64, labels ...string)) {
+	if c == nil {
+		return
+	}
+	for i, a := range ActionNames {
+		emit(float64(c.refused[i].Load()), a)
 	}
 }
 
@@ -114,12 +131,10 @@ func operator(r *http.Request) string {
 	return "admin-token"
 }
 
-// acted logs an action once, at info, with who asked and how it ended,
-// and counts it when it was done (a 2xx answer).
+// acted logs an action request once, at info, with who asked and how it
+// was answered, and counts it (done, or refused).
 func (src Source) acted(r *http.Request, action string, code int, attrs ...any) {
-	if code >= 200 && code < 300 {
-		src.Counts.Add(action)
-	}
+	src.Counts.Add(action, code)
 	if src.Log == nil {
 		return
 	}
@@ -137,11 +152,13 @@ func actionRoutes(mux *http.ServeMux, src Source) {
 		return func(w http.ResponseWriter, r *http.Request) {
 			if src.Actions == nil {
 				httpError(w, http.StatusForbidden, "actions need admin.token (or admin.token_file)")
+				src.acted(r, action, http.StatusForbidden)
 				return
 			}
 			user := r.PathValue("user")
 			if err := presence.ValidUser(user); err != nil {
 				httpError(w, http.StatusBadRequest, err.Error())
+				src.acted(r, action, http.StatusBadRequest, "err", err)
 				return
 			}
 			code, attrs := fn(w, r, user)

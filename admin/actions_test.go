@@ -126,6 +126,14 @@ func TestActions(t *testing.T) {
 			t.Errorf("count of %s: %v, want %v (all: %v)", a, counts[a], n, counts)
 		}
 	}
+	refused := map[string]float64{}
+	src.Counts.ReadRefused(func(v float64, l ...string) { refused[l[0]] = v })
+	wantRefused := map[string]float64{"kick": 1, "kick_user": 1, "account_set": 1, "account_clear": 0, "forget": 2, "drain": 0}
+	for a, n := range wantRefused {
+		if refused[a] != n {
+			t.Errorf("refusals of %s: %v, want %v (all: %v)", a, refused[a], n, refused)
+		}
+	}
 }
 
 // Hostile or wrong requests are refused before any action: without
@@ -174,6 +182,11 @@ func TestActionsRefused(t *testing.T) {
 	}
 	if len(f.calls) != 0 {
 		t.Errorf("actions reached: %q", f.calls)
+	}
+	// Each refusal (but the method's, which no action saw) is logged
+	// once and counted.
+	if n := strings.Count(log.String(), `"msg":"admin action"`); n != 25 {
+		t.Errorf("%d refusals logged, want 25:\n%s", n, log.String())
 	}
 }
 

@@ -221,6 +221,9 @@ func TestActionsKick(t *testing.T) {
 		`presenced_admin_actions_total{action="kick"}`:      "1",
 		`presenced_admin_actions_total{action="kick_user"}`: "1",
 		`presenced_session_ends_total{reason="kicked"}`:     "3",
+		// The 404s; the 401s and 403s are the token's and Site's.
+		`presenced_admin_actions_refused_total{action="kick"}`:      "1",
+		`presenced_admin_actions_refused_total{action="kick_user"}`: "2",
 	} {
 		if got := actMetric(t, n.admin, series); got != want {
 			t.Errorf("%s = %q, want %s", series, got, want)
