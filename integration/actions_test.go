@@ -104,18 +104,20 @@ func actWaitEnded(t *testing.T, admin, user, id string, reason presence.EndReaso
 	})
 }
 
-// actDisconnected waits for the server's DISCONNECT to an MQTT 5 client and
-// checks its reason code.
-func actDisconnected(t *testing.T, c *client5, code byte) {
+// actDisconnected waits for the server's DISCONNECT to an MQTT 5 client,
+// checks its reason code, and returns when it came.
+func actDisconnected(t *testing.T, c *client5, code byte) time.Time {
 	t.Helper()
 	select {
 	case d := <-c.gone:
 		if d.ReasonCode != code {
 			t.Errorf("DISCONNECT reason 0x%02X, want 0x%02X", d.ReasonCode, code)
 		}
+		return d.at
 	case <-time.After(waitTimeout):
 		t.Fatalf("no DISCONNECT within %v", waitTimeout)
 	}
+	return time.Time{}
 }
 
 // actMetric returns the value of a metric line ("name{labels}") on /metrics.
@@ -332,11 +334,12 @@ func TestActionsMultiNodeKick(t *testing.T) {
 	})
 	old := actSessions(t, b.admin, "alice")
 
+	asked := time.Now()
 	code, body := actDo(t, b.admin, actToken, "POST", "/api/v1/users/alice/sessions/alice-a/kick", "", "X-Presenced-Operator", "ops-jo")
 	if code != 202 || strings.TrimSpace(body) != `{"kicked":1}` {
 		t.Fatalf("kick alice-a through B: %d %s", code, body)
 	}
-	actDisconnected(t, onA, 0x98)
+	t.Logf("a kick asked of B reached the client on A %v after the request", actDisconnected(t, onA, 0x98).Sub(asked).Round(time.Microsecond))
 	actWaitEnded(t, b.admin, "alice", "alice-a", presence.EndKicked)
 	if line := a.p.waitLine(t, "kick asked by another node"); line["kicked"] != true || line["by"] != "ops-jo" {
 		t.Errorf("A's log line: %v", line)
