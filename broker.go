@@ -44,6 +44,8 @@ type Broker struct {
 	adminToken *admin.Token          // nil without admin.token
 	adminSite  *admin.Site           // the admin port's cross-site and Host checks; nil without it
 	acl        *acl.File             // auth.acl_file, nil without it
+	// adminActions counts the operator's actions (presenced_admin_actions_total).
+	adminActions admin.ActionCounts
 
 	tcp     *listener.TCP
 	ws      *listener.WebSocket
@@ -288,6 +290,7 @@ func (b *Broker) adminSource() admin.Source {
 	}
 	src.Stats = func() any { return b.Stats() }
 	src.Draining, src.Drain = b.Draining, b.StartDrain
+	src.Log, src.Counts = b.log.With("component", "admin"), &b.adminActions
 	return src
 }
 

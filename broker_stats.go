@@ -127,7 +127,7 @@ func (b *Broker) buildTable() *stats.Table {
 				emit(float64(b.adminSite.ForeignHost.Load()), "host")
 			}
 		}}
-	return stats.New(
+	t := stats.New(
 		perListener("listener_connections", "Connections a listener accepted and has not closed yet.", stats.Gauge,
 			func(s listener.Stats) int64 { return s.Open }),
 		perListener("listener_backlogged_connections", "A listener's connections with bytes waiting for their client now.", stats.Gauge,
@@ -144,4 +144,6 @@ func (b *Broker) buildTable() *stats.Table {
 			func(s listener.Stats) int64 { return s.TLSPlaintext }),
 		authResults, authEnded, adminRefused, passwordChecks, throttledAddrs, adminSite,
 	)
+	t.Add(b.adminActionsStats()...)
+	return t
 }

@@ -447,8 +447,9 @@ func (p *Plugin) GroupSnapshot(group string) (roster.Snapshot, bool) { return p.
 
 // AdminSource is what the admin API (package admin) reads of presence: its
 // data, for admin.Handler. writes says whether the API may write groups
-// (only behind a token). The program adds what is its own: Drain and
-// Draining, Metrics, Pprof, and Stats if it has more figures than presence.
+// and act on users (Actions: only behind a token). The program adds what
+// is its own: Drain and Draining, Metrics, Pprof, Log and Counts (the
+// actions' log and counts), and Stats if it has more figures than presence.
 func (p *Plugin) AdminSource(writes bool) admin.Source {
 	src := admin.Source{
 		Ready: p.Ready, Retained: p.Retained, User: p.User, Stats: func() any { return p.Stats() },
@@ -461,6 +462,7 @@ func (p *Plugin) AdminSource(writes bool) admin.Source {
 	if writes {
 		g := p.groups.Store()
 		src.SetGroup, src.AddMembers, src.RemoveMembers, src.DeleteGroup = g.SetGroup, g.AddMembers, g.RemoveMembers, g.DeleteGroup
+		src.Actions = p // the operator's actions (plugin_actions.go): only behind a token too
 	}
 	return src
 }

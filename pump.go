@@ -157,6 +157,8 @@ func (p *Plugin) handle(events []store.Event) {
 			p.nodes.Lost(e.Node, e.Incarnation)
 		case store.NodeAnnounced:
 			p.nodes.Announced(e.NodeStatus)
+		case store.CommandReceived:
+			p.command(e.Command)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -58,6 +59,13 @@ type Source struct {
 	// List returns a page of users read from the store, cluster-wide
 	// (store.Store's List). Nil: no GET /api/v1/users.
 	List func(ctx context.Context, q presence.ListQuery) (presence.ListPage, error)
+	// Actions are the operator's actions on users (actions.go); nil when
+	// the API may not act (it has no token): they answer 403.
+	Actions Actions
+	// Log has a line for each action and each drain, with who asked
+	// (nil: none); Counts counts them (nil: not counted).
+	Log    *slog.Logger
+	Counts *ActionCounts
 }
 
 // Limits of the admin API.
@@ -90,6 +98,11 @@ const (
 //	DELETE /api/v1/groups/{group}       the group removed
 //	POST /api/v1/groups/{group}/members {"users":[...]}: added
 //	DELETE /api/v1/groups/{group}/members/{user}
+//	POST /api/v1/users/{user}/sessions/{client_id}/kick  [{"reason_code":152}]: 202 {"kicked":1} (Source.Actions)
+//	POST /api/v1/users/{user}/kick      202 {"kicked":n}: every live session of the user
+//	PUT /api/v1/users/{user}/account    {"status":"away","text":"..."}: 200 the user's presence JSON after it
+//	DELETE /api/v1/users/{user}/account the account setting cleared: 200 the presence JSON
+//	DELETE /api/v1/users/{user}         204: an offline user forgotten; 409 while a session is live
 //	GET /metrics                        Prometheus metrics (with Source.Metrics)
 //	GET /debug/pprof/...                Go's profiles, net/http/pprof (with Source.Pprof)
 //
@@ -99,6 +112,7 @@ func Handler(src Source) http.Handler {
 	healthRoutes(mux, src)
 	userRoutes(mux, src)
 	operationRoutes(mux, src)
+	actionRoutes(mux, src)
 	if src.Group != nil {
 		groupRoutes(mux, src)
 	}
@@ -209,8 +223,9 @@ func operationRoutes(mux *http.ServeMux, src Source) {
 		writeJSON(w, map[string]any{"battles": nonNil(list)})
 	})
 	if src.Drain != nil {
-		mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, _ *http.Request) {
+		mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, r *http.Request) {
 			started := src.Drain()
+			src.acted(r, ActionDrain, http.StatusAccepted, "started", started)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusAccepted)
 			_ = json.NewEncoder(w).Encode(map[string]any{"state": "draining", "started": started})

@@ -835,7 +835,9 @@ func TestFlagErrors(t *testing.T) {
 		}
 		for _, want := range []string{"Usage: presenced", "-mqtt-addr", "-config", "PRESENCED_PRESENCE_AUTHORITATIVE_DEVICES", "presence.authoritative_devices",
 			"presenced passwd FILE USER", "presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
-			"presenced health [-addr ADDR]", "exits 0 when the admin port answers ready", "presenced --version"} {
+			"presenced health [-addr ADDR]", "exits 0 when the admin port answers ready", "presenced --version",
+			"presenced who [--status S]", "presenced user NAME", "presenced kick USER[/CLIENT_ID]", "presenced account USER STATUS [TEXT] | USER --clear",
+			"presenced forget USER", "PRESENCED_ADMIN_URL"} {
 			if !strings.Contains(usage.String(), want) {
 				t.Errorf("%s: usage does not mention %q:\n%s", help, want, usage.String())
 			}
@@ -1030,4 +1032,16 @@ func TestPacingKeys(t *testing.T) {
 	bad = Defaults()
 	bad.Presence.DisconnectDebounce = ptr(Duration(time.Minute))
 	mustContain(t, bad.Validate(), ErrInvalid, "presence.disconnect_debounce")
+}
+
+// PRESENCED_ADMIN_URL is the operator's commands' (presenced who, kick
+// ...): the broker's configuration ignores it, so that one environment may
+// serve both; a misspelling of it is still an error.
+func TestAdminURLIgnored(t *testing.T) {
+	t.Parallel()
+	if _, err := Load(nil, []string{"PRESENCED_ADMIN_URL=http://127.0.0.1:8080"}, nil); err != nil {
+		t.Errorf("PRESENCED_ADMIN_URL: %v", err)
+	}
+	_, err := Load(nil, []string{"PRESENCED_ADMIN_URI=http://127.0.0.1:8080"}, nil)
+	mustContain(t, err, ErrUnknownKey, "PRESENCED_ADMIN_URI")
 }

@@ -22,9 +22,14 @@ const battleTakeoversKey = "presence.takeover_battle.takeovers"
 // envPrefix starts the name of every environment variable Load reads.
 const envPrefix = "PRESENCED_"
 
-// envConfigFile names the config file, like --config. It is the one
-// PRESENCED_* variable that is not a config key.
+// envConfigFile names the config file, like --config. It and envAdminURL
+// are the PRESENCED_* variables that are not config keys.
 const envConfigFile = envPrefix + "CONFIG"
+
+// envAdminURL is the admin API the operator's commands (presenced who,
+// kick ...) talk to: the broker ignores it, so that one environment may
+// serve both.
+const envAdminURL = envPrefix + "ADMIN_URL"
 
 // serviceLink matches the names of the variables Kubernetes puts into every
 // pod for every Service in its namespace ("service links"). For a Service
@@ -187,6 +192,15 @@ const usageHead = `Usage: presenced [flags]                 runs the broker
        presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER
                                          prints a development HS256 token for auth.jwt.hs256_secret_file
        presenced health [-addr ADDR]     exits 0 when the admin port answers ready
+       presenced who [--status S] [--group G] [--node N] [--prefix P] [--json]
+                                         lists users and their presence (the admin API)
+       presenced user NAME [--json]      one user: presence, live and ended sessions
+       presenced kick USER[/CLIENT_ID]   ends a user's sessions, or one (DISCONNECT 0x98)
+       presenced account USER STATUS [TEXT] | USER --clear
+                                         sets or clears a user's account status
+       presenced forget USER             forgets an offline user
+                                         (these five: --admin URL, --token; PRESENCED_ADMIN_URL,
+                                         PRESENCED_ADMIN_TOKEN, PRESENCED_ADMIN_TOKEN_FILE)
        presenced --version               prints the version and exits
 A subcommand's -h prints its own help.
 
@@ -236,7 +250,7 @@ func (l *loader) applyEnv(env map[string]string) error {
 
 	var vars []string
 	for k := range env {
-		if strings.HasPrefix(k, envPrefix) && k != envConfigFile {
+		if strings.HasPrefix(k, envPrefix) && k != envConfigFile && k != envAdminURL {
 			vars = append(vars, k)
 		}
 	}

@@ -42,6 +42,9 @@ const (
 	// store instead: AnnounceNode, NodeStates): the node topics show it.
 	// Coalesced per node and incarnation (the latest wins).
 	NodeAnnounced
+	// CommandReceived: an operator's action for this node, sent by another
+	// (commands.go). Never coalesced.
+	CommandReceived
 )
 
 // Event is one thing a store reports. The store never calls into the node:
@@ -67,6 +70,8 @@ type Event struct {
 	Delta *roster.Delta
 	// NodeStatus is a node's announcement (NodeAnnounced).
 	NodeStatus presence.NodeStatus
+	// Command is the command received (CommandReceived).
+	Command *Command
 	// At is when the node received the change (Changed), on the monotonic
 	// clock, set by whoever pushes it (zero: not known). With the memory
 	// store that is the commit; with Redis, the arrival of the feed message.

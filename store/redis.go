@@ -324,8 +324,9 @@ func (r *Redis) start(ctx context.Context) error {
 	if err := r.adopt(ctx, true); err != nil {
 		return r.fail("adopt", err)
 	}
-	r.ps = r.c.Subscribe(ctx, r.k.feed(), r.k.groupFeed())
-	for range 2 { // the subscriptions' confirmations
+	channels := append([]string{r.k.feed(), r.k.groupFeed()}, r.commandChannels()...)
+	r.ps = r.c.Subscribe(ctx, channels...)
+	for range channels { // the subscriptions' confirmations
 		if _, err := r.ps.Receive(ctx); err != nil {
 			_ = r.ps.Close()
 			return r.fail("subscribe", err)

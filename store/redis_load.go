@@ -40,6 +40,9 @@ func (r *Redis) listen() {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
+			if r.command(m) {
+				continue
+			}
 			if m.Channel == r.k.groupFeed() {
 				if presence.ValidGroup(m.Payload) != nil {
 					r.stats.feedErrors.Add(1)

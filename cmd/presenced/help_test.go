@@ -20,6 +20,11 @@ func TestHelpNamesSubcommands(t *testing.T) {
 			"presenced token [-ttl 1h] [-groups g1,g2] [-observer] SECRET_FILE USER",
 			"presenced health [-addr ADDR]     exits 0 when the admin port answers ready",
 			"presenced --version",
+			"presenced who [--status S] [--group G] [--node N] [--prefix P] [--json]",
+			"presenced user NAME [--json]",
+			"presenced kick USER[/CLIENT_ID]",
+			"presenced account USER STATUS [TEXT] | USER --clear",
+			"presenced forget USER",
 		} {
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("%s: the help does not say %q:\n%s", help, want, stderr.String())

@@ -51,6 +51,9 @@ func run(args, env []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "health" {
 		return runHealth(args[1:], env, stdout, stderr)
 	}
+	if len(args) > 0 && isCLI(args[0]) { // who, user, kick, account, forget (cli.go)
+		return runCLI(args[0], args[1:], env, stdout, stderr)
+	}
 	cfg, notes, err := configs.LoadWithNotes(args, env, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
