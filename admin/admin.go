@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
@@ -55,6 +56,20 @@ type Source struct {
 	// the process (its command line among them): serve them only behind a
 	// Token, or on loopback, as the binary does.
 	Pprof bool
+	// Nodes returns every node's latest state (GET /api/v1/nodes). Nil:
+	// no such endpoint.
+	Nodes func(ctx context.Context) ([]presence.NodeStatus, error)
+	// Events fans out the changes this node publishes (GET
+	// /api/v1/events). Nil: no such endpoint.
+	Events *Events
+	// Follow has this node hear users (their changes made on other nodes
+	// are published here, and reach Events) until the returned stop is
+	// called: the users an events stream names. Nil: only what the node
+	// hears anyway.
+	Follow func(users []string) (stop func())
+	// Heartbeat is how often an idle events stream writes a comment
+	// (default admin.Heartbeat).
+	Heartbeat time.Duration
 }
 
 // Limits of the admin API.
@@ -65,6 +80,8 @@ const (
 	MaxPage = 1000
 	// maxBody bounds a request body.
 	maxBody = 1 << 20
+	// storeBudget bounds a store read an endpoint makes.
+	storeBudget = 5 * time.Second
 )
 
 // Handler serves:
@@ -87,6 +104,10 @@ const (
 //	DELETE /api/v1/groups/{group}/members/{user}
 //	GET /metrics                        Prometheus metrics (with Source.Metrics)
 //	GET /debug/pprof/...                Go's profiles, net/http/pprof (with Source.Pprof)
+//	GET /                               the web console (console.go): static files, no data; GET /console/* its script and style
+//	GET /api/v1/nodes                   every node's state and session count (with Source.Nodes)
+//	GET /api/v1/events                  a text/event-stream of the changes this node publishes (with Source.Events;
+//	                                    ?user=U (repeated) has this node hear those users meanwhile, &only=1 sends only theirs)
 //
 // The writes answer 403 unless the API is guarded by a token.
 func Handler(src Source) http.Handler {
@@ -98,6 +119,13 @@ func Handler(src Source) http.Handler {
 		groupRoutes(mux, src)
 	}
 	debugRoutes(mux, src)
+	consoleRoutes(mux)
+	if src.Nodes != nil {
+		nodeRoutes(mux, src)
+	}
+	if src.Events != nil {
+		eventRoutes(mux, src)
+	}
 	return mux
 }
 
