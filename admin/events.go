@@ -239,8 +239,12 @@ func streamEvents(w http.ResponseWriter, r *http.Request, s *eventSub, closed <-
 			_ = write([]byte("event: bye\ndata: {}\n\n"))
 			return
 		case <-s.gone:
-			// Dropped: behind by more than EventQueue events (or closed).
-			_ = write([]byte("event: dropped\ndata: {}\n\n"))
+			select {
+			case <-closed: // Close drops every reader
+				_ = write([]byte("event: bye\ndata: {}\n\n"))
+			default: // behind by more than EventQueue events
+				_ = write([]byte("event: dropped\ndata: {}\n\n"))
+			}
 			return
 		case ev := <-s.ch:
 			buf = appendEvent(buf[:0], ev)

@@ -132,6 +132,7 @@ func TestEventsStream(t *testing.T) {
 	}
 	all.body.Close()
 	only.body.Close()
+	http.DefaultClient.CloseIdleConnections()
 	waitReaders(t, ev, 0)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -147,6 +148,7 @@ func TestEventsStream(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	srv.Close()
+	http.DefaultClient.CloseIdleConnections()
 }
 
 // TestEventsSlowReaderDropped: a reader that takes nothing while more
@@ -234,6 +236,7 @@ func TestEventsDroppedStreamSaysSo(t *testing.T) {
 	}
 	s.body.Close()
 	srv.Close()
+	http.DefaultClient.CloseIdleConnections()
 }
 
 // TestEventsHeartbeatAndClose: an idle stream writes heartbeats; Close
@@ -274,6 +277,7 @@ func TestEventsHeartbeatAndClose(t *testing.T) {
 	}
 	s.body.Close()
 	srv.Close()
+	http.DefaultClient.CloseIdleConnections()
 }
 
 // TestEventsRefusesBadUsers: a bad user name, or too many, is refused.
