@@ -8,6 +8,7 @@ import (
 	"github.com/presenced/presenced/admin"
 	"github.com/presenced/presenced/nodes"
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/stats"
 )
 
 // The web console's feeds (admin.Source's Nodes, Events and Follow): what
@@ -84,4 +85,13 @@ func (o nodeOutlet) Announce(topic string, payload []byte) error {
 		}
 	}
 	return err
+}
+
+// consoleStats are the figures of the events streams.
+func (p *Plugin) consoleStats() []stats.Stat {
+	e := p.events
+	return []stats.Stat{
+		gauge("admin_event_streams", "Readers of the admin API's events stream (GET /api/v1/events) now.", func() int64 { return int64(e.Readers()) }),
+		counter("admin_event_streams_dropped_total", "Events stream readers dropped for falling more than admin.EventQueue events behind.", e.Dropped.Load),
+	}
 }
