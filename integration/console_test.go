@@ -197,7 +197,7 @@ func (b *consoleBrowser) open(base, token string) {
 func (b *consoleBrowser) route(hash string) {
 	b.t.Helper()
 	b.do("go to "+hash, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[string](`location.hash = ` + jsString(hash))(ctx, tg)
+		_, err := chromedp.Evaluate[string](`location.hash = `+jsString(hash))(ctx, tg)
 		return chromedp.Void{}, err
 	})
 }
