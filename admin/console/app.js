@@ -53,6 +53,7 @@ function headers(extra) {
 
 async function api(method, path, body) {
   const opt = { method, headers: headers(), cache: 'no-store', credentials: 'omit' };
+  if (method !== 'GET') opt.headers['X-Presenced-Operator'] = 'console'; // the action's log line says who asked
   if (body !== undefined) {
     opt.headers['Content-Type'] = 'application/json';
     opt.body = JSON.stringify(body);
