@@ -361,7 +361,7 @@ function showList(d) {
   tbody.replaceChildren(...L.users.map(userRow));
   if (!L.users.length) tbody.append(el('tr', {}, el('td', { colspan: 6, class: 'empty' }, 'No user matches.')));
   const c = d.counts || {};
-  $('counts').replaceChildren(...['total', 'online', 'away', 'dnd', 'offline'].filter((k) => k in c).map((k) =>
+  $('counts').replaceChildren(...['total', 'online', 'idle', 'away', 'busy', 'dnd', 'offline'].filter((k) => k in c).map((k) =>
     el('span', { class: 'count c-' + k, 'data-count': k }, el('b', {}, String(c[k])), ' ' + k)));
   $('prev').disabled = !L.cursor;
   $('next').disabled = !L.next;
