@@ -184,7 +184,7 @@ func (b *consoleBrowser) open(base, token string) {
 	b.waitView("the wrong token refused", waitTimeout, func(v consoleView) error {
 		return testkit.Why(v.Login && strings.Contains(v.LoginErr, "refused"), "login error "+v.LoginErr)
 	})
-	b.do("type the token", chromedp.Clear(chromedp.CSS("#token")), chromedp.SendKeys(chromedp.CSS("#token"), token),
+	b.do("type the token", chromedp.SetValue(chromedp.CSS("#token"), ""), chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
 	b.waitView("signed in", waitTimeout, func(v consoleView) error { return testkit.Why(!v.Login, "still asking for the token") })
 	stored, err := consoleEval[string](b, `sessionStorage.getItem('presenced.token') + '|' + document.cookie + '|' + location.href`)

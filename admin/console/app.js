@@ -132,6 +132,7 @@ async function signIn(ev) {
   if (status === 401) {
     S.token = '';
     $('loginerr').textContent = 'The token was refused.';
+    $('token').select();
     return;
   }
   if (status !== 200) {
