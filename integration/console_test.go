@@ -184,7 +184,7 @@ func (b *consoleBrowser) open(base, token string) {
 	b.waitView("the wrong token refused", waitTimeout, func(v consoleView) error {
 		return testkit.Why(v.Login && strings.Contains(v.LoginErr, "refused"), "login error "+v.LoginErr)
 	})
-	b.do("type the token", chromedp.SetValue(chromedp.CSS("#token"), ""), chromedp.SendKeys(chromedp.CSS("#token"), token),
+	b.do("type the token", consoleJS(`document.getElementById('token').value = ''`), chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#login button[type=submit]`)))
 	b.waitView("signed in", waitTimeout, func(v consoleView) error { return testkit.Why(!v.Login, "still asking for the token") })
 	stored, err := consoleEval[string](b, `sessionStorage.getItem('presenced.token') + '|' + document.cookie + '|' + location.href`)
@@ -193,13 +193,18 @@ func (b *consoleBrowser) open(base, token string) {
 	}
 }
 
-// go to a console page (its hash route), without reloading.
+// consoleJS is an action that runs js in the page.
+func consoleJS(js string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[any](js)(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
+// route goes to a console page (its hash route), without reloading.
 func (b *consoleBrowser) route(hash string) {
 	b.t.Helper()
-	b.do("go to "+hash, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := chromedp.Evaluate[string](`location.hash = `+jsString(hash))(ctx, tg)
-		return chromedp.Void{}, err
-	})
+	b.do("go to "+hash, consoleJS(`location.hash = `+jsString(hash)))
 }
 
 // confirm clicks sel, then the confirmation dialog's Confirm.
