@@ -210,7 +210,24 @@ func (b *consoleBrowser) route(hash string) {
 // confirm clicks sel, then the confirmation dialog's Confirm.
 func (b *consoleBrowser) confirm(what, sel string) {
 	b.t.Helper()
-	b.do(what, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS("#confirmyes")), chromedp.Click(chromedp.CSS("#confirmyes")))
+	// The page may render the row again between finding the button and
+	// clicking it (a change came): try again until the dialog opens.
+	_, err := testkit.Poll(waitTimeout, 50*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+		defer cancel()
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			return err
+		}
+		open, err := consoleEval[bool](b, `document.getElementById('confirm').open`)
+		if err != nil {
+			return err
+		}
+		return testkit.Why(open, "no confirmation asked")
+	})
+	if err != nil {
+		b.t.Fatalf("%s: %v\n%s", what, err, b.logs())
+	}
+	b.do(what+": confirm", chromedp.Click(chromedp.CSS("#confirmyes")))
 }
 
 // screenshot saves the page as name under CONSOLE_SCREENSHOTS, when set

@@ -385,6 +385,7 @@ function userRow(u) {
 
 function userPage(seq) {
   const name = S.user;
+  sessions.last = '';
   $('view').replaceChildren(
     el('p', {}, el('a', { href: '#/users' }, '‹ Users')),
     el('div', { id: 'uhead', class: 'uhead' }, el('h2', {}, name)),
@@ -441,6 +442,10 @@ async function sessions(seq) {
     throw e;
   }
   if (seq !== S.seq || name !== S.user) return;
+  // Unchanged: the rows (and the buttons under the pointer) stay as they are.
+  const key = JSON.stringify(d);
+  if (key === sessions.last) return;
+  sessions.last = key;
   const live = document.querySelector('#live-sessions tbody');
   live.replaceChildren(...d.live.map((s) => el('tr', { dataset: { client: s.id } },
     el('td', {}, el('code', {}, s.id)), el('td', {}, s.device || ''), el('td', {}, s.node), el('td', {}, badge(s.status)),
