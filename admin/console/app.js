@@ -447,7 +447,8 @@ async function sessions(seq) {
   if (key === sessions.last) return;
   sessions.last = key;
   const live = document.querySelector('#live-sessions tbody');
-  live.replaceChildren(...d.live.map((s) => el('tr', { dataset: { client: s.id } },
+  const byTime = (a, b) => Date.parse(a.connected_at) - Date.parse(b.connected_at) || a.id.localeCompare(b.id);
+  live.replaceChildren(...[...d.live].sort(byTime).map((s) => el('tr', { dataset: { client: s.id } },
     el('td', {}, el('code', {}, s.id)), el('td', {}, s.device || ''), el('td', {}, s.node), el('td', {}, badge(s.status)),
     el('td', {}, when(s.connected_at)),
     el('td', {}, el('button', { type: 'button', class: 'danger kick', onclick: () => act('Kick session ' + s.id + ' of ' + name + '? The client gets a DISCONNECT.', 'POST',
