@@ -23,8 +23,10 @@ GO ?= go
 # connections, session expiry) and the admin port's token in front of the
 # profiles (TestPprofToken), which an embedding program sets itself.
 # The deployment tests (TestImage, TestCompose, TestSystemd: the image, the
-# compose file and the systemd unit) are in ONCE too.
-ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd
+# compose file and the systemd unit) are in ONCE too, and so is the console's
+# browser test of the binary (TestConsoleBinary: one binary in memory, two on
+# a Redis of its own); TestConsoleInProcess runs in every pass.
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestConsoleBinary
 NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken
 test: deps check
 	$(GO) test -race -count=1 ./...
