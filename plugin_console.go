@@ -93,5 +93,6 @@ func (p *Plugin) consoleStats() []stats.Stat {
 	return []stats.Stat{
 		gauge("admin_event_streams", "Readers of the admin API's events stream (GET /api/v1/events) now.", func() int64 { return int64(e.Readers()) }),
 		counter("admin_event_streams_dropped_total", "Events stream readers dropped for falling more than admin.EventQueue events behind.", e.Dropped.Load),
+		counter("admin_event_streams_refused_total", "Events streams refused: admin.MaxEventStreams were open.", e.Refused.Load),
 	}
 }

@@ -12,6 +12,9 @@ import (
 
 // Limits of the events stream.
 const (
+	// MaxEventStreams is how many events streams a node serves at once; one
+	// more is refused (503) and counted.
+	MaxEventStreams = 64
 	// EventQueue is how many events one stream may have waiting to be
 	// written; a reader that falls further behind is dropped (it is told,
 	// and reads the state again when it comes back).
@@ -53,6 +56,7 @@ type Events struct {
 	Published atomic.Int64 // events handed to at least one reader
 	Dropped   atomic.Int64 // readers dropped for a full queue (slow)
 	Streams   atomic.Int64 // streams served, in all
+	Refused   atomic.Int64 // streams refused: MaxEventStreams were open
 }
 
 type eventSub struct {
@@ -132,11 +136,15 @@ func (e *Events) Close() {
 }
 
 // subscribe adds a reader of users' events (nil: everyone's); nil when
-// closed.
+// closed, or MaxEventStreams read already (counted).
 func (e *Events) subscribe(users map[string]struct{}) *eventSub {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
+		return nil
+	}
+	if len(e.subs) >= MaxEventStreams {
+		e.Refused.Add(1)
 		return nil
 	}
 	s := &eventSub{ch: make(chan Event, EventQueue), users: users, gone: make(chan struct{})}
@@ -192,7 +200,7 @@ func eventRoutes(mux *http.ServeMux, src Source) {
 		}
 		s := src.Events.subscribe(filter)
 		if s == nil {
-			httpError(w, http.StatusServiceUnavailable, "shutting down")
+			httpError(w, http.StatusServiceUnavailable, fmt.Sprintf("no events stream: shutting down, or %d open already", MaxEventStreams))
 			return
 		}
 		defer src.Events.unsubscribe(s)

@@ -297,3 +297,26 @@ func TestEventsRefusesBadUsers(t *testing.T) {
 		t.Fatal("a refused stream is still a reader")
 	}
 }
+
+// TestEventsStreamsBounded: at most MaxEventStreams read at once; one more
+// is refused with 503 and counted, and a place freed is taken again.
+func TestEventsStreamsBounded(t *testing.T) {
+	ev := NewEvents()
+	var subs []*eventSub
+	for range MaxEventStreams {
+		s := ev.subscribe(nil)
+		if s == nil {
+			t.Fatalf("stream %d refused", len(subs)+1)
+		}
+		subs = append(subs, s)
+	}
+	src, _ := fakeSource(false)
+	src.Events = ev
+	if w := do(Handler(src), "GET", "/api/v1/events", ""); w.Code != http.StatusServiceUnavailable || ev.Refused.Load() != 1 {
+		t.Fatalf("stream %d: %d, refused %d; want 503, 1", MaxEventStreams+1, w.Code, ev.Refused.Load())
+	}
+	ev.unsubscribe(subs[0])
+	if ev.subscribe(nil) == nil {
+		t.Fatal("a freed place is not taken again")
+	}
+}
