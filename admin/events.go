@@ -154,6 +154,19 @@ func (e *Events) subscribe(users map[string]struct{}) *eventSub {
 	return s
 }
 
+// Subscribe adds a reader of every event, as a stream is one (a program
+// may follow the changes this node publishes so): read events until gone
+// is closed (the reader fell EventQueue events behind, or Close), and call
+// stop when done. ok is false when refused (closed, or MaxEventStreams
+// read).
+func (e *Events) Subscribe() (events <-chan Event, gone <-chan struct{}, stop func(), ok bool) {
+	s := e.subscribe(nil)
+	if s == nil {
+		return nil, nil, func() {}, false
+	}
+	return s.ch, s.gone, func() { e.unsubscribe(s) }, true
+}
+
 // unsubscribe removes a reader (it may have been dropped already).
 func (e *Events) unsubscribe(s *eventSub) {
 	e.mu.Lock()
