@@ -132,6 +132,7 @@ type consoleView struct {
 	Sessions []string          `json:"sessions"` // the user page's live client ids
 	Ended    []string          `json:"ended"`    // the user page's ended sessions, "client:reason", latest first
 	Nodes    map[string]string `json:"nodes"`    // the nodes page: node -> state
+	Groups   map[string]string `json:"groups"`   // the groups page: group -> "online/members"
 	Toast    string            `json:"toast"`
 }
 
@@ -146,6 +147,7 @@ const consoleViewJS = `(() => {
     sessions: all('#live-sessions tr[data-client]').map((r) => r.dataset.client),
     ended: all('#ended li[data-client]').map((l) => l.dataset.client + ':' + l.dataset.reason),
     nodes: Object.fromEntries(all('#nodes tr[data-node]').map((r) => [r.dataset.node, r.dataset.state])),
+    groups: Object.fromEntries(all('#groups tr[data-group]').map((r) => [r.dataset.group, r.cells[2].textContent + '/' + r.cells[1].textContent])),
     toast: q('#toast').textContent,
   };
 })()`
@@ -405,6 +407,13 @@ func TestConsoleBinary(t *testing.T) {
 		carol := dial5(t, mqttAddr, "carol-desk", "carol", withDevice("desk"))
 		carol.disconnect()
 
+		// The store has the clean end of alice-old (the tracker writes it
+		// on a shard of its own, in no order with alice-phone's open).
+		took := testkit.Wait(t, waitTimeout, "alice-old's end in the store", func() error {
+			_, body := consoleAPI(t, adminAddr, "GET", "/api/v1/users/alice/sessions", consoleToken)
+			return testkit.Why(strings.Contains(body, `"id":"alice-old"`) && strings.Contains(body, `"end_reason":"clean"`), body)
+		})
+		t.Logf("alice-old's end in the store after %v", took)
 		b := newConsoleBrowser(t)
 		base := "http://" + adminAddr + "/"
 		b.open(base, consoleToken)
@@ -468,6 +477,17 @@ func TestConsoleBinary(t *testing.T) {
 		}
 		b.screenshot("console-user.png")
 
+		req, _ := http.NewRequest("PUT", "http://"+adminAddr+"/api/v1/groups/team", strings.NewReader(`{"members":["alice","bob","carol"]}`))
+		req.Header.Set("Authorization", "Bearer "+consoleToken)
+		if resp, err := mnHTTP.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT the group team: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
+		b.route("#/groups")
+		b.waitView("the group's occupancy: alice (laptop) and bob online of three", waitTimeout, func(v consoleView) error {
+			return testkit.Why(v.Groups["team"] == "2/3", fmt.Sprint(v.Groups))
+		})
 		b.route("#/nodes")
 		b.waitView("the nodes page", waitTimeout, func(v consoleView) error { return testkit.Why(v.Nodes["console-a"] == "up", fmt.Sprint(v.Nodes)) })
 

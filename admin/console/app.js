@@ -416,7 +416,7 @@ function userPage(seq) {
     if (u) { S.shown.set(name, u); userHead(u); } else { S.shown.set(name, { user: name, version: 0 }); }
     await sessions(seq);
   };
-  poll(seq, 10000, load).then(() => follow([name], () => load().catch(() => {})));
+  poll(seq, POLL_OTHER, load).then(() => follow([name], () => load().catch(() => {})));
 }
 
 function userHead(u) {
