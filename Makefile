@@ -28,11 +28,13 @@ GO ?= go
 # against prometheus scraping the binary, with the memory store and with a
 # redis-server of their own; TestMonitoringReadiness: admin.unready_after
 # with a redis-server stopped and started), which start the binary and
-# their own Redis whatever INTEGRATION_STORE says.
+# their own Redis whatever INTEGRATION_STORE says; and the console's
+# browser test of the binary (TestConsoleBinary: one binary in memory, two on
+# a Redis of its own); TestConsoleInProcess runs in every pass.
 # -timeout 40m: the integration package's first run takes 6-7 minutes on an
 # idle 2-core machine and more on a busy one; go test's default of 10
 # minutes was reached once on a loaded machine (issue 19).
-ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestMonitoring|TestListMultiNode
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestMonitoring|TestListMultiNode|TestConsoleBinary
 NOT_EMBEDDED = $(ONCE)|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestServiceAccounts|TestActions
 test: deps check
 	$(GO) test -race -count=1 -timeout 40m ./...

@@ -267,6 +267,9 @@ func (b *Broker) listen() error {
 	// that failed) go to the log like every line, at debug level.
 	b.admin = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(b.log.With("component", "admin").Handler(), slog.LevelDebug)}
+	if src.Events != nil {
+		b.admin.RegisterOnShutdown(src.Events.Close) // the events streams end: Shutdown waits for no stream
+	}
 	return nil
 }
 

@@ -114,6 +114,8 @@ type Plugin struct {
 
 	drops chan []string // users nobody here shows any more, for the pump to forget
 
+	events *admin.Events // the admin API's events stream (plugin_console.go)
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -135,7 +137,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
 	p := &Plugin{cfg: cfg, srv: srv, log: srv.Log, now: time.Now, feed: store.NewFeed(), stop: make(chan struct{}), meters: newMeters(),
-		drops: make(chan []string, 16)}
+		drops: make(chan []string, 16), events: admin.NewEvents()}
 	for _, o := range opts {
 		o(p)
 	}
@@ -199,6 +201,7 @@ func (p *Plugin) build() {
 		Published: func(a presence.Aggregate, before presence.Shown) {
 			p.meters.published(a, before, time.Now())
 			p.groups.Note(a)
+			p.publishedEvent(a.User)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -214,7 +217,7 @@ func (p *Plugin) build() {
 		Shown: p.publisher.List, Forget: p.forgetShown, Nodes: func(filter string) { p.nodes.Watch(filter) },
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
-		Store: p.store, Outlet: p.outlet, Sessions: p.hook.Sessions})
+		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
 	p.table = p.buildTable()
 }
 
@@ -352,6 +355,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.events.Close()
 		p.nodes.Stop()
 		p.interest.Stop()
 		p.groups.Stop()
@@ -458,6 +462,7 @@ func (p *Plugin) AdminSource(writes bool) admin.Source {
 		Group: p.groups.Snapshot, Groups: p.groups.Sizes,
 		Draining: func() bool { return p.NodeState() != presence.NodeUp },
 		List:     p.store.List,
+		Nodes:    p.NodeStates, Events: p.events, Follow: p.Follow,
 	}
 	if writes {
 		g := p.groups.Store()

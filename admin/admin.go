@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/presence"
@@ -66,6 +67,20 @@ type Source struct {
 	// (nil: none); Counts counts them (nil: not counted).
 	Log    *slog.Logger
 	Counts *ActionCounts
+	// Nodes returns every node's latest state (GET /api/v1/nodes). Nil:
+	// no such endpoint.
+	Nodes func(ctx context.Context) ([]presence.NodeStatus, error)
+	// Events fans out the changes this node publishes (GET
+	// /api/v1/events). Nil: no such endpoint.
+	Events *Events
+	// Follow has this node hear users (their changes made on other nodes
+	// are published here, and reach Events) until the returned stop is
+	// called: the users an events stream names. Nil: only what the node
+	// hears anyway.
+	Follow func(users []string) (stop func())
+	// Heartbeat is how often an idle events stream writes a comment
+	// (default admin.Heartbeat).
+	Heartbeat time.Duration
 }
 
 // Limits of the admin API.
@@ -76,6 +91,8 @@ const (
 	MaxPage = 1000
 	// maxBody bounds a request body.
 	maxBody = 1 << 20
+	// storeBudget bounds a store read an endpoint makes.
+	storeBudget = 5 * time.Second
 )
 
 // Handler serves:
@@ -105,6 +122,10 @@ const (
 //	DELETE /api/v1/users/{user}         204: an offline user forgotten; 409 while a session is live
 //	GET /metrics                        Prometheus metrics (with Source.Metrics)
 //	GET /debug/pprof/...                Go's profiles, net/http/pprof (with Source.Pprof)
+//	GET /                               the web console (console.go): static files, no data; GET /console/* its script and style
+//	GET /api/v1/nodes                   every node's state and session count (with Source.Nodes)
+//	GET /api/v1/events                  a text/event-stream of the changes this node publishes (with Source.Events;
+//	                                    ?user=U (repeated) has this node hear those users meanwhile, &only=1 sends only theirs)
 //
 // The writes answer 403 unless the API is guarded by a token.
 func Handler(src Source) http.Handler {
@@ -119,6 +140,13 @@ func Handler(src Source) http.Handler {
 	debugRoutes(mux, src)
 	if src.List != nil {
 		listRoutes(mux, src)
+	}
+	consoleRoutes(mux)
+	if src.Nodes != nil {
+		nodeRoutes(mux, src)
+	}
+	if src.Events != nil {
+		eventRoutes(mux, src)
 	}
 	return mux
 }

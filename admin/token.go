@@ -11,7 +11,8 @@ import (
 )
 
 // Token guards a handler with a bearer token: every request but GET
-// /healthz and GET /readyz (which probes call without credentials) must
+// /healthz and GET /readyz (which probes call without credentials), and the
+// console's static files (GET / and /console/*, which hold no data), must
 // carry "Authorization: Bearer <token>". The comparison takes the same time
 // whatever the token sent; the token is never logged. Set may change it at
 // any time (a SIGHUP reading admin.token_file again).
@@ -34,7 +35,7 @@ func (t *Token) Set(token string) {
 // Wrap returns h behind the token.
 func (t *Token) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz") {
+		if r.Method == http.MethodGet && (r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || isConsole(r.URL.Path)) {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -94,6 +94,7 @@ func main() {
 	src := p.AdminSource(false) // no token in front of it: the API may not write groups
 	src.Metrics = metrics
 	api := &http.Server{Addr: *adminAddr, ReadHeaderTimeout: 10 * time.Second, Handler: admin.Handler(src)}
+	api.RegisterOnShutdown(src.Events.Close) // the console's event streams end: Shutdown does not wait for them
 	go func() {
 		if err := api.ListenAndServe(); err != nil && err != http.ErrServerClosed {
 			log.Error("admin API stopped", "error", err)
