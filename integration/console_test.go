@@ -54,20 +54,7 @@ type consoleBrowser struct {
 func newConsoleBrowser(t *testing.T) *consoleBrowser {
 	t.Helper()
 	chromium := exampleChromium(t)
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1200, 800),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-	}
-	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "disable-quic", "disable-background-networking",
-		"disable-component-update", "disable-sync", "disable-extensions", "disable-dev-shm-usage", "disable-crash-reporter",
-		"disable-breakpad", "mute-audio"} {
-		opts = append(opts, chromedp.Flag(f, true))
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
+	allocCtx := chromiumAllocator(t, chromium, 1200, 800)
 	b := &consoleBrowser{t: t}
 	listen := func(ev any) {
 		b.mu.Lock()

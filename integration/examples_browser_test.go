@@ -80,20 +80,7 @@ func TestExamplesBrowser(t *testing.T) {
 	alice := dial5(t, mqttAddr, "alice-phone", "alice", withDevice("phone"))
 	bob := dial5(t, mqttAddr, "bob-laptop", "bob", withDevice("laptop"))
 
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1000, 700),
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-	}
-	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "disable-quic", "disable-background-networking",
-		"disable-component-update", "disable-sync", "disable-extensions", "disable-dev-shm-usage", "disable-crash-reporter",
-		"disable-breakpad", "mute-audio"} {
-		opts = append(opts, chromedp.Flag(f, true))
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc) // kills the browser and waits for it
+	allocCtx := chromiumAllocator(t, chromium, 1000, 700)
 	var mu sync.Mutex
 	var console []string
 	listen := func(ev any) {
@@ -224,4 +211,26 @@ func TestExamplesBrowser(t *testing.T) {
 	}
 	mu.Unlock()
 	t.Logf("browser test took %v", time.Since(start).Round(time.Millisecond))
+}
+
+// chromiumAllocator starts nothing yet: it returns the context from which
+// chromedp starts chromium headless, with a fresh profile and the flags this
+// machine's closed network needs; cleanup kills the browser and waits for it.
+func chromiumAllocator(t *testing.T, chromium string, width, height int) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+	}
+	for _, f := range []string{"headless", "no-sandbox", "disable-gpu", "disable-quic", "disable-background-networking",
+		"disable-component-update", "disable-sync", "disable-extensions", "disable-dev-shm-usage", "disable-crash-reporter",
+		"disable-breakpad", "mute-audio"} {
+		opts = append(opts, chromedp.Flag(f, true))
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	return allocCtx
 }
