@@ -36,6 +36,10 @@ type Aggregate struct {
 	Since    time.Time     `json:"since"`
 	LastSeen time.Time     `json:"last_seen"` // zero (null in JSON) while online
 	Sessions []SessionView `json:"sessions"`
+	// Ended are the sessions this change ended (several when changes were
+	// coalesced; when the store read the user, the last few it ended),
+	// oldest first, for the lifecycle outputs; never in the payload.
+	Ended []EndedView `json:"-"`
 }
 
 // SessionView is a live session as observers see it.
@@ -46,6 +50,9 @@ type SessionView struct {
 	Device      string    `json:"device"`
 	Status      Status    `json:"status"`
 	ConnectedAt time.Time `json:"connected_at"`
+	// Conn is the session's connection, as recorded at its open (lifecycle
+	// outputs); never in the presence payload.
+	Conn Conn `json:"-"`
 }
 
 // sameAs compares everything but version and since.
