@@ -422,3 +422,28 @@ func (s *Stage) reconcileFirehose(ctx context.Context) error {
 	}
 	return nil
 }
+
+// HoldFirehose has the node hear every user for a stage of its own (the
+// lifecycle outputs, the webhooks), as an unrestricted subscriber would,
+// until ReleaseFirehose; holds are counted.
+func (s *Stage) HoldFirehose() {
+	s.mu.Lock()
+	s.fire++
+	s.fireIdle = time.Time{}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// ReleaseFirehose ends one HoldFirehose; the firehose stops a linger after
+// nothing holds it.
+func (s *Stage) ReleaseFirehose() {
+	s.mu.Lock()
+	if s.fire > 0 {
+		s.fire--
+		if s.fire == 0 {
+			s.fireIdle = s.o.Now()
+		}
+	}
+	s.mu.Unlock()
+	s.wake()
+}

@@ -455,3 +455,21 @@ func TestApplicationTopicsWakeNothing(t *testing.T) {
 		t.Fatal("a presence subscriber gone: the stage was not woken")
 	}
 }
+
+// TestHoldFirehose: a stage's hold makes the node a firehose like an
+// unrestricted subscriber; released, the firehose ends after the linger.
+func TestHoldFirehose(t *testing.T) {
+	r := newRig(t, Open)
+	r.s.HoldFirehose()
+	if !r.s.Shows("anyone") {
+		t.Fatal("held: every user is shown")
+	}
+	r.s.ReleaseFirehose()
+	r.s.ReleaseFirehose() // one too many: no effect
+	r.s.mu.Lock()
+	fire, idle := r.s.fire, r.s.fireIdle
+	r.s.mu.Unlock()
+	if fire != 0 || idle.IsZero() {
+		t.Fatalf("released: fire %d, idle since %v", fire, idle)
+	}
+}
