@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "write the golden files of ours")
 // sample is one session of the golden events.
 var sample = presence.SessionView{ID: "sensor-7", Epoch: 42, Node: "node-a", Device: "sensor", Status: presence.Online,
 	ConnectedAt: time.UnixMilli(1733112000123).UTC(),
-	Conn: presence.Conn{Username: "alice", IP: "192.0.2.10", Port: 1883, Listener: "tcp", ProtoVer: 5, KeepAlive: 30, CleanStart: true, Expiry: 60}}
+	Conn:        presence.Conn{Username: "alice", IP: "192.0.2.10", Port: 1883, Listener: "tcp", ProtoVer: 5, KeepAlive: 30, CleanStart: true, Expiry: 60}}
 
 func goldenEvents() map[string]presence.LifecycleEvent {
 	at := time.UnixMilli(1733112060456).UTC()

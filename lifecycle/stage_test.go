@@ -15,7 +15,9 @@ type fakeSequencer struct {
 	forgotten []time.Time
 }
 
-func (f *fakeSequencer) Apply(a presence.Aggregate) []presence.LifecycleEvent { return f.out[a.Version] }
+func (f *fakeSequencer) Apply(a presence.Aggregate) []presence.LifecycleEvent {
+	return f.out[a.Version]
+}
 func (f *fakeSequencer) Forget(before time.Time) int {
 	f.forgotten = append(f.forgotten, before)
 	return 1
