@@ -99,6 +99,8 @@ type Config struct {
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
 	Drain    DrainConfig    `yaml:"drain"`
+	// Lifecycle is the lifecycle outputs (docs/events.md).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 }
 
 // LogConfig configures the process logger.
@@ -375,6 +377,30 @@ type DrainConfig struct {
 	ServerReference string   `yaml:"server_reference"` // MQTT 5 Server Reference sent with 0x9C (e.g. "mqtt.example.com:1883"); empty: 0x8B, no reference
 }
 
+// LifecycleConfig configures the lifecycle outputs: every session's open
+// and end (and every CONNECT refused) in the dialects of AWS IoT Core and
+// EMQX 5 (docs/events.md). Both are off by default.
+type LifecycleConfig struct {
+	AWS  LifecycleOutput `yaml:"aws"`  // $aws/events/presence/{connected,disconnected,connect_failed}/{clientId}
+	EMQX LifecycleOutput `yaml:"emqx"` // $SYS/brokers/{node}/clients/{clientid}/{connected,disconnected}
+	// QueueDepth bounds the events waiting to be published; past it they
+	// are dropped and counted. Default 8192; 16..1048576.
+	QueueDepth int `yaml:"queue_depth"`
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool   `yaml:"enabled"` // default false
+	Mode    string `yaml:"mode"`    // raw (every committed open and end) | shown (what observers were shown); default raw
+	Prefix  string `yaml:"prefix"`  // topic prefix; default $aws/events/presence (aws), $SYS/brokers (emqx)
+}
+
+// The lifecycle modes.
+const (
+	LifecycleRaw   = "raw"
+	LifecycleShown = "shown"
+)
+
 // TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
 type TLSConfig struct {
 	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
@@ -498,6 +524,12 @@ const (
 	// A drain asks 500 connections a second to move: 10,000 in 20 s, a
 	// rate the other nodes take without a reconnect storm.
 	defaultDrainRate = 500
+
+	defaultLifecycleDepth = 8192
+	// DefaultAWSPrefix and DefaultEMQXPrefix are where AWS IoT Core and
+	// EMQX publish their lifecycle events.
+	DefaultAWSPrefix  = "$aws/events/presence"
+	DefaultEMQXPrefix = "$SYS/brokers"
 	// 20 s of drain, plus at most 10 s to stop, fit in Kubernetes' default
 	// terminationGracePeriodSeconds (30 s) before its SIGKILL.
 	defaultDrainTimeout = Duration(20 * time.Second)
@@ -631,6 +663,11 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Drain.Rate, defaultDrainRate)
 	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
+	setInt(&c.Lifecycle.QueueDepth, defaultLifecycleDepth)
+	setString(&c.Lifecycle.AWS.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.AWS.Prefix, DefaultAWSPrefix)
+	setString(&c.Lifecycle.EMQX.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.EMQX.Prefix, DefaultEMQXPrefix)
 }
 
 func hostnameOr(fallback string) string {
@@ -734,6 +771,7 @@ func (c Config) validate() []*keyError {
 	c.validateTLS(&v)
 	c.validateRedis(&v)
 	c.validateDrain(&v)
+	c.validateLifecycle(&v)
 	return v.errs
 }
 
@@ -992,6 +1030,34 @@ func (c Config) validateDrain(v *validator) {
 	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
 	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
 	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
+}
+
+// validateLifecycle checks the lifecycle section.
+func (c Config) validateLifecycle(v *validator) {
+	l := c.Lifecycle
+	v.check("lifecycle.queue_depth", intBetween(l.QueueDepth, 16, 1<<20))
+	outs := []struct {
+		key string
+		o   LifecycleOutput
+	}{{"lifecycle.aws", l.AWS}, {"lifecycle.emqx", l.EMQX}}
+	for _, o := range outs {
+		if o.o.Mode != LifecycleRaw && o.o.Mode != LifecycleShown {
+			v.add(o.key+".mode", "%q: raw or shown", o.o.Mode)
+		}
+		p := o.o.Prefix
+		switch {
+		case p == "" || strings.ContainsAny(p, "+#") || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
+			v.add(o.key+".prefix", "%q: a topic name without wildcards, and without an empty level", p)
+		case o.o.Enabled && (p == c.Presence.TopicPrefix || strings.HasPrefix(p, c.Presence.TopicPrefix+"/") || strings.HasPrefix(c.Presence.TopicPrefix, p+"/")):
+			v.add(o.key+".prefix", "%q overlaps presence.topic_prefix %q", p, c.Presence.TopicPrefix)
+		}
+	}
+	if l.AWS.Enabled && l.EMQX.Enabled {
+		a, e := l.AWS.Prefix, l.EMQX.Prefix
+		if a == e || strings.HasPrefix(a, e+"/") || strings.HasPrefix(e, a+"/") {
+			v.add("lifecycle.emqx.prefix", "%q overlaps lifecycle.aws.prefix %q", e, a)
+		}
+	}
 }
 
 type validator struct{ errs []*keyError }
