@@ -198,3 +198,15 @@ func TestRefusalReason(t *testing.T) {
 		}
 	}
 }
+
+func TestReaches(t *testing.T) {
+	const p = "$aws/events/presence"
+	for f, want := range map[string]bool{
+		"$aws/#": true, "$aws/events/+/connected/x": true, p: true, p + "/connected/x": true, p + "/#": true,
+		"$aws/events": false, "$aws/things/x": false, "#": true, "+/events/presence/x": true, "$aws/events/presencex": false,
+	} {
+		if got := Reaches(f, p); got != want {
+			t.Errorf("Reaches(%q): %v, want %v", f, got, want)
+		}
+	}
+}
