@@ -27,6 +27,8 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
+	// Lifecycle is the lifecycle outputs (the lifecycle section).
+	Lifecycle Lifecycle
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -150,6 +152,20 @@ type Redis struct {
 	TLS              RedisTLS
 }
 
+// Lifecycle is the lifecycle section: the AWS IoT Core and EMQX 5
+// lifecycle outputs (docs/events.md).
+type Lifecycle struct {
+	AWS, EMQX  LifecycleOutput
+	QueueDepth int // events waiting to be published (default 8192)
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool
+	Mode    string // "raw" (default) or "shown"
+	Prefix  string // default: the vendor's ($aws/events/presence, $SYS/brokers)
+}
+
 // RedisTLS is redis.tls: TLS to Redis (see configs.RedisTLSConfig).
 type RedisTLS struct {
 	Enabled                   bool
@@ -258,6 +274,10 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	lo := func(o LifecycleOutput) configs.LifecycleOutput {
+		return configs.LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	y.Lifecycle = configs.LifecycleConfig{AWS: lo(c.Lifecycle.AWS), EMQX: lo(c.Lifecycle.EMQX), QueueDepth: c.Lifecycle.QueueDepth}
 	return y
 }
 
@@ -329,6 +349,10 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	lo := func(o configs.LifecycleOutput) LifecycleOutput {
+		return LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	c.Lifecycle = Lifecycle{AWS: lo(y.Lifecycle.AWS), EMQX: lo(y.Lifecycle.EMQX), QueueDepth: y.Lifecycle.QueueDepth}
 	return c
 }
 
