@@ -190,3 +190,35 @@ func TestLifecycleOutputs(t *testing.T) {
 		t.Errorf("the node does not hold the firehose: %d", s.Get("interest_firehose"))
 	}
 }
+
+// examples/python/aws_rule.py, under Debian's python3 and paho-mqtt, as a
+// service account on a node with the AWS output: it acts on each connect
+// and disconnect at once, in order, and drops nothing as stale (presenced
+// sends no duplicate and no end after the next open).
+func TestLifecycleExampleRule(t *testing.T) {
+	py := examplePython(t)
+	n := lifecycleNode(t, nil)
+	addr := n.MQTTAddr()
+	rule := startExample(t, examplesPython, nil, py, "-B", "aws_rule.py", "--url", "mqtt://"+addr,
+		"--username", "ops", "--password", "ops-Secret-3")
+	at, _ := rule.waitLine(0, `^ready$`)
+	// "ready" once per granted SUBSCRIBE (one, of three filters)
+	alice := []connectOpt{withPassword("alice-Secret-1")}
+	c := dial5(t, addr, "alice-r1", "alice", alice...)
+	at, _ = rule.waitLine(at, `^online alice-r1 v\d+$`)
+	c.drop()
+	lost := `^offline alice-r1 \S+ v\d+$`
+	if lifecyclePartA {
+		lost = `^offline alice-r1 CONNECTION_LOST v\d+$`
+	}
+	at, _ = rule.waitLine(at, lost)
+	dial5(t, addr, "alice-r2", "alice", alice...)
+	at, _ = rule.waitLine(at, `^online alice-r2 v\d+$`)
+	dial5(t, addr, "alice-r2", "alice", alice...) // takeover
+	at, _ = rule.waitLine(at, `^offline alice-r2 DUPLICATE_CLIENTID v\d+$`)
+	rule.waitLine(at, `^online alice-r2 v\d+$`)
+	rule.stop(false)
+	if k := rule.count(`^(stale|bad|error|refused) `); k != 0 {
+		t.Errorf("%d stale, bad or refused lines\n%s", k, rule.output())
+	}
+}
