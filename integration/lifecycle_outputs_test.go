@@ -218,6 +218,7 @@ func TestLifecycleExampleRule(t *testing.T) {
 	at, _ = rule.waitLine(at, `^offline alice-r2 DUPLICATE_CLIENTID v\d+$`)
 	rule.waitLine(at, `^online alice-r2 v\d+$`)
 	rule.stop(false)
+	t.Logf("aws_rule.py:\n%s", rule.output()) // the sample of docs/events.md
 	if k := rule.count(`^(stale|bad|error|refused) `); k != 0 {
 		t.Errorf("%d stale, bad or refused lines\n%s", k, rule.output())
 	}

@@ -44,7 +44,7 @@ func (r *Refusals) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
 	user := string(cl.Properties.Username)
 	r.Stage.Refused(presence.LifecycleEvent{
 		Kind: presence.LifecycleConnectFailed, User: user,
-		Session: presence.SessionView{ID: cl.ID, Conn: presence.Conn{Username: user, IP: ip, Listener: cl.Net.Listener,
+		Session: presence.SessionView{ID: presence.ClientIDOf(cl.ID), Conn: presence.Conn{Username: user, IP: ip, Listener: cl.Net.Listener,
 			ProtoVer: cl.Properties.ProtocolVersion}},
 		Reason: RefusalReason(cl.Properties.ProtocolVersion, pk.ReasonCode),
 		At:     now(),

@@ -38,7 +38,9 @@ class Rule:
     whether that event was a connect (open) or a disconnect."""
 
     def __init__(self):
-        self.seen = {}  # clientId -> (versionNumber, "connected" | "disconnected")
+        # (principalIdentifier, clientId) -> (versionNumber, "connected" | "disconnected"):
+        # in presenced a client id is its user's, two users may share one
+        self.seen = {}
 
     def handle(self, topic, payload):
         ev = json.loads(payload)
@@ -46,12 +48,13 @@ class Rule:
         if kind == "connect_failed":
             return "refused %s %s" % (client, ev["connectFailureReason"])
         v = ev["versionNumber"]
-        last = self.seen.get(client)
+        key = (ev["principalIdentifier"], client)
+        last = self.seen.get(key)
         # A connected after the disconnected of the same version never
         # happens; anything older than what we hold is stale.
         if last is not None and (v < last[0] or (v == last[0] and (kind == last[1] or kind == "connected"))):
             return "stale %s %s v%d" % (kind, client, v)
-        self.seen[client] = (v, kind)
+        self.seen[key] = (v, kind)
         if kind == "connected":
             return "online %s v%d" % (client, v)
         if ev["clientInitiatedDisconnect"]:
