@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,4 +224,58 @@ func TestLifecycleExampleRule(t *testing.T) {
 	if k := rule.count(`^(stale|bad|error|refused) `); k != 0 {
 		t.Errorf("%d stale, bad or refused lines\n%s", k, rule.output())
 	}
+}
+
+// shown mode beside raw, with the default pacing (grace, debounce, dwell):
+// the AWS output (shown) and the EMQX output (raw) each tell alice's
+// sessions in order, once: a session replaced within the grace ends before
+// the next opens in both, and the clean end reaches the shown output too
+// (after the debounce).
+func TestLifecycleShown(t *testing.T) {
+	n := lifecycleNode(t, func(c *configs.Config) { c.Lifecycle.AWS.Mode = configs.LifecycleShown })
+	addr := n.MQTTAddr()
+	ops := dial5(t, addr, "ops-1", "ops", withPassword("ops-Secret-3"))
+	for _, f := range []string{"$aws/events/presence/#", "$SYS/brokers/+/clients/#"} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		sa, err := ops.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: f, QoS: 1}}})
+		cancel()
+		if err != nil || sa.Reasons[0] > 1 {
+			t.Fatalf("ops subscribe %s: %v %v", f, err, sa)
+		}
+	}
+	alice := []connectOpt{withPassword("alice-Secret-1")}
+	c := dial5(t, addr, "alice-s", "alice", alice...)
+	c.drop()
+	c = dial5(t, addr, "alice-s", "alice", alice...) // back within the grace
+	c.disconnect()
+
+	want := []string{"connected", "disconnected", "connected", "disconnected"}
+	var aws, emqx []string
+	var awsVersions []float64
+	deadline := time.Now().Add(waitTimeout)
+	for (len(aws) < len(want) || len(emqx) < len(want)) && time.Now().Before(deadline) {
+		m := nextLifecycle(t, ops)
+		switch {
+		case strings.HasPrefix(m.topic, "$aws/"):
+			aws = append(aws, m.body["eventType"].(string))
+			awsVersions = append(awsVersions, m.body["versionNumber"].(float64))
+		case strings.HasPrefix(m.topic, "$SYS/"):
+			emqx = append(emqx, m.topic[strings.LastIndex(m.topic, "/")+1:])
+		}
+	}
+	if !slices.Equal(aws, want) || !slices.Equal(emqx, want) {
+		t.Fatalf("shown (aws) %v, raw (emqx) %v, want %v each", aws, emqx, want)
+	}
+	if awsVersions[0] != awsVersions[1] || awsVersions[2] != awsVersions[3] || awsVersions[2] <= awsVersions[1] {
+		t.Errorf("shown versions %v", awsVersions)
+	}
+	// nothing more comes: no duplicate, from either mode
+	testkit.During(t, time.Second, "no more lifecycle messages", func() error {
+		select {
+		case m := <-ops.msgs:
+			return fmt.Errorf("more: %s %s", m.Topic, m.Payload)
+		default:
+			return nil
+		}
+	})
 }
