@@ -13,6 +13,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/presenced/presenced/configs"
+	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 )
 
@@ -296,4 +297,47 @@ func TestLifecycleShown(t *testing.T) {
 			return nil
 		}
 	})
+}
+
+// Two nodes on one Redis, the outputs on B only: a service account on B
+// sees the sessions opened and ended on A (B holds the firehose), with A's
+// name in the EMQX topic.
+func TestLifecycleMultiNode(t *testing.T) {
+	srv := redistest.Start(t)
+	shared := func(c *configs.Config) {
+		c.Redis.Addrs = []string{srv.Addr()}
+		c.Redis.NodeTTL = configs.Duration(3 * time.Second)
+		c.Redis.SweepInterval = configs.Duration(500 * time.Millisecond)
+	}
+	a := aclNode(t, shared)
+	b := lifecycleNode(t, func(c *configs.Config) { shared(c); c.NodeID = "node-b" })
+	ops := dial5(t, b.MQTTAddr(), "ops-1", "ops", withPassword("ops-Secret-3"))
+	for _, f := range []string{"$aws/events/presence/#", "$SYS/brokers/+/clients/#"} {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		sa, err := ops.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: f, QoS: 1}}})
+		cancel()
+		if err != nil || sa.Reasons[0] > 1 {
+			t.Fatalf("ops subscribe %s: %v %v", f, err, sa)
+		}
+	}
+	testkit.Wait(t, waitTimeout, "B holds the firehose", func() error {
+		return testkit.Why(b.Presence().Stats().Get("interest_firehose") == 1, "not yet")
+	})
+	c := dial5(t, a.MQTTAddr(), "alice-m", "alice", withPassword("alice-Secret-1"))
+	on, onEMQX := nextLifecycle(t, ops), nextLifecycle(t, ops)
+	c.disconnect()
+	off, offEMQX := nextLifecycle(t, ops), nextLifecycle(t, ops)
+	for i, m := range []lifecycleMsg{on, onEMQX, off, offEMQX} {
+		want := []string{"$aws/events/presence/connected/alice-m", "$SYS/brokers/node-a/clients/alice-m/connected",
+			"$aws/events/presence/disconnected/alice-m", "$SYS/brokers/node-a/clients/alice-m/disconnected"}[i]
+		if m.topic != want {
+			t.Errorf("message %d: %s, want %s", i, m.topic, want)
+		}
+	}
+	if on.body["sessionIdentifier"] != off.body["sessionIdentifier"] {
+		t.Errorf("session identifiers %v %v", on.body["sessionIdentifier"], off.body["sessionIdentifier"])
+	}
+	if lifecyclePartA && off.body["disconnectReason"] != "CLIENT_INITIATED_DISCONNECT" {
+		t.Errorf("reason %v", off.body["disconnectReason"])
+	}
 }
