@@ -59,6 +59,8 @@ type Edges struct {
 	m       map[EdgeKey]*edge
 	dead    *list.List      // *edge, oldest death first
 	byOwner map[any][]*edge // the live edges each connection published the birth of
+
+	forgotten int64 // edge nodes forgotten or evicted, in all
 }
 
 type edge struct {
@@ -79,6 +81,10 @@ func NewEdges(o EdgesOptions) *Edges {
 
 // Len is how many edge nodes are tracked.
 func (s *Edges) Len() int { return len(s.m) }
+
+// Forgotten is how many edge nodes were forgotten (Forget) or evicted for
+// a new one, in all.
+func (s *Edges) Forgotten() int64 { return s.forgotten }
 
 // Birth records an NBIRTH of key at now, published by owner (a
 // connection, compared with ==), with its bdSeq when has. It reports
@@ -205,6 +211,7 @@ func (s *Edges) unown(e *edge) {
 
 // remove forgets e.
 func (s *Edges) remove(e *edge) {
+	s.forgotten++
 	s.revive(e)
 	s.unown(e)
 	delete(s.m, e.key)

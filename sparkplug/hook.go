@@ -47,8 +47,6 @@ type Stats struct {
 	Malformed        atomic.Int64 // NBIRTH and NDEATH payloads that could not be read (delivered as they are)
 	WritesRefused    atomic.Int64 // publishes and wills under $sparkplug/ refused
 	Untracked        atomic.Int64 // births of edge nodes not tracked: Max were, none dead
-	Forgotten        atomic.Int64 // edge nodes forgotten (dead long enough, or evicted for a new one)
-	Edges            atomic.Int64 // edge nodes tracked now
 }
 
 // Hook is the mochi hook of a Sparkplug aware server. Add it after
@@ -179,11 +177,12 @@ func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) {
 	h.mu.Unlock()
 }
 
-// Len is how many edge nodes are tracked now.
-func (h *Hook) Len() int {
+// Edges reports how many edge nodes are tracked now, and how many were
+// forgotten (dead long enough, or evicted for a new one) in all.
+func (h *Hook) Edges() (tracked int, forgotten int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.edges.Len()
+	return h.edges.Len(), h.edges.Forgotten()
 }
 
 // birth records an NBIRTH's bdSeq.
@@ -196,11 +195,8 @@ func (h *Hook) birth(cl *mqtt.Client, t Topic, payload []byte) {
 	}
 	now := h.o.Now()
 	h.mu.Lock()
-	tracked, forgotten := h.edges.Birth(t.Key(), cl, p.BdSeq, err == nil && p.HasBdSeq, now)
-	n := h.edges.Len()
+	tracked, _ := h.edges.Birth(t.Key(), cl, p.BdSeq, err == nil && p.HasBdSeq, now)
 	h.mu.Unlock()
-	h.Stats.Edges.Store(int64(n))
-	h.Stats.Forgotten.Add(int64(forgotten))
 	if !tracked {
 		h.Stats.Untracked.Add(1)
 	}
