@@ -27,6 +27,7 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
+	Sparkplug       Sparkplug // the sparkplug section (plugin_sparkplug.go)
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -258,6 +259,7 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	y.Sparkplug = c.Sparkplug.yaml()
 	return y
 }
 
@@ -329,6 +331,7 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	c.Sparkplug = sparkplugFrom(y.Sparkplug)
 	return c
 }
 

@@ -52,6 +52,9 @@
 //     the Delivery and Guard hooks that make each subscriber receive a
 //     user's versions in order, once.
 //   - stats: one table of figures, for /api/v1/stats and /metrics alike.
+//   - sparkplug: the Sparkplug B aware server (opt-in, plugin_sparkplug.go),
+//     a hook beside the flow: births retained under $sparkplug/certificates/,
+//     stale NDEATHs flagged or dropped.
 //
 // # Goroutines
 //
@@ -90,6 +93,7 @@
 //     alone, never across a call to Redis.
 //   - nodes: send, then mu.
 //   - roster: each structure's mu is a leaf.
+//   - sparkplug: Hook.mu is a leaf, never held across a publish.
 //
 // # What presence needs from the server
 //

@@ -23,6 +23,7 @@ import (
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/sparkplug"
 	"github.com/presenced/presenced/stats"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
@@ -115,6 +116,8 @@ type Plugin struct {
 	drops chan []string // users nobody here shows any more, for the pump to forget
 
 	events *admin.Events // the admin API's events stream (plugin_console.go)
+
+	sparkplug *sparkplug.Hook // the Sparkplug aware server (plugin_sparkplug.go); added only when enabled
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -218,6 +221,7 @@ func (p *Plugin) build() {
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
+	p.sparkplug = p.buildSparkplug()
 	p.table = p.buildTable()
 }
 
@@ -231,6 +235,9 @@ func (p *Plugin) addHooks() error {
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
 			Topics:       p.topics,
 		}))
+	}
+	if p.cfg.Sparkplug.Enabled {
+		list = append(list, p.sparkplug) // after presence's: a will it sent nowhere is none of its concern
 	}
 	for _, h := range list {
 		if err := p.srv.AddHook(h, nil); err != nil {
