@@ -27,6 +27,7 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
+	Sparkplug       Sparkplug // the sparkplug section (plugin_sparkplug.go)
 	// Lifecycle is the lifecycle outputs (the lifecycle section).
 	Lifecycle Lifecycle
 }
@@ -274,6 +275,7 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	y.Sparkplug = c.Sparkplug.yaml()
 	lo := func(o LifecycleOutput) configs.LifecycleOutput {
 		return configs.LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
 	}
@@ -349,6 +351,7 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	c.Sparkplug = sparkplugFrom(y.Sparkplug)
 	lo := func(o configs.LifecycleOutput) LifecycleOutput {
 		return LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
 	}

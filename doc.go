@@ -52,6 +52,9 @@
 //     the Delivery and Guard hooks that make each subscriber receive a
 //     user's versions in order, once.
 //   - stats: one table of figures, for /api/v1/stats and /metrics alike.
+//   - sparkplug: the Sparkplug B aware server (opt-in, plugin_sparkplug.go),
+//     a hook beside the flow: births retained under $sparkplug/certificates/,
+//     stale NDEATHs flagged or dropped.
 //   - lifecycle: the lifecycle outputs (AWS IoT Core and EMQX 5 dialects),
 //     fed by the pump (raw), the publisher (shown) and a hook that sees
 //     every refused CONNECT; they publish through the outlet.
@@ -94,6 +97,7 @@
 //     alone, never across a call to Redis.
 //   - nodes: send, then mu.
 //   - roster: each structure's mu is a leaf.
+//   - sparkplug: Hook.mu is a leaf, never held across a publish.
 //   - lifecycle: Stage.mu (the queue) is a leaf, never held while
 //     publishing; the sequencers are the pump's alone.
 //

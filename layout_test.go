@@ -78,9 +78,10 @@ var floorPlan = map[string][]string{
 	"schema":            {},
 	"bench/result":      {},
 	"bench/report":      {"bench/result"},
+	"sparkplug":         {},
 	"lifecycle":         {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "lifecycle"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

@@ -24,6 +24,7 @@ import (
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/sparkplug"
 	"github.com/presenced/presenced/stats"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
@@ -116,6 +117,8 @@ type Plugin struct {
 	drops chan []string // users nobody here shows any more, for the pump to forget
 
 	events *admin.Events // the admin API's events stream (plugin_console.go)
+
+	sparkplug *sparkplug.Hook // the Sparkplug aware server (plugin_sparkplug.go); added only when enabled
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -222,6 +225,7 @@ func (p *Plugin) build() {
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
+	p.sparkplug = p.buildSparkplug()
 	p.buildLifecycle()
 	p.table = p.buildTable()
 }
@@ -237,6 +241,9 @@ func (p *Plugin) addHooks() error {
 			Topics:       p.topics,
 			Private:      p.lifecyclePrivate(),
 		}))
+	}
+	if p.cfg.Sparkplug.Enabled {
+		list = append(list, p.sparkplug) // after presence's: a will it sent nowhere is none of its concern
 	}
 	list = append(list, p.lifecycleHooks()...)
 	for _, h := range list {

@@ -17,10 +17,6 @@ import (
 // (connect_failed); it publishes from a goroutine of its own through the
 // outlet. While an output is enabled the node holds the firehose.
 
-// newSequencer builds the lifecycle sequencers: presence.Sequencer once it
-// lands on main (issue 21, part A); until then the stage's interim one.
-var newSequencer func(start time.Time) lifecycle.Sequencer
-
 // buildLifecycle makes the stage of the enabled outputs (nil: none).
 func (p *Plugin) buildLifecycle() {
 	l := p.cfg.Lifecycle
@@ -40,8 +36,9 @@ func (p *Plugin) buildLifecycle() {
 	if len(outs) == 0 {
 		return
 	}
-	p.lifecycle = lifecycle.New(lifecycle.Options{Outputs: outs, Broker: p.outlet, NewSequencer: newSequencer,
-		Depth: l.QueueDepth, Now: p.now, Log: p.logFor("lifecycle")})
+	p.lifecycle = lifecycle.New(lifecycle.Options{Outputs: outs, Broker: p.outlet,
+		NewSequencer: func(start time.Time) lifecycle.Sequencer { return presence.NewSequencer(start) },
+		Depth:        l.QueueDepth, Now: p.now, Log: p.logFor("lifecycle")})
 }
 
 // lifecyclePrivate reports whether a topic or filter reaches an enabled

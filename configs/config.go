@@ -99,6 +99,9 @@ type Config struct {
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
 	Drain    DrainConfig    `yaml:"drain"`
+	// Sparkplug makes the broker a Sparkplug B aware MQTT server (package
+	// sparkplug; docs/sparkplug.md).
+	Sparkplug SparkplugConfig `yaml:"sparkplug"`
 	// Lifecycle is the lifecycle outputs (docs/events.md).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 }
@@ -377,6 +380,17 @@ type DrainConfig struct {
 	ServerReference string   `yaml:"server_reference"` // MQTT 5 Server Reference sent with 0x9C (e.g. "mqtt.example.com:1883"); empty: 0x8B, no reference
 }
 
+// SparkplugConfig configures the Sparkplug B aware server (Sparkplug 3.0,
+// chapter 10): births retained under $sparkplug/certificates/, and the
+// stale NDEATH of an earlier connection (its bdSeq not the live NBIRTH's)
+// flagged, or dropped.
+type SparkplugConfig struct {
+	Enabled         bool     `yaml:"enabled"`           // default false
+	DropStaleDeaths bool     `yaml:"drop_stale_deaths"` // drop a stale NDEATH (a will included) instead of delivering it flagged; default false
+	MaxEdgeNodes    int      `yaml:"max_edge_nodes"`    // edge nodes whose bdSeq a node tracks; default 10000; 1..10000000
+	ForgetAfter     Duration `yaml:"forget_after"`      // an edge node dead this long is forgotten; default 1h; 1m..720h
+}
+
 // LifecycleConfig configures the lifecycle outputs: every session's open
 // and end (and every CONNECT refused) in the dialects of AWS IoT Core and
 // EMQX 5 (docs/events.md). Both are off by default.
@@ -535,6 +549,11 @@ const (
 	defaultDrainTimeout = Duration(20 * time.Second)
 	// maxServerReference bounds drain.server_reference.
 	maxServerReference = 1024
+	// Ten thousand edge nodes per node: a few hundred bytes each.
+	defaultSparkplugMaxEdgeNodes = 10000
+	// An edge node dead for an hour is forgotten: a will later than that
+	// is delivered as it is.
+	defaultSparkplugForgetAfter = Duration(time.Hour)
 )
 
 // Defaults returns the config with every default applied.
@@ -663,6 +682,9 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Drain.Rate, defaultDrainRate)
 	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
+
+	setInt(&c.Sparkplug.MaxEdgeNodes, defaultSparkplugMaxEdgeNodes)
+	setDuration(&c.Sparkplug.ForgetAfter, defaultSparkplugForgetAfter)
 	setInt(&c.Lifecycle.QueueDepth, defaultLifecycleDepth)
 	setString(&c.Lifecycle.AWS.Mode, LifecycleRaw)
 	setString(&c.Lifecycle.AWS.Prefix, DefaultAWSPrefix)
@@ -771,6 +793,7 @@ func (c Config) validate() []*keyError {
 	c.validateTLS(&v)
 	c.validateRedis(&v)
 	c.validateDrain(&v)
+	c.validateSparkplug(&v)
 	c.validateLifecycle(&v)
 	return v.errs
 }
@@ -1030,6 +1053,12 @@ func (c Config) validateDrain(v *validator) {
 	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
 	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
 	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
+}
+
+// validateSparkplug checks the sparkplug section.
+func (c Config) validateSparkplug(v *validator) {
+	v.check("sparkplug.max_edge_nodes", intBetween(c.Sparkplug.MaxEdgeNodes, 1, 10_000_000))
+	v.check("sparkplug.forget_after", durationBetween(c.Sparkplug.ForgetAfter, Duration(time.Minute), Duration(720*time.Hour)))
 }
 
 // validateLifecycle checks the lifecycle section.

@@ -23,7 +23,7 @@ import (
 // come in the right order and number but an end's reason is UNKNOWN (a
 // takeover's aside) and the connection facts are empty: the checks of
 // those wait for it.
-const lifecyclePartA = false
+const lifecyclePartA = true
 
 // lifecycleMsg is one message of a lifecycle output, decoded.
 type lifecycleMsg struct {

@@ -29,10 +29,10 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
-// The CPU a committed change costs the raw mode: the interim sequencer's
-// Apply over a user's open then end.
-func BenchmarkInterimApply(b *testing.B) {
-	s := NewInterim(sample.ConnectedAt.Add(-1))
+// The CPU a committed change costs the raw mode: the sequencer's Apply over
+// a user's open then end.
+func BenchmarkSequencerApply(b *testing.B) {
+	s := presence.NewSequencer(sample.ConnectedAt.Add(-1))
 	b.ReportAllocs()
 	var v uint64
 	for i := 0; b.Loop(); i++ {

@@ -46,7 +46,7 @@ type Options struct {
 	Outputs []Output
 	Broker  Broker
 	// NewSequencer returns a sequencer whose sessions opened before start
-	// are base state (nil: NewInterim).
+	// are base state (nil: presence.NewSequencer).
 	NewSequencer func(start time.Time) Sequencer
 	Depth        int // the queue's bound (0: DefaultDepth)
 	Now          func() time.Time
@@ -111,7 +111,7 @@ func New(o Options) *Stage {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.NewSequencer == nil {
-		o.NewSequencer = func(start time.Time) Sequencer { return NewInterim(start) }
+		o.NewSequencer = func(start time.Time) Sequencer { return presence.NewSequencer(start) }
 	}
 	s := &Stage{o: o, ends: map[endKey]presence.EndReason{}, signal: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
