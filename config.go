@@ -28,6 +28,8 @@ type Config struct {
 	Presence        Presence
 	Redis           Redis
 	Sparkplug       Sparkplug // the sparkplug section (plugin_sparkplug.go)
+	// Lifecycle is the lifecycle outputs (the lifecycle section).
+	Lifecycle Lifecycle
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -151,6 +153,20 @@ type Redis struct {
 	TLS              RedisTLS
 }
 
+// Lifecycle is the lifecycle section: the AWS IoT Core and EMQX 5
+// lifecycle outputs (docs/events.md).
+type Lifecycle struct {
+	AWS, EMQX  LifecycleOutput
+	QueueDepth int // events waiting to be published (default 8192)
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool
+	Mode    string // "raw" (default) or "shown"
+	Prefix  string // default: the vendor's ($aws/events/presence, $SYS/brokers)
+}
+
 // RedisTLS is redis.tls: TLS to Redis (see configs.RedisTLSConfig).
 type RedisTLS struct {
 	Enabled                   bool
@@ -260,6 +276,10 @@ func (c Config) yaml() configs.Config {
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
 	y.Sparkplug = c.Sparkplug.yaml()
+	lo := func(o LifecycleOutput) configs.LifecycleOutput {
+		return configs.LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	y.Lifecycle = configs.LifecycleConfig{AWS: lo(c.Lifecycle.AWS), EMQX: lo(c.Lifecycle.EMQX), QueueDepth: c.Lifecycle.QueueDepth}
 	return y
 }
 
@@ -332,6 +352,10 @@ func ConfigFrom(y configs.Config) Config {
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
 	c.Sparkplug = sparkplugFrom(y.Sparkplug)
+	lo := func(o configs.LifecycleOutput) LifecycleOutput {
+		return LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	c.Lifecycle = Lifecycle{AWS: lo(y.Lifecycle.AWS), EMQX: lo(y.Lifecycle.EMQX), QueueDepth: y.Lifecycle.QueueDepth}
 	return c
 }
 

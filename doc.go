@@ -55,6 +55,9 @@
 //   - sparkplug: the Sparkplug B aware server (opt-in, plugin_sparkplug.go),
 //     a hook beside the flow: births retained under $sparkplug/certificates/,
 //     stale NDEATHs flagged or dropped.
+//   - lifecycle: the lifecycle outputs (AWS IoT Core and EMQX 5 dialects),
+//     fed by the pump (raw), the publisher (shown) and a hook that sees
+//     every refused CONNECT; they publish through the outlet.
 //
 // # Goroutines
 //
@@ -65,7 +68,8 @@
 // feed's listener, the sharded listener's subscriber and one reader per
 // connection, the refresher, the registrar); the groups stage's reader,
 // claims writer and leader loop; the nodes stage's announcer and reader;
-// the interest stage's worker.
+// the interest stage's worker; the lifecycle stage's publisher (stopped
+// after the pump, once it has published what is queued).
 //
 // # Lock order
 //
@@ -94,6 +98,8 @@
 //   - nodes: send, then mu.
 //   - roster: each structure's mu is a leaf.
 //   - sparkplug: Hook.mu is a leaf, never held across a publish.
+//   - lifecycle: Stage.mu (the queue) is a leaf, never held while
+//     publishing; the sequencers are the pump's alone.
 //
 // # What presence needs from the server
 //

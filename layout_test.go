@@ -79,8 +79,9 @@ var floorPlan = map[string][]string{
 	"bench/result":      {},
 	"bench/report":      {"bench/result"},
 	"sparkplug":         {},
+	"lifecycle":         {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

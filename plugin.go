@@ -19,6 +19,7 @@ import (
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/interest"
+	"github.com/presenced/presenced/lifecycle"
 	"github.com/presenced/presenced/nodes"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
@@ -124,6 +125,8 @@ type Plugin struct {
 	startOnce sync.Once
 	stopOnce  sync.Once
 	started   bool
+
+	lifecycle *lifecycle.Stage // the lifecycle outputs (nil: none enabled)
 }
 
 // trackerShards is how many workers write to the store side by side.
@@ -205,6 +208,7 @@ func (p *Plugin) build() {
 			p.meters.published(a, before, time.Now())
 			p.groups.Note(a)
 			p.publishedEvent(a.User)
+			p.lifecycleShown(a)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -222,6 +226,7 @@ func (p *Plugin) build() {
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
 	p.sparkplug = p.buildSparkplug()
+	p.buildLifecycle()
 	p.table = p.buildTable()
 }
 
@@ -234,11 +239,13 @@ func (p *Plugin) addHooks() error {
 			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
 			Topics:       p.topics,
+			Private:      p.lifecyclePrivate(),
 		}))
 	}
 	if p.cfg.Sparkplug.Enabled {
 		list = append(list, p.sparkplug) // after presence's: a will it sent nowhere is none of its concern
 	}
+	list = append(list, p.lifecycleHooks()...)
 	for _, h := range list {
 		if err := p.srv.AddHook(h, nil); err != nil {
 			return fmt.Errorf("presenced: add hook %s: %w", h.ID(), err)
@@ -314,6 +321,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.tracker.Start()
 	p.groups.Start()
 	p.interest.Start()
+	p.startLifecycle()
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -362,6 +370,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.stopLifecycle()
 		p.events.Close()
 		p.nodes.Stop()
 		p.interest.Stop()

@@ -118,6 +118,7 @@ func (p *Plugin) pump() {
 // their retained presence (every node forgets by the same rule).
 func (p *Plugin) forget(before time.Time) {
 	p.store.Forget(before)
+	p.lifecycleForget(before)
 	if n := p.publisher.Forget(before); n > 0 {
 		p.log.Debug("offline users forgotten", "users", n)
 	}
@@ -138,6 +139,7 @@ func (p *Plugin) handle(events []store.Event) {
 		switch e.Kind {
 		case store.Changed:
 			a := e.Aggregate
+			p.lifecycleCommitted(a) // every user's, before the interest filter
 			if !p.interest.Shows(a.User) {
 				continue // nobody here watches the user
 			}

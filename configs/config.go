@@ -102,6 +102,8 @@ type Config struct {
 	// Sparkplug makes the broker a Sparkplug B aware MQTT server (package
 	// sparkplug; docs/sparkplug.md).
 	Sparkplug SparkplugConfig `yaml:"sparkplug"`
+	// Lifecycle is the lifecycle outputs (docs/events.md).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 }
 
 // LogConfig configures the process logger.
@@ -389,6 +391,30 @@ type SparkplugConfig struct {
 	ForgetAfter     Duration `yaml:"forget_after"`      // an edge node dead this long is forgotten; default 1h; 1m..720h
 }
 
+// LifecycleConfig configures the lifecycle outputs: every session's open
+// and end (and every CONNECT refused) in the dialects of AWS IoT Core and
+// EMQX 5 (docs/events.md). Both are off by default.
+type LifecycleConfig struct {
+	AWS  LifecycleOutput `yaml:"aws"`  // $aws/events/presence/{connected,disconnected,connect_failed}/{clientId}
+	EMQX LifecycleOutput `yaml:"emqx"` // $SYS/brokers/{node}/clients/{clientid}/{connected,disconnected}
+	// QueueDepth bounds the events waiting to be published; past it they
+	// are dropped and counted. Default 8192; 16..1048576.
+	QueueDepth int `yaml:"queue_depth"`
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool   `yaml:"enabled"` // default false
+	Mode    string `yaml:"mode"`    // raw (every committed open and end) | shown (what observers were shown); default raw
+	Prefix  string `yaml:"prefix"`  // topic prefix; default $aws/events/presence (aws), $SYS/brokers (emqx)
+}
+
+// The lifecycle modes.
+const (
+	LifecycleRaw   = "raw"
+	LifecycleShown = "shown"
+)
+
 // TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
 type TLSConfig struct {
 	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
@@ -512,6 +538,12 @@ const (
 	// A drain asks 500 connections a second to move: 10,000 in 20 s, a
 	// rate the other nodes take without a reconnect storm.
 	defaultDrainRate = 500
+
+	defaultLifecycleDepth = 8192
+	// DefaultAWSPrefix and DefaultEMQXPrefix are where AWS IoT Core and
+	// EMQX publish their lifecycle events.
+	DefaultAWSPrefix  = "$aws/events/presence"
+	DefaultEMQXPrefix = "$SYS/brokers"
 	// 20 s of drain, plus at most 10 s to stop, fit in Kubernetes' default
 	// terminationGracePeriodSeconds (30 s) before its SIGKILL.
 	defaultDrainTimeout = Duration(20 * time.Second)
@@ -653,6 +685,11 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Sparkplug.MaxEdgeNodes, defaultSparkplugMaxEdgeNodes)
 	setDuration(&c.Sparkplug.ForgetAfter, defaultSparkplugForgetAfter)
+	setInt(&c.Lifecycle.QueueDepth, defaultLifecycleDepth)
+	setString(&c.Lifecycle.AWS.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.AWS.Prefix, DefaultAWSPrefix)
+	setString(&c.Lifecycle.EMQX.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.EMQX.Prefix, DefaultEMQXPrefix)
 }
 
 func hostnameOr(fallback string) string {
@@ -757,6 +794,7 @@ func (c Config) validate() []*keyError {
 	c.validateRedis(&v)
 	c.validateDrain(&v)
 	c.validateSparkplug(&v)
+	c.validateLifecycle(&v)
 	return v.errs
 }
 
@@ -1021,6 +1059,34 @@ func (c Config) validateDrain(v *validator) {
 func (c Config) validateSparkplug(v *validator) {
 	v.check("sparkplug.max_edge_nodes", intBetween(c.Sparkplug.MaxEdgeNodes, 1, 10_000_000))
 	v.check("sparkplug.forget_after", durationBetween(c.Sparkplug.ForgetAfter, Duration(time.Minute), Duration(720*time.Hour)))
+}
+
+// validateLifecycle checks the lifecycle section.
+func (c Config) validateLifecycle(v *validator) {
+	l := c.Lifecycle
+	v.check("lifecycle.queue_depth", intBetween(l.QueueDepth, 16, 1<<20))
+	outs := []struct {
+		key string
+		o   LifecycleOutput
+	}{{"lifecycle.aws", l.AWS}, {"lifecycle.emqx", l.EMQX}}
+	for _, o := range outs {
+		if o.o.Mode != LifecycleRaw && o.o.Mode != LifecycleShown {
+			v.add(o.key+".mode", "%q: raw or shown", o.o.Mode)
+		}
+		p := o.o.Prefix
+		switch {
+		case p == "" || strings.ContainsAny(p, "+#") || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
+			v.add(o.key+".prefix", "%q: a topic name without wildcards, and without an empty level", p)
+		case o.o.Enabled && (p == c.Presence.TopicPrefix || strings.HasPrefix(p, c.Presence.TopicPrefix+"/") || strings.HasPrefix(c.Presence.TopicPrefix, p+"/")):
+			v.add(o.key+".prefix", "%q overlaps presence.topic_prefix %q", p, c.Presence.TopicPrefix)
+		}
+	}
+	if l.AWS.Enabled && l.EMQX.Enabled {
+		a, e := l.AWS.Prefix, l.EMQX.Prefix
+		if a == e || strings.HasPrefix(a, e+"/") || strings.HasPrefix(e, a+"/") {
+			v.add("lifecycle.emqx.prefix", "%q overlaps lifecycle.aws.prefix %q", e, a)
+		}
+	}
 }
 
 type validator struct{ errs []*keyError }

@@ -106,6 +106,8 @@ func TestDefaults(t *testing.T) {
 			Passwords: PasswordsConfig{FailureBurst: 10, FailureInterval: Duration(6 * time.Second), Addresses: 65536, QueueWait: Duration(2 * time.Second), CacheSize: 65536}},
 		Drain:     DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
 		Sparkplug: SparkplugConfig{MaxEdgeNodes: 10000, ForgetAfter: Duration(time.Hour)},
+		Lifecycle: LifecycleConfig{AWS: LifecycleOutput{Mode: "raw", Prefix: "$aws/events/presence"},
+			EMQX: LifecycleOutput{Mode: "raw", Prefix: "$SYS/brokers"}, QueueDepth: 8192},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
