@@ -78,8 +78,9 @@ var floorPlan = map[string][]string{
 	"schema":            {},
 	"bench/result":      {},
 	"bench/report":      {"bench/result"},
+	"webhook":           {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "webhook"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows
