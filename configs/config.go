@@ -99,6 +99,7 @@ type Config struct {
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
 	Drain    DrainConfig    `yaml:"drain"`
+	Webhooks WebhooksConfig `yaml:"webhooks"`
 }
 
 // LogConfig configures the process logger.
@@ -631,6 +632,8 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Drain.Rate, defaultDrainRate)
 	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
+
+	c.applyWebhookDefaults()
 }
 
 func hostnameOr(fallback string) string {
@@ -734,6 +737,7 @@ func (c Config) validate() []*keyError {
 	c.validateTLS(&v)
 	c.validateRedis(&v)
 	c.validateDrain(&v)
+	c.validateWebhooks(&v)
 	return v.errs
 }
 

@@ -104,7 +104,8 @@ func TestDefaults(t *testing.T) {
 		},
 		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}, ObserverMethods: []string{"password"},
 			Passwords: PasswordsConfig{FailureBurst: 10, FailureInterval: Duration(6 * time.Second), Addresses: 65536, QueueWait: Duration(2 * time.Second), CacheSize: 65536}},
-		Drain: DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
+		Drain:    DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
+		Webhooks: WebhooksConfig{Replay: 10000},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
@@ -877,6 +878,9 @@ func TestEveryKeyIsReachable(t *testing.T) {
 			typ = typ.Elem()
 		}
 		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s", reflect.Map: "a=7s"}[typ.Kind()]
+		if typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct { // a list of sections: YAML
+			sample = "[{url: http://x}]"
+		}
 		if sample == "" {
 			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
 			continue
