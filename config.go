@@ -27,6 +27,9 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
+	// Webhooks are the HTTP endpoints of the shown transitions (none: off;
+	// docs/webhooks.md).
+	Webhooks Webhooks
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -158,6 +161,30 @@ type RedisTLS struct {
 	InsecureSkipVerify        bool
 }
 
+// Webhooks is the webhooks section.
+type Webhooks struct {
+	Endpoints []WebhookEndpoint
+	Replay    int // events a node that is not the sender keeps for a takeover; default 10,000
+}
+
+// WebhookEndpoint is one endpoint of webhooks.endpoints (a zero value takes
+// the default named there).
+type WebhookEndpoint struct {
+	Name             string
+	URL              string
+	Secret           string // or SecretFile, read at Attach
+	SecretFile       string
+	Events           []string
+	MaxBatch         int
+	MaxWait          time.Duration
+	Timeout          time.Duration
+	Queue            int
+	RetryBackoff     time.Duration
+	RetryMaxBackoff  time.Duration
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+}
+
 // Validate reports the first problems with c, each naming its key in
 // presenced.yaml (errors wrap configs.ErrInvalid). Attach validates its
 // Config itself; a program may call Validate earlier.
@@ -258,6 +285,15 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	y.Webhooks.Replay = c.Webhooks.Replay
+	for _, e := range c.Webhooks.Endpoints {
+		y.Webhooks.Endpoints = append(y.Webhooks.Endpoints, configs.WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: configs.Secret(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: d(e.MaxWait), Timeout: d(e.Timeout), Queue: e.Queue,
+			RetryBackoff: d(e.RetryBackoff), RetryMaxBackoff: d(e.RetryMaxBackoff),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: d(e.BreakerCooldown),
+		})
+	}
 	return y
 }
 
@@ -273,8 +309,8 @@ func onDuration(p *configs.Duration) time.Duration {
 }
 
 // ConfigFrom is the plugin's part of a whole presenced configuration (the
-// YAML layer's): it maps the node_id, mqtt limits, identity, presence and
-// redis sections onto Config.
+// YAML layer's): it maps the node_id, mqtt limits, identity, presence,
+// redis and webhooks sections onto Config.
 func ConfigFrom(y configs.Config) Config {
 	c := Config{NodeID: y.NodeID, ServerKeepAlive: y.MQTT.ServerKeepAlive.D()}
 	c.Limits = Limits{
@@ -329,6 +365,15 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	c.Webhooks.Replay = y.Webhooks.Replay
+	for _, e := range y.Webhooks.Endpoints {
+		c.Webhooks.Endpoints = append(c.Webhooks.Endpoints, WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: string(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: e.MaxWait.D(), Timeout: e.Timeout.D(), Queue: e.Queue,
+			RetryBackoff: e.RetryBackoff.D(), RetryMaxBackoff: e.RetryMaxBackoff.D(),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: e.BreakerCooldown.D(),
+		})
+	}
 	return c
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/presenced/presenced/stats"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
+	"github.com/presenced/presenced/webhook"
 )
 
 // ErrNoInlineClient: the server was built without Options.InlineClient,
@@ -116,6 +117,8 @@ type Plugin struct {
 
 	events *admin.Events // the admin API's events stream (plugin_console.go)
 
+	webhooks *webhook.Hub // the webhooks (plugin_webhook.go); nil: none configured
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -151,6 +154,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
 	p.build()
+	if err := p.buildWebhooks(); err != nil {
+		return nil, err
+	}
 	return p, p.addHooks()
 }
 
@@ -202,6 +208,7 @@ func (p *Plugin) build() {
 			p.meters.published(a, before, time.Now())
 			p.groups.Note(a)
 			p.publishedEvent(a.User)
+			p.webhookShown(a, before)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -307,6 +314,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.tracker.Start()
 	p.groups.Start()
 	p.interest.Start()
+	p.startWebhooks()
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -355,6 +363,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.stopWebhooks(ctx)
 		p.events.Close()
 		p.nodes.Stop()
 		p.interest.Stop()
