@@ -21,7 +21,7 @@
 // user reach the endpoint in the order they were sent. A batch is retried,
 // with the same Presenced-Delivery id, on a 5xx, 408 or 429 and on a
 // timeout or a connection error, after an exponential backoff with jitter;
-// any other 4xx rejects it (counted, not retried). After Breaker.Threshold
+// any other 4xx, or a redirect, rejects it (counted, not retried). After Breaker.Threshold
 // failed attempts in a row the endpoint's breaker opens for its cooldown,
 // then lets one attempt through (half-open).
 //

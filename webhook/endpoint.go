@@ -39,7 +39,7 @@ type EndpointOptions struct {
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
 
-	Client *http.Client     // default: a client of its own (a shared transport)
+	Client *http.Client     // default: a client of its own (the shared transport) that follows no redirect
 	Now    func() time.Time // default time.Now
 	Rand   func() float64   // the jitter, in [0, 1) (default math/rand)
 	Log    *slog.Logger
@@ -75,7 +75,7 @@ func (o *EndpointOptions) defaults() {
 	setDefault(&o.BreakerThreshold, DefaultBreakerThreshold)
 	setDefault(&o.BreakerCooldown, DefaultBreakerCooldown)
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -313,9 +313,9 @@ type Outcome int
 
 // The outcomes.
 const (
-	Delivered Outcome = iota // 2xx (or 1xx/3xx: the endpoint answered; not followed)
+	Delivered Outcome = iota // 2xx
 	Retry                    // 5xx, 408, 429, a timeout or a connection error
-	Rejected                 // any other 4xx
+	Rejected                 // any other 4xx, or a redirect (not followed)
 )
 
 // Classify says what an attempt came to, from its status or its error.
@@ -325,7 +325,7 @@ func Classify(status int, err error) Outcome {
 		return Retry
 	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
 		return Retry
-	case status >= 400:
+	case status >= 300 || status < 200:
 		return Rejected
 	}
 	return Delivered

@@ -109,7 +109,7 @@ func TestClassify(t *testing.T) {
 		err    error
 		want   Outcome
 	}{
-		{200, nil, Delivered}, {204, nil, Delivered}, {302, nil, Delivered},
+		{200, nil, Delivered}, {204, nil, Delivered}, {302, nil, Rejected}, {307, nil, Rejected},
 		{400, nil, Rejected}, {401, nil, Rejected}, {404, nil, Rejected}, {410, nil, Rejected}, {413, nil, Rejected},
 		{408, nil, Retry}, {429, nil, Retry}, {500, nil, Retry}, {502, nil, Retry}, {503, nil, Retry},
 		{0, errors.New("connection refused"), Retry},
