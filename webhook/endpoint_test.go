@@ -209,19 +209,25 @@ func TestEndpointFailStallRestart(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	e := newTestEndpoint(t, r, EndpointOptions{MaxBatch: 15, MaxWait: 10 * time.Millisecond, Timeout: timeout,
 		Backoff: Backoff{Base: 10 * time.Millisecond, Max: 80 * time.Millisecond}, BreakerThreshold: 4, BreakerCooldown: 100 * time.Millisecond,
-		Log: slog.New(logs)})
+		Queue: 1 << 20, Log: slog.New(logs)})
 
-	const users, perUser = 20, 40
-	var sent atomic.Int64
-	done := make(chan struct{})
-	go func() { // the events: one user after another, each version once
+	const users = 20
+	var versions atomic.Uint64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { // the events, until the rounds are over: every user's next version, 50 times a second
 		defer close(done)
-		for v := uint64(1); v <= perUser; v++ {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for v := uint64(1); ; v++ {
 			for u := range users {
 				e.Enqueue(ev(fmt.Sprintf("user%02d", u), v))
-				sent.Add(1)
 			}
-			time.Sleep(5 * time.Millisecond) // a stream, not a burst
+			versions.Store(v)
+			select {
+			case <-tick.C:
+			case <-stop:
+				return
+			}
 		}
 	}()
 	wait := func(what string, cond func() bool) {
@@ -238,15 +244,18 @@ func TestEndpointFailStallRestart(t *testing.T) {
 		wait("stalled requests", func() bool { return requests() >= n+2 })
 		r.setMode("ok")
 		r.down()
-		time.Sleep(2 * timeout) // down for a while: connections refused
+		f := e.Stats.Failures.Load()
+		wait("connections refused", func() bool { return e.Stats.Failures.Load() >= f+2 })
 		r.up()
 		n = requests()
 		wait("answered again", func() bool { return requests() >= n+1 })
 	}
+	close(stop)
 	<-done
+	total := users * int(versions.Load())
 	testkit.Wait(t, 30*time.Second, "every event accepted", func() error {
 		n := len(r.unique())
-		return testkit.Why(n == users*perUser, fmt.Sprintf("%d of %d accepted", n, users*perUser))
+		return testkit.Why(n == total, fmt.Sprintf("%d of %d accepted", n, total))
 	})
 	got := r.unique()
 	if err := inOrder(got); err != nil {
