@@ -62,7 +62,9 @@
 // feed's listener, the sharded listener's subscriber and one reader per
 // connection, the refresher, the registrar); the groups stage's reader,
 // claims writer and leader loop; the nodes stage's announcer and reader;
-// the interest stage's worker.
+// the interest stage's worker; with webhooks, the hub's lease loop and one
+// sender per endpoint (stopped after the pump, each flushing what waits
+// within its budget).
 //
 // # Lock order
 //
@@ -90,6 +92,8 @@
 //     alone, never across a call to Redis.
 //   - nodes: send, then mu.
 //   - roster: each structure's mu is a leaf.
+//   - webhook: Hub.mu, then an Endpoint's mu (a leaf); neither is held
+//     across a request or a lease call.
 //
 // # What presence needs from the server
 //

@@ -105,6 +105,22 @@ func TestEndpointRejected(t *testing.T) {
 	}
 }
 
+// A redirect is not followed: the batch is rejected.
+func TestEndpointRedirectRejected(t *testing.T) {
+	r := newReceiver(t, secret)
+	r.setMode("redirect")
+	e := newTestEndpoint(t, r, EndpointOptions{MaxBatch: 1, MaxWait: time.Millisecond})
+	e.Enqueue(ev("alice", 1))
+	testkit.Wait(t, 10*time.Second, "rejected", func() error {
+		return testkit.Why(e.Stats.Rejected.Load() == 1, "not yet")
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.requests != 1 {
+		t.Fatalf("%d requests: the redirect was followed", r.requests)
+	}
+}
+
 // countingHandler counts the log records at each level, by message.
 type countingHandler struct {
 	mu   sync.Mutex

@@ -22,7 +22,7 @@ type receiver struct {
 	addr   string
 
 	mu       sync.Mutex
-	mode     string // "ok", "fail", "stall", "reject"
+	mode     string // "ok", "fail", "stall", "reject", "redirect"
 	srv      *http.Server
 	requests int                  // requests that reached the handler
 	attempts map[string]int       // "<delivery>#<attempt>" -> times seen
@@ -127,6 +127,9 @@ func (r *receiver) handle(w http.ResponseWriter, req *http.Request) {
 		return
 	case "reject":
 		w.WriteHeader(http.StatusBadRequest)
+		return
+	case "redirect":
+		http.Redirect(w, req, "/elsewhere", http.StatusTemporaryRedirect)
 		return
 	case "stall":
 		<-req.Context().Done() // the client's timeout ends it
