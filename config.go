@@ -30,6 +30,9 @@ type Config struct {
 	Sparkplug       Sparkplug // the sparkplug section (plugin_sparkplug.go)
 	// Lifecycle is the lifecycle outputs (the lifecycle section).
 	Lifecycle Lifecycle
+	// Webhooks are the HTTP endpoints of the shown transitions (none: off;
+	// docs/webhooks.md).
+	Webhooks Webhooks
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -175,6 +178,30 @@ type RedisTLS struct {
 	InsecureSkipVerify        bool
 }
 
+// Webhooks is the webhooks section.
+type Webhooks struct {
+	Endpoints []WebhookEndpoint
+	Replay    int // events a node that is not the sender keeps for a takeover; default 10,000
+}
+
+// WebhookEndpoint is one endpoint of webhooks.endpoints (a zero value takes
+// the default named there).
+type WebhookEndpoint struct {
+	Name             string
+	URL              string
+	Secret           string // or SecretFile, read at Attach
+	SecretFile       string
+	Events           []string
+	MaxBatch         int
+	MaxWait          time.Duration
+	Timeout          time.Duration
+	Queue            int
+	RetryBackoff     time.Duration
+	RetryMaxBackoff  time.Duration
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+}
+
 // Validate reports the first problems with c, each naming its key in
 // presenced.yaml (errors wrap configs.ErrInvalid). Attach validates its
 // Config itself; a program may call Validate earlier.
@@ -280,6 +307,15 @@ func (c Config) yaml() configs.Config {
 		return configs.LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
 	}
 	y.Lifecycle = configs.LifecycleConfig{AWS: lo(c.Lifecycle.AWS), EMQX: lo(c.Lifecycle.EMQX), QueueDepth: c.Lifecycle.QueueDepth}
+	y.Webhooks.Replay = c.Webhooks.Replay
+	for _, e := range c.Webhooks.Endpoints {
+		y.Webhooks.Endpoints = append(y.Webhooks.Endpoints, configs.WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: configs.Secret(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: d(e.MaxWait), Timeout: d(e.Timeout), Queue: e.Queue,
+			RetryBackoff: d(e.RetryBackoff), RetryMaxBackoff: d(e.RetryMaxBackoff),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: d(e.BreakerCooldown),
+		})
+	}
 	return y
 }
 
@@ -295,8 +331,8 @@ func onDuration(p *configs.Duration) time.Duration {
 }
 
 // ConfigFrom is the plugin's part of a whole presenced configuration (the
-// YAML layer's): it maps the node_id, mqtt limits, identity, presence and
-// redis sections onto Config.
+// YAML layer's): it maps the node_id, mqtt limits, identity, presence,
+// redis and webhooks sections onto Config.
 func ConfigFrom(y configs.Config) Config {
 	c := Config{NodeID: y.NodeID, ServerKeepAlive: y.MQTT.ServerKeepAlive.D()}
 	c.Limits = Limits{
@@ -356,6 +392,15 @@ func ConfigFrom(y configs.Config) Config {
 		return LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
 	}
 	c.Lifecycle = Lifecycle{AWS: lo(y.Lifecycle.AWS), EMQX: lo(y.Lifecycle.EMQX), QueueDepth: y.Lifecycle.QueueDepth}
+	c.Webhooks.Replay = y.Webhooks.Replay
+	for _, e := range y.Webhooks.Endpoints {
+		c.Webhooks.Endpoints = append(c.Webhooks.Endpoints, WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: string(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: e.MaxWait.D(), Timeout: e.Timeout.D(), Queue: e.Queue,
+			RetryBackoff: e.RetryBackoff.D(), RetryMaxBackoff: e.RetryMaxBackoff.D(),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: e.BreakerCooldown.D(),
+		})
+	}
 	return c
 }
 

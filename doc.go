@@ -70,6 +70,9 @@
 // claims writer and leader loop; the nodes stage's announcer and reader;
 // the interest stage's worker; the lifecycle stage's publisher (stopped
 // after the pump, once it has published what is queued).
+// the interest stage's worker; with webhooks, the hub's lease loop and one
+// sender per endpoint (stopped after the pump, each flushing what waits
+// within its budget).
 //
 // # Lock order
 //
@@ -100,6 +103,8 @@
 //   - sparkplug: Hook.mu is a leaf, never held across a publish.
 //   - lifecycle: Stage.mu (the queue) is a leaf, never held while
 //     publishing; the sequencers are the pump's alone.
+//   - webhook: Hub.mu, then an Endpoint's mu (a leaf); neither is held
+//     across a request or a lease call.
 //
 // # What presence needs from the server
 //

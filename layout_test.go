@@ -80,8 +80,9 @@ var floorPlan = map[string][]string{
 	"bench/report":      {"bench/result"},
 	"sparkplug":         {},
 	"lifecycle":         {"presence"},
+	"webhook":           {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

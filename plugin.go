@@ -28,6 +28,7 @@ import (
 	"github.com/presenced/presenced/stats"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
+	"github.com/presenced/presenced/webhook"
 )
 
 // ErrNoInlineClient: the server was built without Options.InlineClient,
@@ -119,6 +120,10 @@ type Plugin struct {
 	events *admin.Events // the admin API's events stream (plugin_console.go)
 
 	sparkplug *sparkplug.Hook // the Sparkplug aware server (plugin_sparkplug.go); added only when enabled
+	webhooks  *webhook.Hub    // the webhooks (plugin_webhook.go); nil: none configured
+	// webhookSeq tells the shown opens and ends of sessions, for the
+	// endpoints that ask for session events; nil: none does. The pump's.
+	webhookSeq *presence.Sequencer
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -157,6 +162,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
 	p.build()
+	if err := p.buildWebhooks(); err != nil {
+		return nil, err
+	}
 	return p, p.addHooks()
 }
 
@@ -209,6 +217,7 @@ func (p *Plugin) build() {
 			p.groups.Note(a)
 			p.publishedEvent(a.User)
 			p.lifecycleShown(a)
+			p.webhookShown(a, before)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -322,6 +331,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.groups.Start()
 	p.interest.Start()
 	p.startLifecycle()
+	p.startWebhooks()
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -371,6 +381,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		close(p.stop)
 		p.wg.Wait()
 		p.stopLifecycle()
+		p.stopWebhooks(ctx)
 		p.events.Close()
 		p.nodes.Stop()
 		p.interest.Stop()

@@ -17,6 +17,13 @@ import (
 // (connect_failed); it publishes from a goroutine of its own through the
 // outlet. While an output is enabled the node holds the firehose.
 
+// sequencerMargin is how much earlier than the node's start a session's
+// open must be to be taken as there before (base state, no event): a
+// session's times are the store's clock (Redis's), the start the node's.
+// A session opened within the margin before the start is told once more
+// on this node, where nobody can have heard it yet.
+const sequencerMargin = time.Second
+
 // buildLifecycle makes the stage of the enabled outputs (nil: none).
 func (p *Plugin) buildLifecycle() {
 	l := p.cfg.Lifecycle
@@ -37,7 +44,7 @@ func (p *Plugin) buildLifecycle() {
 		return
 	}
 	p.lifecycle = lifecycle.New(lifecycle.Options{Outputs: outs, Broker: p.outlet,
-		NewSequencer: func(start time.Time) lifecycle.Sequencer { return presence.NewSequencer(start) },
+		NewSequencer: func(start time.Time) lifecycle.Sequencer { return presence.NewSequencer(start.Add(-sequencerMargin)) },
 		Depth:        l.QueueDepth, Now: p.now, Log: p.logFor("lifecycle")})
 }
 

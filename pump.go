@@ -119,6 +119,7 @@ func (p *Plugin) pump() {
 func (p *Plugin) forget(before time.Time) {
 	p.store.Forget(before)
 	p.lifecycleForget(before)
+	p.webhookForget(before)
 	if n := p.publisher.Forget(before); n > 0 {
 		p.log.Debug("offline users forgotten", "users", n)
 	}

@@ -104,6 +104,7 @@ type Config struct {
 	Sparkplug SparkplugConfig `yaml:"sparkplug"`
 	// Lifecycle is the lifecycle outputs (docs/events.md).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
+	Webhooks  WebhooksConfig  `yaml:"webhooks"`
 }
 
 // LogConfig configures the process logger.
@@ -690,6 +691,7 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Lifecycle.AWS.Prefix, DefaultAWSPrefix)
 	setString(&c.Lifecycle.EMQX.Mode, LifecycleRaw)
 	setString(&c.Lifecycle.EMQX.Prefix, DefaultEMQXPrefix)
+	c.applyWebhookDefaults()
 }
 
 func hostnameOr(fallback string) string {
@@ -795,6 +797,7 @@ func (c Config) validate() []*keyError {
 	c.validateDrain(&v)
 	c.validateSparkplug(&v)
 	c.validateLifecycle(&v)
+	c.validateWebhooks(&v)
 	return v.errs
 }
 

@@ -108,6 +108,7 @@ func TestDefaults(t *testing.T) {
 		Sparkplug: SparkplugConfig{MaxEdgeNodes: 10000, ForgetAfter: Duration(time.Hour)},
 		Lifecycle: LifecycleConfig{AWS: LifecycleOutput{Mode: "raw", Prefix: "$aws/events/presence"},
 			EMQX: LifecycleOutput{Mode: "raw", Prefix: "$SYS/brokers"}, QueueDepth: 8192},
+		Webhooks: WebhooksConfig{Replay: 10000},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
@@ -883,6 +884,9 @@ func TestEveryKeyIsReachable(t *testing.T) {
 			typ = typ.Elem()
 		}
 		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s", reflect.Map: "a=7s"}[typ.Kind()]
+		if typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct { // a list of sections: YAML
+			sample = "[{url: http://x}]"
+		}
 		if sample == "" {
 			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
 			continue
