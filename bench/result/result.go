@@ -82,7 +82,7 @@ type Point struct {
 	// received during the step's load; TapPerChange the same per change.
 	TapPerSec    float64 `json:"tap_per_s,omitempty"`
 	TapPerChange float64 `json:"tap_per_change,omitempty"`
-	Sustained      bool    `json:"sustained"`                         // p99 within the bound and the rate achieved
+	Sustained    bool    `json:"sustained"` // p99 within the bound and the rate achieved
 }
 
 // Metrics: every figure a scenario measures; zero-valued ones were not

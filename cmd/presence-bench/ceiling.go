@@ -78,9 +78,9 @@ type ceilingSearch struct {
 	good, bad float64       // the highest rate sustained, the lowest not
 	goodPoint *result.Point
 	goodLat   *result.Summary
-	step      int // steps offered
-	retried   int // steps tried once more
-	tap       *tap  // nil: no tap
+	step      int  // steps offered
+	retried   int  // steps tried once more
+	tap       *tap // nil: no tap
 }
 
 // ceiling: the churn mix (connect, status with a unique tag, clean
