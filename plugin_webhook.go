@@ -50,7 +50,7 @@ func (p *Plugin) buildWebhooks() error {
 	}
 	p.webhooks = webhook.New(webhook.Options{
 		Endpoints: eps, Lease: p.store, LeaseTTL: p.store.LeaseTTL(), Replay: w.Replay,
-		Log: p.logFor("webhook"),
+		Ready: func() bool { return p.interest.Firehose() }, Log: p.logFor("webhook"),
 	})
 	for _, e := range w.Endpoints {
 		for _, t := range e.Events {

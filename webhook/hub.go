@@ -35,8 +35,13 @@ type Options struct {
 	// 10,000), none older than ReplayAge (default two LeaseTTLs).
 	Replay    int
 	ReplayAge time.Duration
-	Now       func() time.Time
-	Log       *slog.Logger
+	// Ready reports whether this node sees every change it would send
+	// (its firehose is live): the lease is neither taken nor kept before,
+	// so that a node still catching up never becomes the sender and loses
+	// what it has not heard. nil: always ready.
+	Ready func() bool
+	Now   func() time.Time
+	Log   *slog.Logger
 }
 
 // HubStats are the hub's counters.
@@ -240,9 +245,13 @@ func (h *Hub) leaseLoop() {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		ok, err := h.o.Lease.Lease(ctx, h.o.LeaseName, h.o.LeaseTTL)
-		cancel()
+		var ok bool
+		var err error
+		if h.o.Ready == nil || h.o.Ready() {
+			ctx, cancel := context.WithTimeout(context.Background(), every)
+			ok, err = h.o.Lease.Lease(ctx, h.o.LeaseName, h.o.LeaseTTL)
+			cancel()
+		}
 		if err != nil {
 			h.Stats.LeaseErrors.Add(1)
 			if h.Held() {

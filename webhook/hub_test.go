@@ -110,3 +110,31 @@ func TestHubShownAndSession(t *testing.T) {
 		t.Fatalf("got %+v", got)
 	}
 }
+
+// TestHubWaitsUntilReady: a node that does not yet see every change
+// neither asks for the lease nor sends; once ready it takes the lease.
+func TestHubWaitsUntilReady(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	lease := &fakeLease{}
+	lease.holds.Store(true)
+	var ready atomic.Bool
+	h := New(Options{Lease: lease, LeaseTTL: 30 * time.Millisecond, Ready: ready.Load})
+	h.Start()
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	// Three renewal periods pass unready: the lease is never asked for.
+	deadline := time.Now().Add(30 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if lease.calls.Load() != 0 || h.Held() {
+			t.Fatalf("asked for the lease %d times (held %v) before the node was ready", lease.calls.Load(), h.Held())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ready.Store(true)
+	testkit.Wait(t, 5*time.Second, "the lease taken once ready", func() error { return testkit.Why(h.Held(), "not held") })
+}
