@@ -88,6 +88,9 @@ type Stats struct {
 	// (a subscription's filter, or a delivery) and writes (a PUBLISH).
 	TopicReadsRefused  atomic.Int64
 	TopicWritesRefused atomic.Int64
+	// Reads of another user's presence/notify/{user} refused (a filter,
+	// or a delivery).
+	NotifyReadsRefused atomic.Int64
 }
 
 // subscription is a SUBSCRIBE in progress that can match presence/users/...
