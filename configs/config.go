@@ -99,6 +99,7 @@ type Config struct {
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
 	Drain    DrainConfig    `yaml:"drain"`
+	Notify   NotifyConfig   `yaml:"notify"`
 }
 
 // LogConfig configures the process logger.
@@ -375,6 +376,18 @@ type DrainConfig struct {
 	ServerReference string   `yaml:"server_reference"` // MQTT 5 Server Reference sent with 0x9C (e.g. "mqtt.example.com:1883"); empty: 0x8B, no reference
 }
 
+// NotifyConfig configures presence-gated notify (docs/notify.md): a
+// message on presence/notify/{user} reaches the user's live sessions, on
+// any node, or is pushed through the webhooks when the user is offline or
+// still offline when presence.offline_grace ends.
+type NotifyConfig struct {
+	Enabled           bool `yaml:"enabled"`              // default false: presence/notify/... is read-only as the rest of the prefix
+	MaxPendingPerUser int  `yaml:"max_pending_per_user"` // messages waiting for one user on a node (the oldest is dropped); default 16; 1..10000
+	MaxPending        int  `yaml:"max_pending"`          // messages waiting on a node (a new one is dropped); default 10000; 1..10000000
+	MaxPayload        int  `yaml:"max_payload"`          // bytes of a message (0x95 beyond); default 4096; 1..8192
+	Queue             int  `yaml:"queue"`                // messages and events waiting for the notify stage's goroutine (0x97 beyond); default 4096; 16..1000000
+}
+
 // TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
 type TLSConfig struct {
 	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
@@ -498,6 +511,12 @@ const (
 	// A drain asks 500 connections a second to move: 10,000 in 20 s, a
 	// rate the other nodes take without a reconnect storm.
 	defaultDrainRate = 500
+	// notify (NotifyConfig)
+	defaultNotifyMaxPendingPerUser = 16
+	defaultNotifyMaxPending        = 10000
+	defaultNotifyMaxPayload        = 4096
+	defaultNotifyQueue             = 4096
+	maxNotifyPayload               = 8192 // store.MaxNotifyPayload: a notify command carries the message to another node
 	// 20 s of drain, plus at most 10 s to stop, fit in Kubernetes' default
 	// terminationGracePeriodSeconds (30 s) before its SIGKILL.
 	defaultDrainTimeout = Duration(20 * time.Second)
@@ -631,6 +650,10 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Drain.Rate, defaultDrainRate)
 	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
+	setInt(&c.Notify.MaxPendingPerUser, defaultNotifyMaxPendingPerUser)
+	setInt(&c.Notify.MaxPending, defaultNotifyMaxPending)
+	setInt(&c.Notify.MaxPayload, defaultNotifyMaxPayload)
+	setInt(&c.Notify.Queue, defaultNotifyQueue)
 }
 
 func hostnameOr(fallback string) string {
@@ -734,6 +757,7 @@ func (c Config) validate() []*keyError {
 	c.validateTLS(&v)
 	c.validateRedis(&v)
 	c.validateDrain(&v)
+	c.validateNotify(&v)
 	return v.errs
 }
 
@@ -992,6 +1016,14 @@ func (c Config) validateDrain(v *validator) {
 	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
 	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
 	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
+}
+
+// validateNotify checks the notify section.
+func (c Config) validateNotify(v *validator) {
+	v.check("notify.max_pending_per_user", intBetween(c.Notify.MaxPendingPerUser, 1, 10_000))
+	v.check("notify.max_pending", intBetween(c.Notify.MaxPending, 1, 10_000_000))
+	v.check("notify.max_payload", intBetween(c.Notify.MaxPayload, 1, maxNotifyPayload))
+	v.check("notify.queue", intBetween(c.Notify.Queue, 16, 1_000_000))
 }
 
 type validator struct{ errs []*keyError }

@@ -104,7 +104,8 @@ func TestDefaults(t *testing.T) {
 		},
 		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}, ObserverMethods: []string{"password"},
 			Passwords: PasswordsConfig{FailureBurst: 10, FailureInterval: Duration(6 * time.Second), Addresses: 65536, QueueWait: Duration(2 * time.Second), CacheSize: 65536}},
-		Drain: DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
+		Drain:  DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
+		Notify: NotifyConfig{MaxPendingPerUser: 16, MaxPending: 10000, MaxPayload: 4096, Queue: 4096},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
