@@ -27,6 +27,7 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
+	Notify          Notify
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -158,6 +159,15 @@ type RedisTLS struct {
 	InsecureSkipVerify        bool
 }
 
+// Notify is the notify section (presence-gated notify, docs/notify.md).
+type Notify struct {
+	Enabled           bool
+	MaxPendingPerUser int // messages waiting for one user on a node
+	MaxPending        int // messages waiting on a node
+	MaxPayload        int // bytes of a message
+	Queue             int // messages and events waiting for the stage
+}
+
 // Validate reports the first problems with c, each naming its key in
 // presenced.yaml (errors wrap configs.ErrInvalid). Attach validates its
 // Config itself; a program may call Validate earlier.
@@ -258,6 +268,7 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	y.Notify = configs.NotifyConfig(c.Notify)
 	return y
 }
 
@@ -329,6 +340,7 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	c.Notify = Notify(y.Notify)
 	return c
 }
 

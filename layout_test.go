@@ -64,6 +64,7 @@ var floorPlan = map[string][]string{
 	"interest":          {"internal/filter"},
 	"hooks":             {"presence", "listener", "internal/connack", "internal/wire", "internal/loglimit"},
 	"delivery":          {"hooks", "internal/wire", "internal/filter"},
+	"notify":            {"presence", "internal/filter"},
 	"stats":             {},
 	"admin":             {"hooks", "presence", "roster"},
 	"auth":              {"listener", "internal/connack"},
@@ -79,7 +80,7 @@ var floorPlan = map[string][]string{
 	"bench/result":      {},
 	"bench/report":      {"bench/result"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "notify"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

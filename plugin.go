@@ -20,6 +20,7 @@ import (
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/interest"
 	"github.com/presenced/presenced/nodes"
+	"github.com/presenced/presenced/notify"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
@@ -116,6 +117,9 @@ type Plugin struct {
 
 	events *admin.Events // the admin API's events stream (plugin_console.go)
 
+	notify *notify.Stage // presence-gated notify; nil while notify.enabled is off (plugin_notify.go)
+	pusher notify.Pusher // WithPusher's
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
@@ -143,6 +147,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Notify.Enabled && p.acl == nil {
+		return nil, fmt.Errorf("presenced: notify.enabled needs WithACL: only the server's one OnACLCheck keeps presence/notify/{user} to its user")
 	}
 	if cfg.Presence.Visibility != VisibilityOpen && p.acl == nil {
 		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
@@ -195,6 +202,9 @@ func (p *Plugin) build() {
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
 		ServiceSessions: cfg.Presence.ObserverSessions || everyone,
 	})
+	if cfg.Notify.Enabled {
+		p.hook.SetNotify(p.notifyPublish)
+	}
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)
 	p.publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: p.logFor("publisher"),
@@ -218,18 +228,23 @@ func (p *Plugin) build() {
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
+	p.buildNotify()
 	p.table = p.buildTable()
 }
 
 // addHooks adds the hooks to the server, in the order package hooks gives.
 func (p *Plugin) addHooks() error {
 	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery}
+	if p.notify != nil {
+		list = append(list, &notify.Hook{Stage: p.notify, Viewer: p.hook.Viewer})
+	}
 	if p.acl != nil {
 		list = append(list, delivery.NewGuard(delivery.GuardOptions{
 			Delivery: p.delivery, Viewers: p.hook, Policy: *p.acl,
 			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
 			Topics:       p.topics,
+			Notify:       p.notify != nil,
 		}))
 	}
 	for _, h := range list {
@@ -307,6 +322,9 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.tracker.Start()
 	p.groups.Start()
 	p.interest.Start()
+	if p.notify != nil {
+		p.notify.Start()
+	}
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -356,6 +374,9 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		close(p.stop)
 		p.wg.Wait()
 		p.events.Close()
+		if p.notify != nil {
+			p.notify.Stop()
+		}
 		p.nodes.Stop()
 		p.interest.Stop()
 		p.groups.Stop()

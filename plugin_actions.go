@@ -146,5 +146,7 @@ func (p *Plugin) command(c *store.Command) {
 	case store.CommandForget:
 		p.pacer.Drop([]string{c.User})
 		p.publisher.Drop([]string{c.User})
+	case store.CommandNotify:
+		p.notifyCommand(c)
 	}
 }

@@ -138,6 +138,9 @@ func (p *Plugin) handle(events []store.Event) {
 		switch e.Kind {
 		case store.Changed:
 			a := e.Aggregate
+			if p.notify != nil {
+				p.notify.Changed(a) // a map lookup, unless a message waits for the user
+			}
 			if !p.interest.Shows(a.User) {
 				continue // nobody here watches the user
 			}

@@ -84,7 +84,7 @@ func byLabel(kind stats.Kind, name, help, label string, values []string, read fu
 // buildTable is the plugin's figures, read from the stages' counts.
 func (p *Plugin) buildTable() *stats.Table {
 	return stats.New(append(append(append(append(append(append(p.sessionStats(), p.publishStats()...), p.interestStats()...), p.connectionStats()...), p.limitStats()...), p.monitoringStats()...),
-		p.consoleStats()...)...)
+		append(p.consoleStats(), p.notifyStats()...)...)...)
 }
 
 // sessionStats are the figures of the sessions and the store.

@@ -727,6 +727,12 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	return pk, packets.CodeSuccessIgnore
 }
 
+// SetNotify sets Options.Notify after New (the notify stage is built
+// after the hook, whose Viewer it uses). Call it before the server serves.
+func (h *Presence) SetNotify(fn func(cl *mqtt.Client, service bool, user string, pk packets.Packet) NotifyVerdict) {
+	h.o.Notify = fn
+}
+
 // publishNotify is the one exception to the read-only prefix: a message
 // on prefix/notify/{user} goes to package notify (Options.Notify), which
 // decides who may publish there; mochi never delivers it itself (it is

@@ -38,7 +38,9 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func msg(user, id string) Message { return Message{ID: id, User: user, Payload: []byte(id), QueuedAt: t0} }
+func msg(user, id string) Message {
+	return Message{ID: id, User: user, Payload: []byte(id), QueuedAt: t0}
+}
 
 func ids(ms []Message) []string {
 	out := make([]string, len(ms))
