@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -97,21 +98,35 @@ const (
 // every store read, send and push, so that neither the packet path nor the
 // store's listener nor the pump waits on it.
 type Stage struct {
-	o     Options
-	m     *Machine
-	jobs  chan job
-	start string // the node's start, part of every message id
-	seq   atomic.Uint64
+	o      Options
+	shards []*shard
+	start  string // the node's start, part of every message id
+	seq    atomic.Uint64
 
-	waiting  sync.Map // user -> struct{}: a message waits (Changed looks here)
-	followed map[string]struct{}
+	waiting sync.Map // user -> struct{}: a message waits (Changed looks here)
 
 	stop    chan struct{}
-	done    chan struct{}
+	wg      sync.WaitGroup
 	once    sync.Once
 	started atomic.Bool
 
 	Stats Stats
+}
+
+// Shards is how many goroutines share the users (by a hash of the name):
+// each owns its users' held messages and does their store reads and
+// sends one at a time, so that a user's messages keep their order and a
+// store round trip holds up an eighth of the users.
+const Shards = 8
+
+// shard is one goroutine's part of the stage: its users' held messages,
+// its queue, the users it follows.
+type shard struct {
+	*Stage
+	m        *Machine
+	jobs     chan job
+	followed map[string]struct{}
+	held     int // s.m.Len() as last added to Stats.Waiting
 }
 
 // New returns the stage; Start starts its goroutine.
@@ -128,16 +143,26 @@ func New(o Options) *Stage {
 	if o.ReadTimeout <= 0 {
 		o.ReadTimeout = 5 * time.Second
 	}
-	return &Stage{o: o, m: NewMachine(o.Node, o.MaxPerUser, o.MaxPending), jobs: make(chan job, o.Queue),
-		start: strconv.FormatInt(o.Now().UnixMilli(), 36), followed: make(map[string]struct{}),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Stage{o: o, start: strconv.FormatInt(o.Now().UnixMilli(), 36), stop: make(chan struct{})}
+	for range Shards {
+		s.shards = append(s.shards, &shard{Stage: s, m: NewMachine(o.Node, o.MaxPerUser, max(o.MaxPending/Shards, 1)),
+			jobs: make(chan job, max(o.Queue/Shards, 1)), followed: make(map[string]struct{})})
+	}
+	return s
+}
+
+// shardOf is user's shard.
+func (s *Stage) shardOf(user string) *shard {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(user))
+	return s.shards[h.Sum32()%Shards]
 }
 
 // Topic is user's notify topic.
 func (s *Stage) Topic(user string) string { return s.o.Prefix + "/notify/" + user }
 
 // offer queues j without waiting.
-func (s *Stage) offer(j job) bool {
+func (s *shard) offer(j job) bool {
 	select {
 	case s.jobs <- j:
 		return true
@@ -153,7 +178,7 @@ func (s *Stage) Publish(user string, payload []byte, qos byte) bool {
 	now := s.o.Now()
 	m := Message{ID: s.o.Node + ":" + s.start + ":" + strconv.FormatUint(s.seq.Add(1), 10),
 		User: user, Payload: payload, QoS: min(qos, 1), QueuedAt: now}
-	if !s.offer(job{kind: jobPublish, msg: m}) {
+	if !s.shardOf(user).offer(job{kind: jobPublish, msg: m}) {
 		return false
 	}
 	s.Stats.Taken.Add(1)
@@ -164,14 +189,14 @@ func (s *Stage) Publish(user string, payload []byte, qos byte) bool {
 // at once).
 func (s *Stage) Deliver(m Message) {
 	s.Stats.Received.Add(1)
-	s.offer(job{kind: jobDeliver, msg: m})
+	s.shardOf(m.User).offer(job{kind: jobDeliver, msg: m})
 }
 
 // Subscribed tells the stage that a connection of user subscribed to its
 // notify topic here (from the hook: it returns at once).
 func (s *Stage) Subscribed(user string) {
 	if _, ok := s.waiting.Load(user); ok {
-		s.offer(job{kind: jobSubscribed, user: user})
+		s.shardOf(user).offer(job{kind: jobSubscribed, user: user})
 	}
 }
 
@@ -185,25 +210,26 @@ func (s *Stage) Changed(a presence.Aggregate) {
 	for i, v := range a.Sessions {
 		live[i] = Session{Node: v.Node, ID: v.ID, Epoch: v.Epoch}
 	}
-	s.offer(job{kind: jobChanged, user: a.User, live: live})
+	s.shardOf(a.User).offer(job{kind: jobChanged, user: a.User, live: live})
 }
 
-// Start starts the stage's goroutine.
+// Start starts the stage's goroutines.
 func (s *Stage) Start() {
 	s.started.Store(true)
-	go s.run()
-}
-
-// Stop stops the goroutine and waits for it. What waits is dropped.
-func (s *Stage) Stop() {
-	s.once.Do(func() { close(s.stop) })
-	if s.started.Load() {
-		<-s.done
+	for _, sh := range s.shards {
+		s.wg.Add(1)
+		go sh.run()
 	}
 }
 
-func (s *Stage) run() {
-	defer close(s.done)
+// Stop stops the goroutines and waits for them. What waits is dropped.
+func (s *Stage) Stop() {
+	s.once.Do(func() { close(s.stop) })
+	s.wg.Wait()
+}
+
+func (s *shard) run() {
+	defer s.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -224,7 +250,7 @@ func (s *Stage) run() {
 	}
 }
 
-func (s *Stage) do(j job) {
+func (s *shard) do(j job) {
 	switch j.kind {
 	case jobPublish:
 		s.publish(j.msg)
@@ -238,7 +264,7 @@ func (s *Stage) do(j job) {
 }
 
 // read reads user's live sessions and when it was last seen.
-func (s *Stage) read(user string) (live []Session, lastSeen time.Time, err error) {
+func (s *shard) read(user string) (live []Session, lastSeen time.Time, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.ReadTimeout)
 	defer cancel()
 	u, _, err := s.o.Store.User(ctx, user)
@@ -256,12 +282,12 @@ func (s *Stage) read(user string) (live []Session, lastSeen time.Time, err error
 
 // publish decides a message published here: routed to the nodes of the
 // user's live sessions, held while the user may come back, or pushed.
-func (s *Stage) publish(m Message) {
+func (s *shard) publish(m Message) {
 	live, lastSeen, err := s.read(m.User)
 	if err != nil {
 		// The store cannot say: wait a grace, and read again then.
 		s.o.Log.Debug("notify: the store did not answer; the message waits", "user", m.User, "err", err)
-		s.hold(m, s.o.Now().Add(s.o.Grace), false)
+		s.hold(m, s.deadline(m), false)
 		return
 	}
 	v, deadline := Decide(len(live), lastSeen, s.o.Now(), s.o.Grace)
@@ -276,7 +302,7 @@ func (s *Stage) publish(m Message) {
 }
 
 // route sends m to every node that holds a live session of its user.
-func (s *Stage) route(m Message, live []Session) {
+func (s *shard) route(m Message, live []Session) {
 	sent := map[string]bool{}
 	for _, v := range live {
 		if sent[v.Node] {
@@ -292,7 +318,7 @@ func (s *Stage) route(m Message, live []Session) {
 }
 
 // forward sends m to node.
-func (s *Stage) forward(node string, m Message) {
+func (s *shard) forward(node string, m Message) {
 	if s.o.Sender == nil {
 		// One node: a session of another node is a stale record.
 		s.local(m)
@@ -303,7 +329,7 @@ func (s *Stage) forward(node string, m Message) {
 	if err := s.o.Sender.SendNotify(ctx, node, m); err != nil {
 		s.Stats.Failures.Add(1)
 		s.o.Log.Debug("notify: a message could not be sent to its node; it waits here", "node", node, "user", m.User, "err", err)
-		s.hold(m, s.o.Now().Add(s.o.Grace), true)
+		s.hold(m, s.deadline(m), true)
 		return
 	}
 	s.Stats.Forwarded.Add(1)
@@ -313,17 +339,17 @@ func (s *Stage) forward(node string, m Message) {
 // of the user subscribes here (its session just ended, or came back and has
 // not subscribed yet), holds it for a grace: the sessions live elsewhere
 // had it already.
-func (s *Stage) local(m Message) {
+func (s *shard) local(m Message) {
 	topic := s.Topic(m.User)
 	if s.o.Local.Subscribed(m.User, topic) {
 		s.deliver(m)
 		return
 	}
-	s.hold(m, s.o.Now().Add(s.o.Grace), true)
+	s.hold(m, s.deadline(m), true)
 }
 
 // deliver publishes m to this node's subscribers.
-func (s *Stage) deliver(m Message) {
+func (s *shard) deliver(m Message) {
 	if err := s.o.Local.Publish(s.Topic(m.User), m.Payload, m.QoS); err != nil {
 		s.Stats.Failures.Add(1)
 		s.o.Log.Warn("notify: publish failed", "user", m.User, "err", err)
@@ -332,12 +358,26 @@ func (s *Stage) deliver(m Message) {
 	s.Stats.Delivered.Add(1)
 }
 
+// deadline is when a held message stops waiting: a grace after it was
+// taken (on the node that took it), wherever it waits, so that a message
+// that waits on one node, then on the node the user came back to, never
+// waits more than one grace in all. A clock behind the taking node's by
+// more than the grace waits at most a grace from now.
+func (s *shard) deadline(m Message) time.Time {
+	now := s.o.Now()
+	d := m.QueuedAt.Add(s.o.Grace)
+	if cap := now.Add(s.o.Grace); d.After(cap) {
+		d = cap
+	}
+	return d
+}
+
 // hold keeps m until deadline, hearing its user meanwhile: the node
 // follows the user first, then reads it (hear first, load second: a return
 // after the read is heard, one before it is read). missed: m reached this
 // node for a session here that has no subscriber; the sessions live on
 // other nodes now had it.
-func (s *Stage) hold(m Message, deadline time.Time, missed bool) {
+func (s *shard) hold(m Message, deadline time.Time, missed bool) {
 	s.waiting.Store(m.User, struct{}{})
 	if _, ok := s.followed[m.User]; !ok {
 		s.followed[m.User] = struct{}{}
@@ -370,7 +410,7 @@ func (s *Stage) hold(m Message, deadline time.Time, missed bool) {
 // live acts on user's live sessions now: forwards to the nodes where a
 // session came back, and delivers here if a connection of the user
 // subscribes here.
-func (s *Stage) live(user string, live []Session) {
+func (s *shard) live(user string, live []Session) {
 	for _, f := range s.m.Live(user, live) {
 		s.Stats.Returned.Add(1)
 		s.forward(f.Node, f.Msg)
@@ -381,7 +421,7 @@ func (s *Stage) live(user string, live []Session) {
 }
 
 // subscribed delivers what waits for user here.
-func (s *Stage) subscribed(user string) {
+func (s *shard) subscribed(user string) {
 	if !s.o.Local.Subscribed(user, s.Topic(user)) {
 		return
 	}
@@ -394,7 +434,7 @@ func (s *Stage) subscribed(user string) {
 // expire acts on the messages whose deadline passed: each user is read
 // again (a return the node did not hear is not a push); an online user's
 // returned sessions get them; an offline user's are pushed.
-func (s *Stage) expire() {
+func (s *shard) expire() {
 	now := s.o.Now()
 	for _, user := range s.m.Due(now) {
 		live, _, err := s.read(user)
@@ -417,7 +457,7 @@ func (s *Stage) expire() {
 }
 
 // push hands m's push to the webhooks.
-func (s *Stage) push(m Message, reason string) {
+func (s *shard) push(m Message, reason string) {
 	if s.o.Pusher == nil {
 		s.Stats.NoPusher.Add(1)
 		return
@@ -427,8 +467,9 @@ func (s *Stage) push(m Message, reason string) {
 }
 
 // tidy stops following the users nothing waits for any more.
-func (s *Stage) tidy() {
-	s.Stats.Waiting.Store(int64(s.m.Len()))
+func (s *shard) tidy() {
+	s.Stats.Waiting.Add(int64(s.m.Len() - s.held))
+	s.held = s.m.Len()
 	for u := range s.followed {
 		if !s.m.Waiting(u) {
 			delete(s.followed, u)
