@@ -27,7 +27,13 @@ type Config struct {
 	Identity        Identity
 	Presence        Presence
 	Redis           Redis
-	Notify          Notify
+	Sparkplug       Sparkplug // the sparkplug section (plugin_sparkplug.go)
+	// Lifecycle is the lifecycle outputs (the lifecycle section).
+	Lifecycle Lifecycle
+	// Webhooks are the HTTP endpoints of the shown transitions (none: off;
+	// docs/webhooks.md).
+	Webhooks Webhooks
+	Notify   Notify
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -151,12 +157,50 @@ type Redis struct {
 	TLS              RedisTLS
 }
 
+// Lifecycle is the lifecycle section: the AWS IoT Core and EMQX 5
+// lifecycle outputs (docs/events.md).
+type Lifecycle struct {
+	AWS, EMQX  LifecycleOutput
+	QueueDepth int // events waiting to be published (default 8192)
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool
+	Mode    string // "raw" (default) or "shown"
+	Prefix  string // default: the vendor's ($aws/events/presence, $SYS/brokers)
+}
+
 // RedisTLS is redis.tls: TLS to Redis (see configs.RedisTLSConfig).
 type RedisTLS struct {
 	Enabled                   bool
 	CAFile, CertFile, KeyFile string
 	ServerName                string
 	InsecureSkipVerify        bool
+}
+
+// Webhooks is the webhooks section.
+type Webhooks struct {
+	Endpoints []WebhookEndpoint
+	Replay    int // events a node that is not the sender keeps for a takeover; default 10,000
+}
+
+// WebhookEndpoint is one endpoint of webhooks.endpoints (a zero value takes
+// the default named there).
+type WebhookEndpoint struct {
+	Name             string
+	URL              string
+	Secret           string // or SecretFile, read at Attach
+	SecretFile       string
+	Events           []string
+	MaxBatch         int
+	MaxWait          time.Duration
+	Timeout          time.Duration
+	Queue            int
+	RetryBackoff     time.Duration
+	RetryMaxBackoff  time.Duration
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
 }
 
 // Notify is the notify section (presence-gated notify, docs/notify.md).
@@ -268,6 +312,20 @@ func (c Config) yaml() configs.Config {
 		DialTimeout: d(r.DialTimeout), ReadTimeout: d(r.ReadTimeout), WriteTimeout: d(r.WriteTimeout), PoolSize: r.PoolSize,
 		NodeTTL: d(r.NodeTTL), SweepInterval: d(r.SweepInterval), Retention: d(r.Retention),
 		TLS: configs.RedisTLSConfig(r.TLS)}
+	y.Sparkplug = c.Sparkplug.yaml()
+	lo := func(o LifecycleOutput) configs.LifecycleOutput {
+		return configs.LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	y.Lifecycle = configs.LifecycleConfig{AWS: lo(c.Lifecycle.AWS), EMQX: lo(c.Lifecycle.EMQX), QueueDepth: c.Lifecycle.QueueDepth}
+	y.Webhooks.Replay = c.Webhooks.Replay
+	for _, e := range c.Webhooks.Endpoints {
+		y.Webhooks.Endpoints = append(y.Webhooks.Endpoints, configs.WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: configs.Secret(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: d(e.MaxWait), Timeout: d(e.Timeout), Queue: e.Queue,
+			RetryBackoff: d(e.RetryBackoff), RetryMaxBackoff: d(e.RetryMaxBackoff),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: d(e.BreakerCooldown),
+		})
+	}
 	y.Notify = configs.NotifyConfig(c.Notify)
 	return y
 }
@@ -284,8 +342,8 @@ func onDuration(p *configs.Duration) time.Duration {
 }
 
 // ConfigFrom is the plugin's part of a whole presenced configuration (the
-// YAML layer's): it maps the node_id, mqtt limits, identity, presence and
-// redis sections onto Config.
+// YAML layer's): it maps the node_id, mqtt limits, identity, presence,
+// redis and webhooks sections onto Config.
 func ConfigFrom(y configs.Config) Config {
 	c := Config{NodeID: y.NodeID, ServerKeepAlive: y.MQTT.ServerKeepAlive.D()}
 	c.Limits = Limits{
@@ -340,6 +398,20 @@ func ConfigFrom(y configs.Config) Config {
 		DialTimeout: r.DialTimeout.D(), ReadTimeout: r.ReadTimeout.D(), WriteTimeout: r.WriteTimeout.D(), PoolSize: r.PoolSize,
 		NodeTTL: r.NodeTTL.D(), SweepInterval: r.SweepInterval.D(), Retention: r.Retention.D(),
 		TLS: RedisTLS(r.TLS)}
+	c.Sparkplug = sparkplugFrom(y.Sparkplug)
+	lo := func(o configs.LifecycleOutput) LifecycleOutput {
+		return LifecycleOutput{Enabled: o.Enabled, Mode: o.Mode, Prefix: o.Prefix}
+	}
+	c.Lifecycle = Lifecycle{AWS: lo(y.Lifecycle.AWS), EMQX: lo(y.Lifecycle.EMQX), QueueDepth: y.Lifecycle.QueueDepth}
+	c.Webhooks.Replay = y.Webhooks.Replay
+	for _, e := range y.Webhooks.Endpoints {
+		c.Webhooks.Endpoints = append(c.Webhooks.Endpoints, WebhookEndpoint{
+			Name: e.Name, URL: e.URL, Secret: string(e.Secret), SecretFile: e.SecretFile, Events: e.Events,
+			MaxBatch: e.MaxBatch, MaxWait: e.MaxWait.D(), Timeout: e.Timeout.D(), Queue: e.Queue,
+			RetryBackoff: e.RetryBackoff.D(), RetryMaxBackoff: e.RetryMaxBackoff.D(),
+			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: e.BreakerCooldown.D(),
+		})
+	}
 	c.Notify = Notify(y.Notify)
 	return c
 }

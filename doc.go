@@ -52,6 +52,12 @@
 //     the Delivery and Guard hooks that make each subscriber receive a
 //     user's versions in order, once.
 //   - stats: one table of figures, for /api/v1/stats and /metrics alike.
+//   - sparkplug: the Sparkplug B aware server (opt-in, plugin_sparkplug.go),
+//     a hook beside the flow: births retained under $sparkplug/certificates/,
+//     stale NDEATHs flagged or dropped.
+//   - lifecycle: the lifecycle outputs (AWS IoT Core and EMQX 5 dialects),
+//     fed by the pump (raw), the publisher (shown) and a hook that sees
+//     every refused CONNECT; they publish through the outlet.
 //
 // # Goroutines
 //
@@ -62,7 +68,11 @@
 // feed's listener, the sharded listener's subscriber and one reader per
 // connection, the refresher, the registrar); the groups stage's reader,
 // claims writer and leader loop; the nodes stage's announcer and reader;
-// the interest stage's worker.
+// the interest stage's worker; the lifecycle stage's publisher (stopped
+// after the pump, once it has published what is queued).
+// the interest stage's worker; with webhooks, the hub's lease loop and one
+// sender per endpoint (stopped after the pump, each flushing what waits
+// within its budget).
 //
 // # Lock order
 //
@@ -90,6 +100,11 @@
 //     alone, never across a call to Redis.
 //   - nodes: send, then mu.
 //   - roster: each structure's mu is a leaf.
+//   - sparkplug: Hook.mu is a leaf, never held across a publish.
+//   - lifecycle: Stage.mu (the queue) is a leaf, never held while
+//     publishing; the sequencers are the pump's alone.
+//   - webhook: Hub.mu, then an Endpoint's mu (a leaf); neither is held
+//     across a request or a lease call.
 //
 // # What presence needs from the server
 //

@@ -19,14 +19,17 @@ import (
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
 	"github.com/presenced/presenced/interest"
+	"github.com/presenced/presenced/lifecycle"
 	"github.com/presenced/presenced/nodes"
 	"github.com/presenced/presenced/notify"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/sparkplug"
 	"github.com/presenced/presenced/stats"
 	"github.com/presenced/presenced/store"
 	"github.com/presenced/presenced/tracker"
+	"github.com/presenced/presenced/webhook"
 )
 
 // ErrNoInlineClient: the server was built without Options.InlineClient,
@@ -117,14 +120,21 @@ type Plugin struct {
 
 	events *admin.Events // the admin API's events stream (plugin_console.go)
 
-	notify *notify.Stage // presence-gated notify; nil while notify.enabled is off (plugin_notify.go)
-	pusher notify.Pusher // WithPusher's
+	sparkplug *sparkplug.Hook // the Sparkplug aware server (plugin_sparkplug.go); added only when enabled
+	webhooks  *webhook.Hub    // the webhooks (plugin_webhook.go); nil: none configured
+	// webhookSeq tells the shown opens and ends of sessions, for the
+	// endpoints that ask for session events; nil: none does. The pump's.
+	webhookSeq *presence.Sequencer
+	notify     *notify.Stage // presence-gated notify; nil while notify.enabled is off (plugin_notify.go)
+	pusher     notify.Pusher // WithPusher's
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	startOnce sync.Once
 	stopOnce  sync.Once
 	started   bool
+
+	lifecycle *lifecycle.Stage // the lifecycle outputs (nil: none enabled)
 }
 
 // trackerShards is how many workers write to the store side by side.
@@ -158,6 +168,10 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 		return nil, fmt.Errorf("presenced: %w", err)
 	}
 	p.build()
+	if err := p.buildWebhooks(); err != nil {
+		return nil, err
+	}
+	p.buildNotify() // pushes through the webhooks
 	return p, p.addHooks()
 }
 
@@ -202,9 +216,6 @@ func (p *Plugin) build() {
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
 		ServiceSessions: cfg.Presence.ObserverSessions || everyone,
 	})
-	if cfg.Notify.Enabled {
-		p.hook.SetNotify(p.notifyPublish)
-	}
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)
 	p.publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: p.logFor("publisher"),
@@ -212,6 +223,8 @@ func (p *Plugin) build() {
 			p.meters.published(a, before, time.Now())
 			p.groups.Note(a)
 			p.publishedEvent(a.User)
+			p.lifecycleShown(a)
+			p.webhookShown(a, before)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -228,7 +241,8 @@ func (p *Plugin) build() {
 	})
 	p.nodes = nodes.New(nodes.Options{Node: cfg.NodeID, Prefix: cfg.Presence.TopicPrefix, Now: p.now, Log: p.logFor("nodes"),
 		Store: p.store, Outlet: nodeOutlet{p.outlet, p.events}, Sessions: p.hook.Sessions})
-	p.buildNotify()
+	p.sparkplug = p.buildSparkplug()
+	p.buildLifecycle()
 	p.table = p.buildTable()
 }
 
@@ -244,9 +258,14 @@ func (p *Plugin) addHooks() error {
 			Sees: p.groups.SeesUser(), SeesGroup: p.groups.SeesGroup(),
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
 			Topics:       p.topics,
+			Private:      p.lifecyclePrivate(),
 			Notify:       p.notify != nil,
 		}))
 	}
+	if p.cfg.Sparkplug.Enabled {
+		list = append(list, p.sparkplug) // after presence's: a will it sent nowhere is none of its concern
+	}
+	list = append(list, p.lifecycleHooks()...)
 	for _, h := range list {
 		if err := p.srv.AddHook(h, nil); err != nil {
 			return fmt.Errorf("presenced: add hook %s: %w", h.ID(), err)
@@ -322,6 +341,8 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.tracker.Start()
 	p.groups.Start()
 	p.interest.Start()
+	p.startLifecycle()
+	p.startWebhooks()
 	if p.notify != nil {
 		p.notify.Start()
 	}
@@ -373,6 +394,8 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		close(p.stop)
 		p.wg.Wait()
+		p.stopLifecycle()
+		p.stopWebhooks(ctx)
 		p.events.Close()
 		if p.notify != nil {
 			p.notify.Stop()

@@ -18,16 +18,22 @@ import (
 // hears a user while a message waits) and the webhooks (the push).
 
 // WithPusher sends notify's pushes (webhook events of type "notify") to
-// pusher: the webhooks' hub (webhook.Hub.SendHere). Without it a push is
-// counted (presenced_notify_dropped_total{reason="no_webhook"}) and lost.
+// pusher instead of the webhooks' hub (the webhooks section: every
+// endpoint whose events name "notify"). With neither, a push is counted
+// (presenced_notify_dropped_total{reason="no_webhook"}) and lost.
 func WithPusher(pusher notify.Pusher) Option { return func(p *Plugin) { p.pusher = pusher } }
 
-// buildNotify builds the notify stage when notify.enabled (after the hook
-// and the interest stage).
+// buildNotify builds the notify stage when notify.enabled (after the
+// stages and the webhooks), has the presence hook hand it the messages,
+// and adds its figures.
 func (p *Plugin) buildNotify() {
 	c := p.cfg.Notify
 	if !c.Enabled {
 		return
+	}
+	pusher := p.pusher
+	if pusher == nil && p.webhooks != nil {
+		pusher = p.webhooks
 	}
 	var sender notify.Sender
 	if cmd, ok := p.store.(store.Commander); ok {
@@ -38,8 +44,10 @@ func (p *Plugin) buildNotify() {
 		MaxPerUser: c.MaxPendingPerUser, MaxPending: c.MaxPending, Queue: c.Queue,
 		Now: p.now, Log: p.logFor("notify"), Store: p.store, Sender: sender,
 		Local:  notify.Broker{Server: p.srv, Viewer: p.hook.Viewer},
-		Follow: notifyFollow{p}, Pusher: p.pusher,
+		Follow: notifyFollow{p}, Pusher: pusher,
 	})
+	p.hook.SetNotify(p.notifyPublish)
+	p.table.Add(p.notifyStats()...)
 }
 
 // notifyPublish is the presence hook's Options.Notify: a service account

@@ -118,6 +118,8 @@ func (p *Plugin) pump() {
 // their retained presence (every node forgets by the same rule).
 func (p *Plugin) forget(before time.Time) {
 	p.store.Forget(before)
+	p.lifecycleForget(before)
+	p.webhookForget(before)
 	if n := p.publisher.Forget(before); n > 0 {
 		p.log.Debug("offline users forgotten", "users", n)
 	}
@@ -138,6 +140,7 @@ func (p *Plugin) handle(events []store.Event) {
 		switch e.Kind {
 		case store.Changed:
 			a := e.Aggregate
+			p.lifecycleCommitted(a) // every user's, before the interest filter
 			if p.notify != nil {
 				p.notify.Changed(a) // a map lookup, unless a message waits for the user
 			}

@@ -84,7 +84,7 @@ func byLabel(kind stats.Kind, name, help, label string, values []string, read fu
 // buildTable is the plugin's figures, read from the stages' counts.
 func (p *Plugin) buildTable() *stats.Table {
 	return stats.New(append(append(append(append(append(append(p.sessionStats(), p.publishStats()...), p.interestStats()...), p.connectionStats()...), p.limitStats()...), p.monitoringStats()...),
-		append(p.consoleStats(), p.notifyStats()...)...)...)
+		append(append(p.consoleStats(), p.sparkplugStats()...), p.lifecycleStats()...)...)...)
 }
 
 // sessionStats are the figures of the sessions and the store.
@@ -113,6 +113,7 @@ func (p *Plugin) sessionStats() []stats.Stat {
 		gauge("tracker_queue_depth", "Session writes waiting for the store or being written.", t.Depth.Load),
 		gauge("tracker_retrying", "Session writes waiting to be tried again after a store failure.", t.Retrying.Load),
 		gauge("feed_queue_depth", "Store events waiting for the pump (changes coalesce per user).", p.feed.Depth),
+		counter("feed_ended_dropped_total", "Ended sessions a coalesced change no longer carries (it keeps the newest 64): the lifecycle outputs tell their ends with no reason.", p.feed.EndedDropped),
 		counter("sessions_opened_total", "Sessions this node opened in the store.", t.Opened.Load, "sessions_opened"),
 		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
 			"reason", reasons, ends, nil),

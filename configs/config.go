@@ -99,7 +99,13 @@ type Config struct {
 	Auth     AuthConfig     `yaml:"auth"`
 	TLS      TLSConfig      `yaml:"tls"`
 	Drain    DrainConfig    `yaml:"drain"`
-	Notify   NotifyConfig   `yaml:"notify"`
+	// Sparkplug makes the broker a Sparkplug B aware MQTT server (package
+	// sparkplug; docs/sparkplug.md).
+	Sparkplug SparkplugConfig `yaml:"sparkplug"`
+	// Lifecycle is the lifecycle outputs (docs/events.md).
+	Lifecycle LifecycleConfig `yaml:"lifecycle"`
+	Webhooks  WebhooksConfig  `yaml:"webhooks"`
+	Notify    NotifyConfig    `yaml:"notify"`
 }
 
 // LogConfig configures the process logger.
@@ -376,6 +382,41 @@ type DrainConfig struct {
 	ServerReference string   `yaml:"server_reference"` // MQTT 5 Server Reference sent with 0x9C (e.g. "mqtt.example.com:1883"); empty: 0x8B, no reference
 }
 
+// SparkplugConfig configures the Sparkplug B aware server (Sparkplug 3.0,
+// chapter 10): births retained under $sparkplug/certificates/, and the
+// stale NDEATH of an earlier connection (its bdSeq not the live NBIRTH's)
+// flagged, or dropped.
+type SparkplugConfig struct {
+	Enabled         bool     `yaml:"enabled"`           // default false
+	DropStaleDeaths bool     `yaml:"drop_stale_deaths"` // drop a stale NDEATH (a will included) instead of delivering it flagged; default false
+	MaxEdgeNodes    int      `yaml:"max_edge_nodes"`    // edge nodes whose bdSeq a node tracks; default 10000; 1..10000000
+	ForgetAfter     Duration `yaml:"forget_after"`      // an edge node dead this long is forgotten; default 1h; 1m..720h
+}
+
+// LifecycleConfig configures the lifecycle outputs: every session's open
+// and end (and every CONNECT refused) in the dialects of AWS IoT Core and
+// EMQX 5 (docs/events.md). Both are off by default.
+type LifecycleConfig struct {
+	AWS  LifecycleOutput `yaml:"aws"`  // $aws/events/presence/{connected,disconnected,connect_failed}/{clientId}
+	EMQX LifecycleOutput `yaml:"emqx"` // $SYS/brokers/{node}/clients/{clientid}/{connected,disconnected}
+	// QueueDepth bounds the events waiting to be published; past it they
+	// are dropped and counted. Default 8192; 16..1048576.
+	QueueDepth int `yaml:"queue_depth"`
+}
+
+// LifecycleOutput is one lifecycle output.
+type LifecycleOutput struct {
+	Enabled bool   `yaml:"enabled"` // default false
+	Mode    string `yaml:"mode"`    // raw (every committed open and end) | shown (what observers were shown); default raw
+	Prefix  string `yaml:"prefix"`  // topic prefix; default $aws/events/presence (aws), $SYS/brokers (emqx)
+}
+
+// The lifecycle modes.
+const (
+	LifecycleRaw   = "raw"
+	LifecycleShown = "shown"
+)
+
 // NotifyConfig configures presence-gated notify (docs/notify.md): a
 // message on presence/notify/{user} reaches the user's live sessions, on
 // any node, or is pushed through the webhooks when the user is offline or
@@ -511,6 +552,12 @@ const (
 	// A drain asks 500 connections a second to move: 10,000 in 20 s, a
 	// rate the other nodes take without a reconnect storm.
 	defaultDrainRate = 500
+
+	defaultLifecycleDepth = 8192
+	// DefaultAWSPrefix and DefaultEMQXPrefix are where AWS IoT Core and
+	// EMQX publish their lifecycle events.
+	DefaultAWSPrefix  = "$aws/events/presence"
+	DefaultEMQXPrefix = "$SYS/brokers"
 	// notify (NotifyConfig)
 	defaultNotifyMaxPendingPerUser = 16
 	defaultNotifyMaxPending        = 10000
@@ -522,6 +569,11 @@ const (
 	defaultDrainTimeout = Duration(20 * time.Second)
 	// maxServerReference bounds drain.server_reference.
 	maxServerReference = 1024
+	// Ten thousand edge nodes per node: a few hundred bytes each.
+	defaultSparkplugMaxEdgeNodes = 10000
+	// An edge node dead for an hour is forgotten: a will later than that
+	// is delivered as it is.
+	defaultSparkplugForgetAfter = Duration(time.Hour)
 )
 
 // Defaults returns the config with every default applied.
@@ -650,6 +702,15 @@ func (c *Config) ApplyDefaults() {
 
 	setInt(&c.Drain.Rate, defaultDrainRate)
 	setDuration(&c.Drain.Timeout, defaultDrainTimeout)
+
+	setInt(&c.Sparkplug.MaxEdgeNodes, defaultSparkplugMaxEdgeNodes)
+	setDuration(&c.Sparkplug.ForgetAfter, defaultSparkplugForgetAfter)
+	setInt(&c.Lifecycle.QueueDepth, defaultLifecycleDepth)
+	setString(&c.Lifecycle.AWS.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.AWS.Prefix, DefaultAWSPrefix)
+	setString(&c.Lifecycle.EMQX.Mode, LifecycleRaw)
+	setString(&c.Lifecycle.EMQX.Prefix, DefaultEMQXPrefix)
+	c.applyWebhookDefaults()
 	setInt(&c.Notify.MaxPendingPerUser, defaultNotifyMaxPendingPerUser)
 	setInt(&c.Notify.MaxPending, defaultNotifyMaxPending)
 	setInt(&c.Notify.MaxPayload, defaultNotifyMaxPayload)
@@ -757,6 +818,9 @@ func (c Config) validate() []*keyError {
 	c.validateTLS(&v)
 	c.validateRedis(&v)
 	c.validateDrain(&v)
+	c.validateSparkplug(&v)
+	c.validateLifecycle(&v)
+	c.validateWebhooks(&v)
 	c.validateNotify(&v)
 	return v.errs
 }
@@ -1016,6 +1080,40 @@ func (c Config) validateDrain(v *validator) {
 	v.check("drain.rate", intBetween(c.Drain.Rate, 1, 1_000_000))
 	v.check("drain.timeout", durationBetween(c.Drain.Timeout, Duration(time.Second), Duration(time.Hour)))
 	v.check("drain.server_reference", validServerReference(c.Drain.ServerReference))
+}
+
+// validateSparkplug checks the sparkplug section.
+func (c Config) validateSparkplug(v *validator) {
+	v.check("sparkplug.max_edge_nodes", intBetween(c.Sparkplug.MaxEdgeNodes, 1, 10_000_000))
+	v.check("sparkplug.forget_after", durationBetween(c.Sparkplug.ForgetAfter, Duration(time.Minute), Duration(720*time.Hour)))
+}
+
+// validateLifecycle checks the lifecycle section.
+func (c Config) validateLifecycle(v *validator) {
+	l := c.Lifecycle
+	v.check("lifecycle.queue_depth", intBetween(l.QueueDepth, 16, 1<<20))
+	outs := []struct {
+		key string
+		o   LifecycleOutput
+	}{{"lifecycle.aws", l.AWS}, {"lifecycle.emqx", l.EMQX}}
+	for _, o := range outs {
+		if o.o.Mode != LifecycleRaw && o.o.Mode != LifecycleShown {
+			v.add(o.key+".mode", "%q: raw or shown", o.o.Mode)
+		}
+		p := o.o.Prefix
+		switch {
+		case p == "" || strings.ContainsAny(p, "+#") || strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
+			v.add(o.key+".prefix", "%q: a topic name without wildcards, and without an empty level", p)
+		case o.o.Enabled && (p == c.Presence.TopicPrefix || strings.HasPrefix(p, c.Presence.TopicPrefix+"/") || strings.HasPrefix(c.Presence.TopicPrefix, p+"/")):
+			v.add(o.key+".prefix", "%q overlaps presence.topic_prefix %q", p, c.Presence.TopicPrefix)
+		}
+	}
+	if l.AWS.Enabled && l.EMQX.Enabled {
+		a, e := l.AWS.Prefix, l.EMQX.Prefix
+		if a == e || strings.HasPrefix(a, e+"/") || strings.HasPrefix(e, a+"/") {
+			v.add("lifecycle.emqx.prefix", "%q overlaps lifecycle.aws.prefix %q", e, a)
+		}
+	}
 }
 
 // validateNotify checks the notify section.

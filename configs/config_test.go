@@ -104,8 +104,12 @@ func TestDefaults(t *testing.T) {
 		},
 		Auth: AuthConfig{JWT: JWTConfig{UserClaim: "sub", GroupsClaim: "groups", Leeway: Duration(30 * time.Second)}, ObserverMethods: []string{"password"},
 			Passwords: PasswordsConfig{FailureBurst: 10, FailureInterval: Duration(6 * time.Second), Addresses: 65536, QueueWait: Duration(2 * time.Second), CacheSize: 65536}},
-		Drain:  DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
-		Notify: NotifyConfig{MaxPendingPerUser: 16, MaxPending: 10000, MaxPayload: 4096, Queue: 4096},
+		Drain:     DrainConfig{Rate: 500, Timeout: Duration(20 * time.Second)},
+		Sparkplug: SparkplugConfig{MaxEdgeNodes: 10000, ForgetAfter: Duration(time.Hour)},
+		Lifecycle: LifecycleConfig{AWS: LifecycleOutput{Mode: "raw", Prefix: "$aws/events/presence"},
+			EMQX: LifecycleOutput{Mode: "raw", Prefix: "$SYS/brokers"}, QueueDepth: 8192},
+		Webhooks: WebhooksConfig{Replay: 10000},
+		Notify:   NotifyConfig{MaxPendingPerUser: 16, MaxPending: 10000, MaxPayload: 4096, Queue: 4096},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
@@ -179,6 +183,9 @@ func TestValidateRejects(t *testing.T) {
 		{"drain rate too high", func(c *Config) { c.Drain.Rate = 1_000_001 }, "drain.rate", "got 1000001"},
 		{"drain timeout too short", func(c *Config) { c.Drain.Timeout = sec(0.5) }, "drain.timeout", "between 1s and 3600s (got 500ms)"},
 		{"drain timeout too long", func(c *Config) { c.Drain.Timeout = sec(3601) }, "drain.timeout", "between 1s and 3600s"},
+		{"sparkplug edge nodes negative", func(c *Config) { c.Sparkplug.MaxEdgeNodes = -1 }, "sparkplug.max_edge_nodes", "between 1 and 10000000 (got -1)"},
+		{"sparkplug forget after too short", func(c *Config) { c.Sparkplug.ForgetAfter = sec(30) }, "sparkplug.forget_after", "got 30s"},
+		{"sparkplug forget after too long", func(c *Config) { c.Sparkplug.ForgetAfter = sec(721 * 3600) }, "sparkplug.forget_after", "between 1m and"},
 		{"server reference with a newline", func(c *Config) { c.Drain.ServerReference = "a:1\nb:2" }, "drain.server_reference", "control characters"},
 		{"server reference too long", func(c *Config) { c.Drain.ServerReference = strings.Repeat("a", 1025) }, "drain.server_reference", "at most 1024 bytes"},
 		{"server reference not UTF-8", func(c *Config) { c.Drain.ServerReference = "\xff" }, "drain.server_reference", "UTF-8"},
@@ -878,6 +885,9 @@ func TestEveryKeyIsReachable(t *testing.T) {
 			typ = typ.Elem()
 		}
 		sample := map[reflect.Kind]string{reflect.String: "x", reflect.Int: "7", reflect.Bool: "true", reflect.Slice: "a,b", reflect.Int64: "7s", reflect.Map: "a=7s"}[typ.Kind()]
+		if typ.Kind() == reflect.Slice && typ.Elem().Kind() == reflect.Struct { // a list of sections: YAML
+			sample = "[{url: http://x}]"
+		}
 		if sample == "" {
 			t.Errorf("%s: no sample for type %s; teach setFromString and this test about it", lf.path, lf.typ)
 			continue

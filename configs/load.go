@@ -361,6 +361,9 @@ func setFromString(v reflect.Value, s string) error {
 		}
 		v.Set(reflect.ValueOf(m))
 	case reflect.Slice:
+		if isSectionList(v.Type()) {
+			return sectionsFromString(v, s)
+		}
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported type %s", v.Type())
 		}
@@ -517,6 +520,11 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 			}
 			continue
 		}
+		if isSectionList(fv.Type()) {
+			w.sections(val, fv, path)
+			w.sources[path] = fmt.Sprintf("set in %s line %d", w.file, k.Line)
+			continue
+		}
 		if isDuration(fv.Type()) && val.Kind == yaml.ScalarNode && !isNull(val) {
 			if _, err := parseDuration(val.Value); err != nil {
 				w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: %v",
@@ -539,6 +547,55 @@ func (w *yamlWalker) mapping(node *yaml.Node, v reflect.Value, prefix string) {
 		}
 		w.sources[path] = fmt.Sprintf("set in %s line %d", w.file, k.Line)
 	}
+}
+
+// sections decodes a list of mappings (webhooks.endpoints) into the slice
+// v, each item strictly, as a section at path[i]; an empty list is nil.
+func (w *yamlWalker) sections(node *yaml.Node, v reflect.Value, path string) {
+	v.Set(reflect.Zero(v.Type()))
+	if isNull(node) {
+		return
+	}
+	if node.Kind != yaml.SequenceNode {
+		w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: want a list of mappings (got %s)",
+			ErrInvalid, path, w.file, node.Line, describe(node)))
+		return
+	}
+	for i, item := range node.Content {
+		item = resolveAlias(item)
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if item.Kind != yaml.MappingNode {
+			w.errs = append(w.errs, fmt.Errorf("configs: %w for %q in %s line %d: want a mapping of keys (got %s)",
+				ErrInvalid, at, w.file, item.Line, describe(item)))
+			continue
+		}
+		elem := reflect.New(v.Type().Elem()).Elem()
+		w.mapping(item, elem, at)
+		v.Set(reflect.Append(v, elem))
+	}
+}
+
+// isSectionList reports whether t is a list of sections (webhooks.endpoints).
+func isSectionList(t reflect.Type) bool { return t.Kind() == reflect.Slice && isSection(t.Elem()) }
+
+// sectionsFromString decodes a list of sections from an environment
+// variable or a flag: YAML (a flow list: [{url: ..., secret_file: ...}]).
+func sectionsFromString(v reflect.Value, s string) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
+		return fmt.Errorf("want a YAML list of mappings such as [{url: https://example.com/hook, secret_file: /run/secrets/hook}]: %v", err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			v.Set(reflect.Zero(v.Type()))
+			return nil
+		}
+		root = root.Content[0]
+	}
+	w := yamlWalker{file: "the value", sources: map[string]string{}}
+	w.sections(resolveAlias(root), v, "")
+	return errors.Join(w.errs...)
 }
 
 // durations checks the values of a mapping of durations, and reports

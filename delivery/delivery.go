@@ -88,6 +88,11 @@ type Stats struct {
 	// (a subscription's filter, or a delivery) and writes (a PUBLISH).
 	TopicReadsRefused  atomic.Int64
 	TopicWritesRefused atomic.Int64
+	// Accesses to the Guard's Private topics (the lifecycle outputs)
+	// refused: reads of connections that are not service accounts, and
+	// every write.
+	PrivateReadsRefused  atomic.Int64
+	PrivateWritesRefused atomic.Int64
 	// Reads of another user's presence/notify/{user} refused (a filter,
 	// or a delivery).
 	NotifyReadsRefused atomic.Int64

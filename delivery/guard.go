@@ -59,6 +59,11 @@ type GuardOptions struct {
 	// presence prefix, and filters that do not name it) of connections
 	// that are not service accounts; nil: DefaultTopics.
 	Topics Topics
+	// Private reports whether a topic or filter reaches the topics that
+	// only service accounts read (unless Topics is not DefaultTopics, an
+	// ACL file, and grants the read) and that nobody publishes to, not
+	// even a service account: the lifecycle outputs'. nil: none.
+	Private func(topicOrFilter string) bool
 }
 
 // Topics is an access decision on application topics: may user ("" for an
@@ -109,6 +114,9 @@ func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 // presence prefix (presence's OnPublish decides under it), and a read
 // must pass presence's rules (a shared subscription's filter judged
 // without its $share/<group>/, $SHARE in any case as mochi takes it):
+//   - with Private, a write to a private topic (the lifecycle outputs') is
+//     refused to everyone, and a read to all but service accounts unless
+//     an ACL file (Topics other than DefaultTopics) grants it; counted;
 //   - "#" and "$SYS/..." are for service accounts only (also "+/#",
 //     "+/+/#" ..., which read as much);
 //   - a topic or filter that does not name the presence prefix must pass
@@ -143,6 +151,18 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 		// let go of it; the user authenticated is its username (a message
 		// for it waits if the Topics rule allows it to that user).
 		appUser = string(cl.Properties.Username)
+	}
+	if g.o.Private != nil {
+		if plain := filter.Unshared(topic); g.o.Private(plain) {
+			if write {
+				g.o.Delivery.Stats.PrivateWritesRefused.Add(1)
+				return false
+			}
+			if _, byDefault := g.o.Topics.(DefaultTopics); !service && (byDefault || !g.o.Topics.Allows(appUser, hooks.ClientID(cl), plain, false)) {
+				g.o.Delivery.Stats.PrivateReadsRefused.Add(1)
+				return false
+			}
+		}
 	}
 	if write {
 		// Under the prefix presence's OnPublish decides (presence/set).

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"strings"
 	"testing"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
@@ -68,6 +69,53 @@ func TestGuardNodesPrivate(t *testing.T) {
 		if !g.OnACLCheck(user, "presence/users/alice", false) {
 			t.Errorf("private %v: alice refused her own presence", private)
 		}
+	}
+}
+
+// grantsAll is an ACL file that grants every read and write.
+type grantsAll struct{}
+
+func (grantsAll) Allows(string, string, string, bool) bool { return true }
+
+// With Private, the lifecycle outputs' topics are read by service accounts
+// only (unless an ACL file grants the read) and written by nobody.
+func TestGuardPrivate(t *testing.T) {
+	_, d, _, cls := newDeliveryServer(t, 2)
+	user, svc := cls[0], cls[1]
+	user.Properties.Username = []byte("alice")
+	svc.Properties.Username = []byte("ops")
+	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: testkit.NopTracker{}, Log: nil,
+		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
+	for _, cl := range cls {
+		h.OnSessionEstablish(cl, packets.Packet{})
+	}
+	private := func(f string) bool { return f == "$aws/#" || strings.HasPrefix(f, "$aws/events/presence") }
+	g := NewGuard(GuardOptions{Delivery: d, Viewers: h, Private: private})
+	for _, f := range []string{"$aws/events/presence/#", "$aws/events/presence/connected/x", "$share/g/$aws/#"} {
+		if g.OnACLCheck(user, f, false) {
+			t.Errorf("a user reads %s", f)
+		}
+		if !g.OnACLCheck(svc, f, false) {
+			t.Errorf("a service account is refused %s", f)
+		}
+	}
+	for _, cl := range cls {
+		if g.OnACLCheck(cl, "$aws/events/presence/connected/x", true) {
+			t.Errorf("%s publishes to a lifecycle topic", cl.Properties.Username)
+		}
+	}
+	if r, w := d.Stats.PrivateReadsRefused.Load(), d.Stats.PrivateWritesRefused.Load(); r != 3 || w != 2 {
+		t.Errorf("refused reads %d writes %d, want 3 and 2", r, w)
+	}
+	if !g.OnACLCheck(user, "$aws/things/x", false) {
+		t.Error("a topic beside the output is refused")
+	}
+	granted := NewGuard(GuardOptions{Delivery: d, Viewers: h, Private: private, Topics: grantsAll{}})
+	if !granted.OnACLCheck(user, "$aws/events/presence/#", false) {
+		t.Error("an ACL file's grant is not honoured")
+	}
+	if granted.OnACLCheck(user, "$aws/events/presence/connected/x", true) {
+		t.Error("an ACL file lets a user publish to a lifecycle topic")
 	}
 }
 

@@ -65,6 +65,12 @@ func (o *Outlet) Announce(topic string, payload []byte) error {
 	return o.srv.Publish(topic, payload, true, 1)
 }
 
+// Send publishes payload on topic, not retained, QoS 1, outside the fence
+// (the lifecycle outputs: no retained presence to order against).
+func (o *Outlet) Send(topic string, payload []byte) error {
+	return o.srv.Publish(topic, payload, false, 1)
+}
+
 // Retain stores payload as topic's retained message with a fresh creation
 // time, delivering nothing, so mochi's purge of retained messages older than
 // Capabilities.MaximumMessageExpiryInterval never removes presence.

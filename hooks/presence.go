@@ -27,8 +27,9 @@ type Tracker interface {
 	// Connect is called when a connection with a user is about to be
 	// established (before CONNACK). It replaces any earlier connection with
 	// the same client id. act is the connection's activity, which the hook
-	// records (nil when server-side idle is off).
-	Connect(conn presence.ConnID, id, user, device string, act *presence.Activity)
+	// records (nil when server-side idle is off). net is the
+	// connection's facts, which the store keeps with the session.
+	Connect(conn presence.ConnID, id, user, device string, act *presence.Activity, net presence.Conn)
 	// Established is called once CONNACK has been sent.
 	Established(conn presence.ConnID, id string)
 	// Set applies a presence/set from the connection. It is activity: it
@@ -371,7 +372,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	// connection of the user, Tidy, OnDisconnect) ends a session the
 	// tracker already has. Told after h.mu, a kick or a Tidy could end it
 	// before it began, and the tracker then kept it for good (issue 18).
-	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act)
+	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act, connFacts(cl, h.o.Server))
 	h.mu.Unlock()
 	if oldest != nil {
 		h.Stats.SessionsKicked.Add(1)

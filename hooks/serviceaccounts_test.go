@@ -36,7 +36,7 @@ type recorder struct {
 	users []string
 }
 
-func (r *recorder) Connect(_ presence.ConnID, _, user, _ string, _ *presence.Activity) {
+func (r *recorder) Connect(_ presence.ConnID, _, user, _ string, _ *presence.Activity, _ presence.Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.users = append(r.users, user)

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,10 +19,10 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
-	presenced "github.com/presenced/presenced"
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/notify"
+	"github.com/presenced/presenced/webhook"
 )
 
 // Presence-gated notify (docs/notify.md), end to end: real brokers (two
@@ -31,16 +30,15 @@ import (
 // nodes; one with the memory store), real MQTT clients, and a real HTTP
 // server receiving the pushes.
 //
-// The webhooks' hub (engineer D's webhook package) is not in this branch
-// yet: the pushes reach the HTTP receiver through httpPusher, a stand-in
-// wired with presenced.WithPusher, which POSTs each event.
+// The pushes go through the webhooks (package webhook): an endpoint whose
+// events name "notify", a real HTTP server, signed batches.
 
 // notifyGrace is the nodes' presence.offline_grace.
 const notifyGrace = 2 * time.Second
 
 // receivedPush is one push the HTTP receiver got.
 type receivedPush struct {
-	notify.Event
+	webhook.Event
 	data struct {
 		Topic, Payload, Encoding, Reason string
 		QueuedAt                         time.Time `json:"queued_at"`
@@ -59,15 +57,22 @@ type pushReceiver struct {
 func startPushReceiver(t *testing.T) *pushReceiver {
 	r := &pushReceiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		var p receivedPush
-		if err := json.NewDecoder(req.Body).Decode(&p.Event); err != nil {
+		var body struct{ Events []webhook.Event }
+		if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		_ = json.Unmarshal(p.Event.Data, &p.data)
-		p.at = time.Now()
+		if req.Header.Get("Presenced-Signature") == "" {
+			http.Error(w, "unsigned", http.StatusBadRequest)
+			return
+		}
+		now := time.Now()
 		r.mu.Lock()
-		r.pushes = append(r.pushes, p)
+		for _, ev := range body.Events {
+			p := receivedPush{Event: ev, at: now}
+			_ = json.Unmarshal(ev.Data, &p.data)
+			r.pushes = append(r.pushes, p)
+		}
 		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -90,38 +95,6 @@ func (r *pushReceiver) of(user string) []receivedPush {
 		}
 	}
 	return out
-}
-
-// httpPusher is the stand-in for webhook.Hub.SendHere: it queues each
-// event (never waiting) and one goroutine POSTs them to url.
-type httpPusher struct {
-	url  string
-	q    chan notify.Event
-	done chan struct{}
-}
-
-func newHTTPPusher(t *testing.T, url string) *httpPusher {
-	p := &httpPusher{url: url, q: make(chan notify.Event, 100_000), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		for ev := range p.q {
-			b, _ := json.Marshal(ev)
-			resp, err := http.Post(p.url, "application/json", bytes.NewReader(b))
-			if err != nil {
-				continue
-			}
-			_ = resp.Body.Close()
-		}
-	}()
-	t.Cleanup(func() { close(p.q); <-p.done })
-	return p
-}
-
-func (p *httpPusher) SendHere(ev notify.Event) {
-	select {
-	case p.q <- ev:
-	default:
-	}
 }
 
 // notifyNodes starts the nodes of a notify test: with Redis two, node-a
@@ -152,12 +125,13 @@ func notifyNodes(t *testing.T, rec *pushReceiver) []*testNode {
 		c.Presence.OfflineGrace = &grace
 		c.Presence.Observers = []string{"svc"}
 		c.Notify.Enabled = true
+		c.Webhooks.Endpoints = []configs.WebhookEndpoint{{Name: "push", URL: rec.srv.URL, Secret: "notify-test-secret",
+			Events: []string{"notify"}, MaxWait: configs.Duration(50 * time.Millisecond)}}
 	})
-	pusher := newHTTPPusher(t, rec.srv.URL)
-	nodes := []*testNode{startConfigured(t, cfg, presenced.WithPusher(pusher))}
+	nodes := []*testNode{startConfigured(t, cfg)}
 	if os.Getenv("INTEGRATION_STORE") == "redis" {
 		cfg.NodeID = "node-b"
-		nodes = append(nodes, startConfigured(t, cfg, presenced.WithPusher(pusher)))
+		nodes = append(nodes, startConfigured(t, cfg))
 	}
 	return nodes
 }

@@ -5,24 +5,15 @@ import (
 	"encoding/json"
 	"time"
 	"unicode/utf8"
+
+	"github.com/presenced/presenced/webhook"
 )
 
-// Event mirrors webhook.Event, the webhook stage's event (engineer D's
-// package, issue 21): the root adapts a webhook.Hub to Pusher. ID is the
-// idempotency key.
-type Event struct {
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	User    string          `json:"user"`
-	Version uint64          `json:"version,omitempty"`
-	At      time.Time       `json:"at"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
 // Pusher sends an event this node alone originates (webhook.Hub.SendHere):
-// it must return at once (the hub queues, batches and retries).
+// it must return at once (the hub queues, batches and retries). The
+// event's ID is the message's id, its idempotency key.
 type Pusher interface {
-	SendHere(Event)
+	SendHere(webhook.Event)
 }
 
 // EventType is the type of a notify event.
@@ -44,11 +35,11 @@ type eventData struct {
 }
 
 // event is the push of m for reason, at now.
-func event(topic string, m Message, reason string, now time.Time) Event {
+func event(topic string, m Message, reason string, now time.Time) webhook.Event {
 	d := eventData{Topic: topic, Reason: reason, QueuedAt: m.QueuedAt, Encoding: "text", Payload: string(m.Payload)}
 	if !utf8.Valid(m.Payload) {
 		d.Encoding, d.Payload = "base64", base64.StdEncoding.EncodeToString(m.Payload)
 	}
 	b, _ := json.Marshal(d) // strings and a time: cannot fail
-	return Event{ID: m.ID, Type: EventType, User: m.User, At: now, Data: b}
+	return webhook.Event{ID: m.ID, Type: EventType, User: m.User, At: now, Data: b}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/webhook"
 )
 
 // fakes: one node "a" and its broker, the store, the other nodes, the
@@ -20,7 +21,7 @@ type fakes struct {
 	subs      map[string]bool // user -> a connection of it subscribes here
 	published []string        // topic=payload
 	sent      []string        // node:user:payload
-	pushes    []Event
+	pushes    []webhook.Event
 	follows   map[string]int
 }
 
@@ -55,7 +56,7 @@ func (f *fakes) SendNotify(_ context.Context, node string, m Message) error {
 	return nil
 }
 
-func (f *fakes) SendHere(e Event) {
+func (f *fakes) SendHere(e webhook.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.pushes = append(f.pushes, e)

@@ -93,7 +93,7 @@ func Derive(u User, rules Rules) Aggregate {
 	lead := -1  // most available session (ties: latest connected)
 	ruler := -1 // authoritative session saying busy or dnd (dnd first)
 	for i, s := range u.Sessions {
-		views[i] = SessionView{ID: s.ID, Epoch: s.Epoch, Node: s.Node, Device: s.Device, Status: s.Status, ConnectedAt: s.ConnectedAt}
+		views[i] = s.View()
 		if lead < 0 || better(s, u.Sessions[lead]) {
 			lead = i
 		}

@@ -77,6 +77,11 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 	if a.Version <= shown.Version || (p.Holding() && a.Version <= p.Held.Version) {
 		return p, Aggregate{}
 	}
+	if p.Holding() && len(p.Held.Ended) > 0 {
+		// a replaces the held change: the sessions that one ended go on
+		// with it (the shown lifecycle outputs tell each end once).
+		a.Ended, _ = MergeEnded(p.Held.Ended, a.Ended, MaxEndedCarried)
+	}
 	p.Ends = r.recentEnds(p.Ends, now)
 	if p.Holding() && c.Ended == "" && a.Status == p.Held.Status && a.Status != shown.Status {
 		p.Held = a // the end that made the held change still explains it: same cause, same due time

@@ -211,3 +211,24 @@ func TestPacingFlappingAndDormant(t *testing.T) {
 		t.Fatal("not dormant long after")
 	}
 }
+
+// TestPacingCarriesEnded: a held change replaced by a newer one hands on
+// the sessions it ended, so that the shown lifecycle outputs tell each end.
+func TestPacingCarriesEnded(t *testing.T) {
+	r := Pacing{Grace: 5 * time.Second}
+	now := time.Unix(1e9, 0)
+	shown := Shown{Version: 10, Status: Online, Since: now}
+	e1 := EndedView{SessionView: SessionView{ID: "phone", Epoch: 1}, Reason: EndNetwork, EndedAt: now}
+	p, got := r.Offer(Pace{}, shown, Aggregate{User: "a", Status: Offline, Version: 11, Ended: []EndedView{e1}}, Cause{Ended: EndNetwork}, now)
+	if got.Version != 0 || !p.Holding() {
+		t.Fatalf("the offline was not held: %+v", p)
+	}
+	back := Aggregate{User: "a", Status: Online, Version: 12, Sessions: []SessionView{{ID: "phone", Epoch: 2}}}
+	p, got = r.Offer(p, shown, back, Cause{}, now.Add(time.Second))
+	if got.Version != 12 || len(got.Ended) != 1 || got.Ended[0] != e1 {
+		t.Fatalf("shown %+v, want version 12 carrying the held change's end %+v", got, e1)
+	}
+	if len(back.Ended) != 0 {
+		t.Fatal("the offered aggregate's array was written to")
+	}
+}

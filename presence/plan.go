@@ -33,6 +33,7 @@ type Wanted struct {
 	LastWords   *string       // its will's text, applied if it ends uncleanly
 	WillDelay   time.Duration // its will's delay (MQTT 5), carried by its unclean end
 	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide)
+	Net         Conn          // the connection's facts, written with each open of it
 }
 
 // Written is what the store was last told for one client id.
@@ -119,7 +120,7 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 	if w.Live && w.Established && (!h.Open || h.Conn != w.Conn) {
 		return Write{Kind: WriteOpen, Open: OpenArgs{
 			User: w.User, ID: id, Node: p.Node, Device: w.Device,
-			Status: status, Text: w.Text, TTL: p.TTL,
+			Status: status, Text: w.Text, TTL: p.TTL, Conn: w.Net,
 		}}
 	}
 	if h.Open && h.Conn == w.Conn && w.Live {

@@ -93,6 +93,9 @@ type Session struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	EndReason   EndReason `json:"end_reason,omitempty"`
+	// Conn is the session's connection as recorded at its open (lifecycle
+	// outputs); not in the record's JSON.
+	Conn Conn `json:"-"`
 }
 
 // Live reports whether the session counts towards its user's presence.

@@ -46,6 +46,9 @@ type OpenArgs struct {
 	Status Status // empty means online
 	Text   string
 	TTL    time.Duration
+	// Conn is the connection's facts, kept with the session (lifecycle
+	// outputs).
+	Conn Conn
 }
 
 // Validate checks the names and values of an open.
@@ -138,6 +141,7 @@ func (u User) Open(a OpenArgs, now time.Time) (User, Session, *Session, error) {
 		s.Status = a.Status
 	}
 	s.Text = a.Text
+	s.Conn = a.Conn
 	s, err := s.Establish(s.Epoch, now)
 	if err != nil {
 		return u, Session{}, nil, err

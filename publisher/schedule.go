@@ -131,8 +131,11 @@ func (q *Pacer) keep(user string, before, p presence.Pace, now time.Time) {
 
 // enqueue makes a ready: in its user's place when one waits already.
 func (q *Pacer) enqueue(a presence.Aggregate) {
-	if _, ok := q.ready[a.User]; ok {
+	if prev, ok := q.ready[a.User]; ok {
 		q.Stats.Coalesced.Add(1)
+		if len(prev.Ended) > 0 { // the sessions the replaced change ended go on with a
+			a.Ended, _ = presence.MergeEnded(prev.Ended, a.Ended, presence.MaxEndedCarried)
+		}
 	} else {
 		q.order = append(q.order, a.User)
 	}

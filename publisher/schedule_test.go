@@ -175,3 +175,22 @@ func TestPacerDrop(t *testing.T) {
 		t.Errorf("ann shown %v after a drop, want only the first online", got)
 	}
 }
+
+// TestPacerCoalescingCarriesEnded: a waiting change replaced by a newer
+// one hands on the sessions it ended.
+func TestPacerCoalescingCarriesEnded(t *testing.T) {
+	r := newPacerRig(t, presence.Pacing{}, 1, 1)
+	r.offer("u0", presence.Online, presence.Cause{}) // the burst's one token
+	e := func(id string) presence.EndedView {
+		return presence.EndedView{SessionView: presence.SessionView{ID: id, Epoch: 1}, Reason: presence.EndClean}
+	}
+	r.ver["u1"]++
+	r.q.Offer(presence.Aggregate{User: "u1", Status: presence.Online, Version: r.ver["u1"], Since: r.now, Ended: []presence.EndedView{e("a")}}, presence.Cause{}, r.now)
+	r.ver["u1"]++
+	r.q.Offer(presence.Aggregate{User: "u1", Status: presence.Busy, Version: r.ver["u1"], Since: r.now, Ended: []presence.EndedView{e("b")}}, presence.Cause{}, r.now)
+	r.advance(2 * time.Second)
+	last := r.shown[len(r.shown)-1]
+	if last.User != "u1" || len(last.Ended) != 2 || last.Ended[0].ID != "a" || last.Ended[1].ID != "b" {
+		t.Fatalf("published %+v, want u1 carrying the ends of a then b", last)
+	}
+}

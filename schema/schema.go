@@ -12,6 +12,7 @@ const (
 	GroupDelta    = "group_delta.schema.json"
 	Set           = "set.schema.json"
 	Node          = "node.schema.json"
+	Webhook       = "webhook.schema.json"
 )
 
 // BaseID is the prefix of every schema's $id: a schema's $id is BaseID

@@ -81,7 +81,7 @@ type Event struct {
 
 // Feed is a store's change feed: a queue that never blocks the store, which
 // pushes to it while it commits. Changes coalesce per user (the highest
-// version wins) and the other events coalesce by kind and node, so it holds
+// version wins, carrying the sessions the changes it replaced ended) and the other events coalesce by kind and node, so it holds
 // at most one event per user and per swept incarnation, whatever the rate
 // of commits. The consumer waits on Ready and drains with Take.
 type Feed struct {
@@ -91,6 +91,9 @@ type Feed struct {
 	users  map[string]int // user -> index of its pending change in events
 	ready  chan struct{}
 	depth  atomic.Int64
+	// endedDropped counts the ended sessions coalescing dropped for
+	// presence.MaxEndedCarried.
+	endedDropped atomic.Int64
 }
 
 // NewFeed returns an empty feed.
@@ -107,6 +110,13 @@ func (f *Feed) Push(e Event) {
 			if p := &f.events[i]; p.Aggregate.Version < e.Aggregate.Version {
 				if e.Cause.Ended == "" && p.Aggregate.Status == e.Aggregate.Status {
 					e.Cause = p.Cause // an end that made this status is still its cause
+				}
+				if len(p.Aggregate.Ended) > 0 {
+					// The sessions the replaced change ended are still
+					// ended: the lifecycle outputs learn each end.
+					var dropped int
+					e.Aggregate.Ended, dropped = presence.MergeEnded(p.Aggregate.Ended, e.Aggregate.Ended, presence.MaxEndedCarried)
+					f.endedDropped.Add(int64(dropped))
 				}
 				*p = e
 			}
@@ -199,3 +209,8 @@ func (f *Feed) Recycle(evs []Event) {
 
 // Depth returns how many events are waiting.
 func (f *Feed) Depth() int64 { return f.depth.Load() }
+
+// EndedDropped returns how many ended sessions the feed dropped when it
+// coalesced a user's changes (it keeps the newest presence.MaxEndedCarried
+// of them per change).
+func (f *Feed) EndedDropped() int64 { return f.endedDropped.Load() }

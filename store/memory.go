@@ -81,14 +81,16 @@ func (m *Memory) Own(context.Context) ([]presence.StoredSession, error) { return
 // Tombstone implements Store: the memory store never loses a user.
 func (m *Memory) Tombstone(context.Context, map[string]uint64) (int, error) { return 0, nil }
 
-// commit stores u, derives its aggregate and reports it when it changed.
-func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause) {
+// commit stores u, derives its aggregate and reports it when it changed,
+// with the sessions this change ended (ended, in the order they ended).
+func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause, ended ...presence.Session) {
 	u, p, changed := u.Commit(m.rules, now)
 	if _, ok := m.users[u.Name]; !ok {
 		m.indexAdd(u.Name)
 	}
 	m.users[u.Name] = u
 	if changed {
+		p.Ended = presence.EndedViews(ended) // the report's, not Current's
 		m.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
 	}
 }
@@ -99,11 +101,16 @@ func (m *Memory) Open(_ context.Context, a presence.OpenArgs) (presence.Session,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	u, s, _, err := m.users[a.User].Open(a, now)
+	a.Conn = a.Conn.Bounded()
+	u, s, taken, err := m.users[a.User].Open(a, now)
 	if err != nil {
 		return presence.Session{}, fmt.Errorf("open %s/%s: %w", a.User, a.ID, err)
 	}
-	m.commit(u, now, presence.Cause{})
+	if taken != nil {
+		m.commit(u, now, presence.Cause{}, *taken)
+	} else {
+		m.commit(u, now, presence.Cause{})
+	}
 	return s, nil
 }
 
@@ -112,11 +119,11 @@ func (m *Memory) End(_ context.Context, a presence.EndArgs) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	u, _, err := m.users[a.User].End(a.ID, a.Epoch, a.Reason, a.LastWords, now)
+	u, ended, err := m.users[a.User].End(a.ID, a.Epoch, a.Reason, a.LastWords, now)
 	if err != nil {
 		return fmt.Errorf("end %s/%s: %w", a.User, a.ID, err)
 	}
-	m.commit(u, now, presence.Cause{Ended: a.Reason, WillDelay: a.WillDelay})
+	m.commit(u, now, presence.Cause{Ended: a.Reason, WillDelay: a.WillDelay}, ended)
 	return nil
 }
 
@@ -183,7 +190,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 		u, reaped := u.Reap(now)
 		n += len(reaped)
 		m.reaped.Add(int64(len(reaped)))
-		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout})
+		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout}, reaped...)
 	}
 	return n, nil
 }
@@ -207,7 +214,8 @@ func (m *Memory) Forget(before time.Time) int {
 	return n
 }
 
-// Get returns a user's current aggregate (tests compare the stores with it).
+// Get returns a user's current aggregate, with the sessions it ended last
+// as a read of the user reports them (tests compare the stores with it).
 func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -215,7 +223,9 @@ func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, 
 	if !ok || u.Current.Version == 0 {
 		return presence.Aggregate{}, false, nil
 	}
-	return u.Current, true, nil
+	p := u.Current
+	p.Ended = u.RecentlyEnded()
+	return p, true, nil
 }
 
 // User returns a user's whole record: live and recently ended sessions.
@@ -234,13 +244,16 @@ func (m *Memory) Load(context.Context) error {
 }
 
 // reportCurrent reports the current aggregate of each of users (nil: every
-// user) the store has, sorted by name, outside the lock.
+// user) the store has, with the sessions it ended last (oldest first), as
+// Redis does, sorted by name, outside the lock.
 func (m *Memory) reportCurrent(users []string) {
 	m.mu.Lock()
 	var all []presence.Aggregate
 	add := func(u presence.User) {
 		if u.Current.Version != 0 {
-			all = append(all, u.Current)
+			p := u.Current
+			p.Ended = u.RecentlyEnded()
+			all = append(all, p)
 		}
 	}
 	if users == nil {

@@ -22,8 +22,15 @@ type scriptCall struct {
 // openCall builds open.lua's call for incarnation inc.
 func (r *Redis) openCall(a presence.OpenArgs, inc string) scriptCall {
 	return scriptCall{scriptOpen, append(r.k.commitKeys(a.User), r.k.nodeUsers(member(r.node, inc), a.User)),
-		[]any{a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
-			r.auth, ms(r.retention)}}
+		append([]any{a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
+			r.auth, ms(r.retention)}, connArgs(a.Conn)...)}
+}
+
+// connArgs are open.lua's ARGV[11..18]: the connection's facts, bounded.
+func connArgs(c presence.Conn) []any {
+	c = c.Bounded()
+	return []any{c.Username, c.IP, strconv.Itoa(c.Port), c.Listener, strconv.Itoa(int(c.ProtoVer)),
+		strconv.Itoa(int(c.KeepAlive)), flag(c.CleanStart), strconv.FormatUint(uint64(c.Expiry), 10)}
 }
 
 // endCall builds end.lua's call.

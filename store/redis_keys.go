@@ -26,6 +26,7 @@ import (
 //	P:node:<node>      string: the node's live incarnation, with a TTL (node_ttl)
 //	P:nodestate        hash: node -> its presence.NodeHistory, one JSON status a line
 //	P:nodedown{<t>}    sorted set: node -> when it went down (ms), in P:nodestate's slot
+//	P:lease:<name>     string: a named lease's holder, "<node>|<incarnation>", with a TTL (lease.go)
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
 //	                   one per slot: t hashes to the slot of the users' records
 //	                   (on a single server, one set, without {<t>})
@@ -47,6 +48,7 @@ func (k keys) groups() string               { return k.prefix + "groups" }
 func (k keys) groupLog(group string) string { return k.prefix + "gs:{" + group + "}" }
 func (k keys) groupLeader() string          { return k.prefix + "gleader" }
 func (k keys) claims(user string) string    { return k.prefix + "uc:{" + user + "}" }
+func (k keys) lease(name string) string     { return k.prefix + "lease:" + name }
 func (k keys) group(group string) string {
 	return k.prefix + "g:{" + group + "}"
 }

@@ -188,6 +188,10 @@ func TestRedisMatchesMemory(t *testing.T) {
 		switch op := rng.Intn(5); {
 		case op == 0 || mEpoch[k] == 0:
 			a := presence.OpenArgs{User: u, ID: id, Node: "n1", Device: devices[rng.Intn(3)], Status: statuses[rng.Intn(5)], TTL: time.Hour}
+			if rng.Intn(3) > 0 { // facts, or none
+				a.Conn = presence.Conn{Username: u, IP: fmt.Sprintf("10.0.0.%d", i%250), Port: 1883 + rng.Intn(2), Listener: "tcp",
+					ProtoVer: uint8(3 + rng.Intn(3)), KeepAlive: uint16(rng.Intn(120)), CleanStart: rng.Intn(2) == 0, Expiry: uint32(rng.Intn(2) * 3600)}
+			}
 			ms, err1 := m.Open(ctx, a)
 			rs, err2 := r.Open(ctx, a)
 			if err1 != nil || err2 != nil {
@@ -235,8 +239,19 @@ func TestRedisMatchesMemory(t *testing.T) {
 				t.Fatalf("step %d %s:\nmemory %+v\nredis  %+v", i, u, mp, rp)
 			}
 			for j := range mp.Sessions {
-				if mp.Sessions[j].ID != rp.Sessions[j].ID || mp.Sessions[j].Status != rp.Sessions[j].Status || mp.Sessions[j].Device != rp.Sessions[j].Device {
+				if mp.Sessions[j].ID != rp.Sessions[j].ID || mp.Sessions[j].Status != rp.Sessions[j].Status || mp.Sessions[j].Device != rp.Sessions[j].Device ||
+					mp.Sessions[j].Conn != rp.Sessions[j].Conn {
 					t.Fatalf("step %d %s: sessions differ:\nmemory %+v\nredis  %+v", i, u, mp.Sessions, rp.Sessions)
+				}
+			}
+			// The last ended sessions a read reports, oldest first.
+			if len(mp.Ended) != len(rp.Ended) {
+				t.Fatalf("step %d %s: ended differ:\nmemory %+v\nredis  %+v", i, u, mp.Ended, rp.Ended)
+			}
+			for j := range mp.Ended {
+				me, re := mp.Ended[j], rp.Ended[j]
+				if me.ID != re.ID || me.Reason != re.Reason || me.Status != re.Status || me.Device != re.Device || me.Conn != re.Conn {
+					t.Fatalf("step %d %s: ended differ:\nmemory %+v\nredis  %+v", i, u, mp.Ended, rp.Ended)
 				}
 			}
 		}

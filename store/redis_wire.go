@@ -24,6 +24,7 @@ type wireChange struct {
 	Ss    json.RawMessage `json:"ss"`
 	R     string          `json:"r"`  // end reason, when an end made the change
 	Wd    json.Number     `json:"wd"` // will delay (ms) of the ended session
+	X     json.RawMessage `json:"x"`  // the sessions the change ended (wireEnded), when it ended some
 }
 
 type wireView struct {
@@ -33,6 +34,35 @@ type wireView struct {
 	D  string `json:"d"`
 	St string `json:"st"`
 	C  string `json:"c"`
+	wireConn
+}
+
+// wireEnded is a session a change ended, as its message lists it (x).
+type wireEnded struct {
+	wireView
+	R  string `json:"r"`
+	Ea string `json:"ea"`
+}
+
+// wireConn is a session's connection facts (presence.Conn), each only when
+// not empty or zero (open.lua).
+type wireConn struct {
+	Un string `json:"un,omitempty"`
+	IP string `json:"ip,omitempty"`
+	Pt int    `json:"pt,omitempty"`
+	L  string `json:"l,omitempty"`
+	Pv uint8  `json:"pv,omitempty"`
+	Ka uint16 `json:"ka,omitempty"`
+	Cs bool   `json:"cs,omitempty"`
+	Se uint32 `json:"se,omitempty"`
+}
+
+func (w wireConn) conn() (presence.Conn, error) {
+	c := presence.Conn{Username: w.Un, IP: w.IP, Port: w.Pt, Listener: w.L, ProtoVer: w.Pv, KeepAlive: w.Ka, CleanStart: w.Cs, Expiry: w.Se}
+	if !c.Valid() {
+		return presence.Conn{}, fmt.Errorf("connection facts out of bounds: %+v", w)
+	}
+	return c, nil
 }
 
 // wireSession is a live or ended session as stored in the user's hash.
@@ -49,6 +79,7 @@ type wireSession struct {
 	X  float64 `json:"x"`
 	R  string  `json:"r"`
 	Ea float64 `json:"ea"`
+	wireConn
 }
 
 // maxMillis is 9999-12-31T23:59:59.999Z: a time beyond it, or before 1970,
@@ -170,9 +201,63 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 		if !validStatus(presence.Status(sv.St)) || sv.St == string(presence.Offline) {
 			return presence.Aggregate{}, fmt.Errorf("feed session status %q", sv.St)
 		}
-		p.Sessions = append(p.Sessions, presence.SessionView{ID: sv.ID, Epoch: e, Node: sv.N, Device: sv.D, Status: presence.Status(sv.St), ConnectedAt: c})
+		conn, err := sv.conn()
+		if err != nil {
+			return presence.Aggregate{}, fmt.Errorf("feed session %q: %w", sv.ID, err)
+		}
+		p.Sessions = append(p.Sessions, presence.SessionView{ID: sv.ID, Epoch: e, Node: sv.N, Device: sv.D, Status: presence.Status(sv.St), ConnectedAt: c, Conn: conn})
+	}
+	if p.Ended, err = w.ended(); err != nil {
+		return presence.Aggregate{}, err
 	}
 	return p, nil
+}
+
+// ended reads the sessions the change ended, in the order they ended.
+func (w wireChange) ended() ([]presence.EndedView, error) {
+	if len(w.X) == 0 || string(w.X) == "{}" {
+		return nil, nil
+	}
+	var xs []wireEnded
+	if err := json.Unmarshal(w.X, &xs); err != nil {
+		return nil, fmt.Errorf("feed ended sessions: %w", err)
+	}
+	if len(xs) > maxWireSessions {
+		return nil, fmt.Errorf("feed: %d ended sessions, at most %d", len(xs), maxWireSessions)
+	}
+	out := make([]presence.EndedView, 0, len(xs))
+	for _, x := range xs {
+		if err := validWireSession(x.ID, x.N, x.D); err != nil {
+			return nil, fmt.Errorf("feed ended session: %w", err)
+		}
+		e, err := strconv.ParseUint(x.E, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("feed ended epoch %q: %w", x.E, err)
+		}
+		if !presence.Status(x.St).SessionStatus() {
+			return nil, fmt.Errorf("feed ended session status %q", x.St)
+		}
+		if !presence.EndReason(x.R).Valid() {
+			return nil, fmt.Errorf("feed ended session reason %q", x.R)
+		}
+		c, err := msString(x.C)
+		if err != nil {
+			return nil, err
+		}
+		ea, err := msString(x.Ea)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := x.conn()
+		if err != nil {
+			return nil, fmt.Errorf("feed ended session %q: %w", x.ID, err)
+		}
+		out = append(out, presence.EndedView{
+			SessionView: presence.SessionView{ID: x.ID, Epoch: e, Node: x.N, Device: x.D, Status: presence.Status(x.St), ConnectedAt: c, Conn: conn},
+			Reason:      presence.EndReason(x.R), EndedAt: ea,
+		})
+	}
+	return out, nil
 }
 
 // maxWireSessions is the most sessions a change or a record may list: far
@@ -215,9 +300,13 @@ func (w wireSession) session(user string) (presence.Session, error) {
 	if w.R != "" && !presence.EndReason(w.R).Valid() {
 		return presence.Session{}, fmt.Errorf("session end reason %q", w.R)
 	}
+	conn, err := w.conn()
+	if err != nil {
+		return presence.Session{}, fmt.Errorf("session of %s: %w", user, err)
+	}
 	s := presence.Session{
 		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
-		State: presence.Active, ConnectedAt: msTime(w.C), RenewedAt: msTime(w.Rn), ExpiresAt: msTime(w.X),
+		State: presence.Active, ConnectedAt: msTime(w.C), RenewedAt: msTime(w.Rn), ExpiresAt: msTime(w.X), Conn: conn,
 	}
 	if w.R != "" {
 		s.EndReason = presence.EndReason(w.R)
@@ -260,7 +349,7 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 			return u, presence.Aggregate{}, false, err
 		}
 		u.Sessions = append(u.Sessions, s)
-		views = append(views, wireView{ID: ws.ID, E: ws.E, N: ws.N, D: ws.D, St: ws.St, C: strconv.FormatInt(int64(ws.C), 10)})
+		views = append(views, wireView{ID: ws.ID, E: ws.E, N: ws.N, D: ws.D, St: ws.St, C: strconv.FormatInt(int64(ws.C), 10), wireConn: ws.wireConn})
 	}
 	sort.Slice(u.Sessions, func(i, j int) bool { return u.Sessions[i].ID < u.Sessions[j].ID })
 	sort.Slice(views, func(i, j int) bool {
@@ -301,6 +390,7 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 	}
 	u.LastSeen = p.LastSeen
 	u.Current = p
+	p.Ended = u.RecentlyEnded() // a read reports the last few ended, as the memory store does
 	return u, p, true, nil
 }
 

@@ -86,6 +86,7 @@ type Store interface {
 	Groups
 	GroupLog
 	Claims
+	Leases
 }
 
 var (

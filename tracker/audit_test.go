@@ -34,9 +34,9 @@ func TestAuditRewritesLostUpdates(t *testing.T) {
 	tr.Start()
 	defer tr.Stop()
 	ctx := context.Background()
-	tr.Connect(1, "a", "ann", "phone", nil)
+	tr.Connect(1, "a", "ann", "phone", nil, presence.Conn{})
 	tr.Established(1, "a")
-	tr.Connect(2, "b", "ben", "", nil)
+	tr.Connect(2, "b", "ben", "", nil, presence.Conn{})
 	tr.Established(2, "b")
 	away, text := presence.Away, "lunch"
 	tr.Set(1, "a", "ann", presence.SetRequest{Status: &away, Text: &text})

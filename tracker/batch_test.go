@@ -195,7 +195,7 @@ func TestTrackerBatchOrder(t *testing.T) {
 	tr, bs, f := newBatchTracker(t)
 	const n = 40
 	for i := range n {
-		tr.Connect(1, sid(i), user(i), "phone", nil)
+		tr.Connect(1, sid(i), user(i), "phone", nil, presence.Conn{})
 		tr.Established(1, sid(i))
 	}
 	bs.hold = true
@@ -205,7 +205,7 @@ func TestTrackerBatchOrder(t *testing.T) {
 	busy := presence.Busy
 	for i := range n {
 		if i < n/2 {
-			tr.Connect(2, sid(i), user(i), "phone", nil)
+			tr.Connect(2, sid(i), user(i), "phone", nil, presence.Conn{})
 			tr.Established(2, sid(i))
 			tr.Set(2, sid(i), user(i), presence.SetRequest{Scope: presence.ScopeSession, Status: &busy})
 			tr.Disconnect(1, sid(i), presence.EndTakeover) // of the old connection: ignored
@@ -253,7 +253,7 @@ func TestTrackerBatchStaleInside(t *testing.T) {
 	tr.Start()
 	defer tr.Stop()
 	for i := range n {
-		tr.Connect(1, sid(i), user(i), "phone", nil)
+		tr.Connect(1, sid(i), user(i), "phone", nil, presence.Conn{})
 		tr.Established(1, sid(i))
 	}
 	waitIdle(t, tr)
@@ -268,7 +268,7 @@ func TestTrackerBatchStaleInside(t *testing.T) {
 	bs.mu.Lock()
 	bs.hold = true
 	bs.mu.Unlock()
-	tr.Connect(1, "x", "xavier", "", nil)
+	tr.Connect(1, "x", "xavier", "", nil, presence.Conn{})
 	tr.Established(1, "x")
 	<-bs.entered
 	away := presence.Away
@@ -312,7 +312,7 @@ func TestTrackerBatchFailedRetried(t *testing.T) {
 	bs.fail = 1
 	bs.hold = true
 	for i := range n {
-		tr.Connect(1, sid(i), user(i), "phone", nil)
+		tr.Connect(1, sid(i), user(i), "phone", nil, presence.Conn{})
 		tr.Established(1, sid(i))
 	}
 	tr.Start()

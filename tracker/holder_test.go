@@ -24,7 +24,7 @@ func TestTrackerHolder(t *testing.T) {
 		}
 		return u.Sessions[0].Epoch
 	}
-	tr.Connect(1, key, "alice", "", nil)
+	tr.Connect(1, key, "alice", "", nil, presence.Conn{})
 	tr.Established(1, key)
 	waitIdle(t, tr)
 	first := epochOf()
@@ -40,7 +40,7 @@ func TestTrackerHolder(t *testing.T) {
 		}
 	}
 	// The client id connects again: a newer epoch; the old one holds nothing.
-	tr.Connect(2, key, "alice", "", nil)
+	tr.Connect(2, key, "alice", "", nil, presence.Conn{})
 	tr.Disconnect(1, key, presence.EndTakeover)
 	tr.Established(2, key)
 	waitIdle(t, tr)

@@ -51,7 +51,7 @@ func TestTrackerObservesStoreCalls(t *testing.T) {
 	away := presence.Away
 	for i, u := range []string{"a", "x", "b"} {
 		conn := presence.ConnID(i + 1)
-		tr.Connect(conn, u+"-1", u, "", nil)
+		tr.Connect(conn, u+"-1", u, "", nil, presence.Conn{})
 		tr.Established(conn, u+"-1")
 	}
 	waitIdle(t, tr)
@@ -98,7 +98,7 @@ func TestTrackerObservesBatches(t *testing.T) {
 	defer tr.Stop()
 	const n = 8
 	for i := range n {
-		tr.Connect(1, sid(i), user(i), "", nil)
+		tr.Connect(1, sid(i), user(i), "", nil, presence.Conn{})
 		tr.Established(1, sid(i))
 	}
 	waitIdle(t, tr)

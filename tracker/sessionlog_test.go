@@ -55,10 +55,10 @@ func TestTrackerSessionLog(t *testing.T) {
 	tr.Start()
 	defer tr.Stop()
 	const old, nu = 1, 2
-	tr.Connect(old, "bob-phone", "bob", "phone", nil)
+	tr.Connect(old, "bob-phone", "bob", "phone", nil, presence.Conn{})
 	tr.Established(old, "bob-phone")
 	waitIdle(t, tr)
-	tr.Connect(nu, "bob-phone", "bob", "phone", nil)
+	tr.Connect(nu, "bob-phone", "bob", "phone", nil, presence.Conn{})
 	tr.Disconnect(old, "bob-phone", presence.EndTakeover)
 	tr.Established(nu, "bob-phone")
 	waitIdle(t, tr)

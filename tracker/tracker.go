@@ -305,7 +305,8 @@ func (t *Tracker) change(conn presence.ConnID, id string, fn func(w *presence.Wa
 // about to be established (before CONNACK). It replaces any earlier
 // connection with the same id. act is the connection's activity, which the
 // hook records and CheckIdle reads (nil: the session is never shown idle).
-func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *presence.Activity) {
+// net is the connection's facts, which the store keeps with the session.
+func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *presence.Activity, net presence.Conn) {
 	t.mu.Lock() // held while want is set, so that sync cannot drop the slot in between
 	s := t.slots[id]
 	if s == nil {
@@ -313,7 +314,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *pr
 		t.slots[id] = s
 	}
 	s.mu.Lock()
-	s.want = presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true}
+	s.want = presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true, Net: net}
 	s.act = act
 	s.mu.Unlock()
 	t.mu.Unlock()

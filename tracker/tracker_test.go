@@ -68,7 +68,7 @@ func waitIdle(t *testing.T, tr *Tracker) {
 func TestTrackerCoalesces(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
 	const cl = 1
-	tr.Connect(cl, "alice-phone", "alice", "phone", nil)
+	tr.Connect(cl, "alice-phone", "alice", "phone", nil, presence.Conn{})
 	tr.Established(cl, "alice-phone")
 	for _, s := range []presence.Status{presence.Away, presence.Busy, presence.Idle} {
 		st := s
@@ -93,10 +93,10 @@ func TestTrackerTakeover(t *testing.T) {
 	tr.Start()
 	defer tr.Stop()
 	const old, nu = 1, 2 // two connections with one client id
-	tr.Connect(old, "bob-phone", "bob", "", nil)
+	tr.Connect(old, "bob-phone", "bob", "", nil, presence.Conn{})
 	tr.Established(old, "bob-phone")
 	waitIdle(t, tr)
-	tr.Connect(nu, "bob-phone", "bob", "", nil)
+	tr.Connect(nu, "bob-phone", "bob", "", nil, presence.Conn{})
 	tr.Disconnect(old, "bob-phone", presence.EndTakeover) // mochi: before or after the new Established
 	tr.Established(nu, "bob-phone")
 	waitIdle(t, tr)
@@ -129,7 +129,7 @@ func TestTrackerTakeover(t *testing.T) {
 // A connection that ends before it was established never reaches the store.
 func TestTrackerNeverEstablished(t *testing.T) {
 	tr, cs, f, _ := newTestTracker(t)
-	tr.Connect(1, "c", "carol", "", nil)
+	tr.Connect(1, "c", "carol", "", nil, presence.Conn{})
 	tr.Disconnect(1, "c", presence.EndNetwork)
 	tr.Start()
 	defer tr.Stop()
@@ -145,7 +145,7 @@ func TestTrackerRenewal(t *testing.T) {
 	tr, cs, f, clk := newTestTracker(t)
 	tr.Start()
 	defer tr.Stop()
-	tr.Connect(1, "d", "dave", "", nil)
+	tr.Connect(1, "d", "dave", "", nil, presence.Conn{})
 	tr.Established(1, "d")
 	waitIdle(t, tr)
 	ctx := context.Background()
@@ -229,7 +229,7 @@ func TestTrackerGhosts(t *testing.T) {
 	ghosts := func(refs ...presence.SessionRef) []presence.SessionRef { return tr.Ghosts(refs) }
 
 	// An open under way: its epoch is not known yet, whatever the store holds.
-	tr.Connect(1, "a", "ann", "", nil)
+	tr.Connect(1, "a", "ann", "", nil, presence.Conn{})
 	tr.Established(1, "a")
 	<-gs.entered
 	if g := ghosts(presence.SessionRef{User: "ann", ID: "a", Epoch: 7}); len(g) != 0 {
@@ -240,7 +240,7 @@ func TestTrackerGhosts(t *testing.T) {
 	ea := epoch("ann")
 	// An open under way of a connection that has ended meanwhile: the
 	// store may hold it already, and the end follows.
-	tr.Connect(3, "c", "cat", "", nil)
+	tr.Connect(3, "c", "cat", "", nil, presence.Conn{})
 	tr.Established(3, "c")
 	<-gs.entered
 	tr.Disconnect(3, "c", presence.EndClean)
@@ -268,7 +268,7 @@ func TestTrackerGhosts(t *testing.T) {
 	// Ended and written: the slot is gone, and the store's session is a
 	// ghost; so is one of an id this node never had.
 	close(gs.failEnd)
-	tr.Connect(2, "b", "ben", "", nil)
+	tr.Connect(2, "b", "ben", "", nil, presence.Conn{})
 	tr.Established(2, "b")
 	<-gs.entered
 	gs.gate <- struct{}{}
@@ -299,7 +299,7 @@ func TestTrackerIdle(t *testing.T) {
 	acts := map[string]*presence.Activity{}
 	for i, c := range []struct{ id, user, device string }{{"a", "ann", "phone"}, {"s", "sam", "sensor"}, {"w", "wes", "phone"}} {
 		acts[c.id] = presence.NewActivity(clk.Now())
-		tr.Connect(presence.ConnID(i+1), c.id, c.user, c.device, acts[c.id])
+		tr.Connect(presence.ConnID(i+1), c.id, c.user, c.device, acts[c.id], presence.Conn{})
 		tr.Established(presence.ConnID(i+1), c.id)
 	}
 	away := presence.Away

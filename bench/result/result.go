@@ -77,7 +77,12 @@ type Point struct {
 	CPUUsPerChange float64 `json:"cpu_us_per_change"`                 // broker user+sys CPU per change made
 	RedisCPUUs     float64 `json:"redis_cpu_us_per_change,omitempty"` // redis-server's, presenced-redis only
 	LoadCPUUs      float64 `json:"load_cpu_us_per_change"`            // the load generator's (this process)
-	Sustained      bool    `json:"sustained"`                         // p99 within the bound and the rate achieved
+	// TapPerSec is how many messages per second the tap (--ceiling-tap:
+	// a subscriber to other topics, such as the lifecycle outputs')
+	// received during the step's load; TapPerChange the same per change.
+	TapPerSec    float64 `json:"tap_per_s,omitempty"`
+	TapPerChange float64 `json:"tap_per_change,omitempty"`
+	Sustained    bool    `json:"sustained"` // p99 within the bound and the rate achieved
 }
 
 // Metrics: every figure a scenario measures; zero-valued ones were not

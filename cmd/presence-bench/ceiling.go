@@ -27,6 +27,11 @@ type ceilingConfig struct {
 	Bisect   int           // bisection steps after the doubling
 	Budget   time.Duration // no new step starts after this much of the search
 	Converge time.Duration // how long a step waits for every observer to show the truth
+	// Tap: filters a second subscriber (user TapUser) subscribes to, whose
+	// messages are counted: what another output (the lifecycle topics)
+	// sends at each rate. Empty: no tap.
+	Tap     string
+	TapUser string
 }
 
 func ceilingDefaults(c *config) {
@@ -41,6 +46,8 @@ func ceilingFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.Ceiling.P99, "ceiling-p99", c.Ceiling.P99, "ceiling: a rate is sustained when propagation p99 stays within this and the rate is achieved")
 	fs.IntVar(&c.Ceiling.Bisect, "ceiling-bisect", c.Ceiling.Bisect, "ceiling: bisection steps between the last sustained rate and the first that was not")
 	fs.DurationVar(&c.Ceiling.Budget, "ceiling-budget", c.Ceiling.Budget, "ceiling: no new step starts after this much of one system's search")
+	fs.StringVar(&c.Ceiling.Tap, "ceiling-tap", "", "ceiling: comma-separated topic filters a second subscriber counts the messages of (e.g. the lifecycle outputs' topics); empty: none")
+	fs.StringVar(&c.Ceiling.TapUser, "ceiling-tap-user", "", "ceiling: the user name the tap connects with (a service account)")
 	fs.DurationVar(&c.Ceiling.Converge, "ceiling-converge", c.Ceiling.Converge, "ceiling: after a step's load stops, how long to wait for the observer to show every user's truth")
 }
 
@@ -71,8 +78,9 @@ type ceilingSearch struct {
 	good, bad float64       // the highest rate sustained, the lowest not
 	goodPoint *result.Point
 	goodLat   *result.Summary
-	step      int // steps offered
-	retried   int // steps tried once more
+	step      int  // steps offered
+	retried   int  // steps tried once more
+	tap       *tap // nil: no tap
 }
 
 // ceiling: the churn mix (connect, status with a unique tag, clean
@@ -101,6 +109,15 @@ func (e *runEnv) ceiling() error {
 		return err
 	}
 	c := &ceilingSearch{e: e, obs: obs, t0: mono()}
+	if cfg.Tap != "" {
+		tap, err := e.newTap(cfg.Tap, cfg.TapUser)
+		if err != nil {
+			return err
+		}
+		defer tap.c.Close()
+		c.tap = tap
+		r.Params["tap"] = cfg.Tap
+	}
 	if err := runPhases(c.double, c.bisect); err != nil {
 		return err
 	}
@@ -119,7 +136,7 @@ func (c *ceilingSearch) inBudget() bool {
 func (c *ceilingSearch) try(rate float64) (bool, error) {
 	e, r := c.e, c.e.run
 	c.step++
-	p, lat, err := e.ceilingStep(c.obs, c.step, rate)
+	p, lat, err := e.ceilingStep(c.obs, c.tap, c.step, rate)
 	if err != nil {
 		return false, err
 	}
@@ -128,7 +145,7 @@ func (c *ceilingSearch) try(rate float64) (bool, error) {
 		// more, and the better of the two counts.
 		c.step++
 		c.retried++
-		q, qlat, err := e.ceilingStep(c.obs, c.step, rate)
+		q, qlat, err := e.ceilingStep(c.obs, c.tap, c.step, rate)
 		if err != nil {
 			return false, err
 		}
@@ -137,8 +154,8 @@ func (c *ceilingSearch) try(rate float64) (bool, error) {
 		}
 	}
 	r.Curve = append(r.Curve, p)
-	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change%s",
-		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
+	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change tap %.0f/s (%.2f/change)%s",
+		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, p.TapPerSec, p.TapPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
 	if p.Sustained && rate > c.good {
 		c.good, c.goodPoint, c.goodLat = rate, &r.Curve[len(r.Curve)-1], lat
 	}
@@ -208,6 +225,10 @@ func (c *ceilingSearch) report() {
 		r.Metrics.Latency = c.goodLat
 		r.Extra["ceiling_offered_per_s"] = c.good
 		r.Extra["cpu_us_per_change_at_ceiling"] = c.goodPoint.CPUUsPerChange
+		if c.tap != nil {
+			r.Extra["tap_per_s_at_ceiling"] = c.goodPoint.TapPerSec
+			r.Extra["tap_per_change_at_ceiling"] = c.goodPoint.TapPerChange
+		}
 	} else {
 		e.note("no rate offered was sustained (p99 within %v and the rate achieved)", cfg.P99)
 	}
@@ -246,7 +267,7 @@ type ceilingStepRun struct {
 
 // ceilingStep offers rate for the step duration with users of its own, and
 // measures the point: achieved rate, latency, convergence and CPU.
-func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Point, *result.Summary, error) {
+func (e *runEnv) ceilingStep(obs *observer, tp *tap, step int, rate float64) (result.Point, *result.Summary, error) {
 	cfg := e.cfg.Ceiling
 	p := result.Point{OfferedPerSec: rate}
 	// Each user cycles every 150 ms (as churn at 10,000/s), and at least
@@ -258,6 +279,7 @@ func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Poin
 	cpu0, _ := e.sys.cpu()
 	rcpu0 := e.redisCPU()
 	lcpu0, _ := procCPU(os.Getpid())
+	tap0, t0 := tp.count(), mono()
 	stopped := s.load()
 	n, err := s.achieved(&p)
 	if err != nil {
@@ -272,6 +294,11 @@ func (e *runEnv) ceilingStep(obs *observer, step int, rate float64) (result.Poin
 		p.RedisCPUUs = round3(float64((rcpu1 - rcpu0).Microseconds()) / float64(n))
 	}
 	p.LoadCPUUs = round3(float64((lcpu1 - lcpu0).Microseconds()) / float64(n))
+	if tp != nil {
+		got := tp.count() - tap0
+		p.TapPerSec = round3(float64(got) / (mono() - t0).Seconds())
+		p.TapPerChange = round3(float64(got) / float64(n))
+	}
 	sum := s.latency(&p)
 	s.leave(&p)
 	return p, sum, nil

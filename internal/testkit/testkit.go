@@ -184,10 +184,11 @@ func Why(ok bool, why string) error {
 // nothing: for the tests of a hook, not of the store.
 type NopTracker struct{}
 
-func (NopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity) {}
-func (NopTracker) Active(presence.ConnID, string)                                      {}
-func (NopTracker) WillDelay(presence.ConnID, string, time.Duration)                    {}
-func (NopTracker) Established(presence.ConnID, string)                                 {}
-func (NopTracker) Set(presence.ConnID, string, string, presence.SetRequest)            {}
-func (NopTracker) LastWords(presence.ConnID, string, string)                           {}
-func (NopTracker) Disconnect(presence.ConnID, string, presence.EndReason)              {}
+func (NopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity, presence.Conn) {
+}
+func (NopTracker) Active(presence.ConnID, string)                           {}
+func (NopTracker) WillDelay(presence.ConnID, string, time.Duration)         {}
+func (NopTracker) Established(presence.ConnID, string)                      {}
+func (NopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
+func (NopTracker) LastWords(presence.ConnID, string, string)                {}
+func (NopTracker) Disconnect(presence.ConnID, string, presence.EndReason)   {}

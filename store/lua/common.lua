@@ -30,7 +30,12 @@
 --   ended  JSON list of the last 8 ended sessions, newest first
 --   s:<id> JSON of the live session <id>:
 --          {id, e (epoch, string), n (node), i (incarnation), d (device),
---           st, tx, c (connected ms), rn (last renewed ms), x (expires ms)}
+--           st, tx, c (connected ms), rn (last renewed ms), x (expires ms),
+--           and its connection's facts (presence.Conn), each only when not
+--           empty or zero: un (MQTT username), ip (client address),
+--           pt (the listener's local port), l (listener id), pv (protocol
+--           version), ka (keep-alive s), cs (clean start, true), se
+--           (session expiry s)}
 -- Epochs and versions are kept as decimal strings: they are close to 2^51
 -- and cjson would print them with 14 digits.
 
@@ -75,6 +80,20 @@ local function save_session(key, s)
   redis.call('HSET', key, 's:' .. s.id, cjson.encode(s))
 end
 
+-- The connection facts a session keeps (open.lua), copied as they are
+-- into what a change message says of the session.
+local CONN = {'un', 'ip', 'pt', 'l', 'pv', 'ka', 'cs', 'se'}
+local function with_conn(view, s)
+  for _, f in ipairs(CONN) do
+    if s[f] ~= nil then view[f] = s[f] end
+  end
+  return view
+end
+
+-- retired are the sessions this script ended (retire), in that order:
+-- commit's change message lists them (x), for the lifecycle outputs.
+local retired = {}
+
 -- retire ends live session id for reason at now and records it.
 local function retire(key, rec, sess, id, reason, now)
   local s = sess[id]
@@ -88,6 +107,7 @@ local function retire(key, rec, sess, id, reason, now)
   while #ended > 8 do table.remove(ended) end
   rec.ended = cjson.encode(ended)
   if next(sess) == nil then rec.ls = fmt(now) end
+  table.insert(retired, s)
   return s
 end
 
@@ -154,7 +174,8 @@ end
 -- commit derives the aggregate; when it changed it takes the next version,
 -- is stored, given the retention (offline) or none (online), and published
 -- on the user's and the slot's change channels (KEYS[2], KEYS[3]) in the
--- same script. The scalar fields are written in
+-- same script, with the sessions the script ended (x: retired, in order;
+-- only when there are some). The scalar fields are written in
 -- every case (the caller changed some). cause, when an end made the change,
 -- is {r = end reason, wd = will delay in ms}: the feed carries it, so that
 -- every node holds the change back the same way (presence.Pacing).
@@ -190,9 +211,16 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
   if changed then
     local ss = {}
     for i, s in ipairs(p.views) do
-      ss[i] = {id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}
+      ss[i] = with_conn({id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}, s)
     end
     local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
+    if #retired > 0 then
+      local x = {}
+      for i, s in ipairs(retired) do
+        x[i] = with_conn({id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c), r = s.r, ea = fmt(s.ea)}, s)
+      end
+      msg.x = x
+    end
     if cause then
       msg.r = cause.r
       if cause.wd and cause.wd ~= '' and cause.wd ~= '0' then msg.wd = cause.wd end

@@ -7,6 +7,8 @@
 -- ARGV[5] device  ARGV[6] status ("" = online)  ARGV[7] text
 -- ARGV[8] session ttl (ms)  ARGV[9] authoritative devices (comma-separated)
 -- ARGV[10] retention (ms)
+-- ARGV[11..18] the connection's facts (common.lua: un, ip, pt, l, pv, ka,
+-- cs, se), "" (or "0") for none
 -- Returns {epoch, connected_at ms, expires_at ms} as strings.
 local key = KEYS[1]
 local rec, sess = load(key)
@@ -22,6 +24,20 @@ if st == '' then st = 'online' end
 local ttl = tonumber(ARGV[8])
 local s = {id = id, e = fmt(e), n = ARGV[3], i = ARGV[4], d = ARGV[5], st = st, tx = ARGV[7],
   c = now, rn = now, x = now + ttl}
+-- the connection's facts, only those not empty or zero
+local function text(f, v) if v ~= '' then s[f] = v end end
+local function num(f, v)
+  local n = tonumber(v)
+  if n and n > 0 then s[f] = n end
+end
+text('un', ARGV[11])
+text('ip', ARGV[12])
+num('pt', ARGV[13])
+text('l', ARGV[14])
+num('pv', ARGV[15])
+num('ka', ARGV[16])
+if ARGV[17] == '1' then s.cs = true end
+num('se', ARGV[18])
 sess[id] = s
 save_session(key, s)
 commit(key, rec, sess, now, ARGV[9], ARGV[10])
