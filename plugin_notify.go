@@ -70,7 +70,7 @@ func (p *Plugin) notifyPublish(cl *mqtt.Client, service bool, user string, pk pa
 }
 
 // notifyCommand hands a notify command another node sent to the stage (on
-// the pump's goroutine: it returns at once).
+// the store listener's goroutine, from push: it returns at once).
 func (p *Plugin) notifyCommand(c *store.Command) {
 	if p.notify == nil || c.Node != p.cfg.NodeID {
 		return
