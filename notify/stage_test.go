@@ -237,3 +237,24 @@ func TestStageQueueFullIsCounted(t *testing.T) {
 	}
 	s.Stop() // never started: returns
 }
+
+// A message waits at most a grace after it was taken, wherever it waits:
+// one another node took a while ago waits here only the rest of it, and a
+// user online at the deadline (its session here never subscribed) is no
+// push.
+func TestStageWaitsAtMostAGraceAfterTaken(t *testing.T) {
+	f := newFakes()
+	f.users["gus"] = live("gus", "a")
+	s := startStage(t, f)
+	begin := time.Now()
+	s.Deliver(Message{ID: "b:x:1", User: "gus", Payload: []byte("m"), QueuedAt: begin.Add(-grace + 50*time.Millisecond)})
+	testkit.Wait(t, 5*time.Second, "dropped at the deadline", func() error {
+		return testkit.Why(s.Stats.Unreceived.Load() == 1, fmt.Sprintf("unreceived %d", s.Stats.Unreceived.Load()))
+	})
+	if d := time.Since(begin); d > grace {
+		t.Errorf("waited %v: more than the rest of its grace (50ms)", d)
+	}
+	if _, _, n := f.counts(); n != 0 {
+		t.Errorf("%d pushes for an online user", n)
+	}
+}
