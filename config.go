@@ -33,6 +33,7 @@ type Config struct {
 	// Webhooks are the HTTP endpoints of the shown transitions (none: off;
 	// docs/webhooks.md).
 	Webhooks Webhooks
+	Notify   Notify
 }
 
 // Limits bound what one connection may do: the mqtt section's keys of the
@@ -202,6 +203,15 @@ type WebhookEndpoint struct {
 	BreakerCooldown  time.Duration
 }
 
+// Notify is the notify section (presence-gated notify, docs/notify.md).
+type Notify struct {
+	Enabled           bool
+	MaxPendingPerUser int // messages waiting for one user on a node
+	MaxPending        int // messages waiting on a node
+	MaxPayload        int // bytes of a message
+	Queue             int // messages and events waiting for the stage
+}
+
 // Validate reports the first problems with c, each naming its key in
 // presenced.yaml (errors wrap configs.ErrInvalid). Attach validates its
 // Config itself; a program may call Validate earlier.
@@ -316,6 +326,7 @@ func (c Config) yaml() configs.Config {
 			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: d(e.BreakerCooldown),
 		})
 	}
+	y.Notify = configs.NotifyConfig(c.Notify)
 	return y
 }
 
@@ -401,6 +412,7 @@ func ConfigFrom(y configs.Config) Config {
 			BreakerThreshold: e.BreakerThreshold, BreakerCooldown: e.BreakerCooldown.D(),
 		})
 	}
+	c.Notify = Notify(y.Notify)
 	return c
 }
 

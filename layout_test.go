@@ -64,6 +64,7 @@ var floorPlan = map[string][]string{
 	"interest":          {"internal/filter"},
 	"hooks":             {"presence", "listener", "internal/connack", "internal/wire", "internal/loglimit"},
 	"delivery":          {"hooks", "internal/wire", "internal/filter"},
+	"notify":            {"presence", "internal/filter", "webhook"},
 	"stats":             {},
 	"admin":             {"hooks", "presence", "roster"},
 	"auth":              {"listener", "internal/connack"},
@@ -82,7 +83,7 @@ var floorPlan = map[string][]string{
 	"lifecycle":         {"presence"},
 	"webhook":           {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

@@ -21,6 +21,7 @@ import (
 	"github.com/presenced/presenced/interest"
 	"github.com/presenced/presenced/lifecycle"
 	"github.com/presenced/presenced/nodes"
+	"github.com/presenced/presenced/notify"
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/publisher"
 	"github.com/presenced/presenced/roster"
@@ -124,6 +125,8 @@ type Plugin struct {
 	// webhookSeq tells the shown opens and ends of sessions, for the
 	// endpoints that ask for session events; nil: none does. The pump's.
 	webhookSeq *presence.Sequencer
+	notify     *notify.Stage // presence-gated notify; nil while notify.enabled is off (plugin_notify.go)
+	pusher     notify.Pusher // WithPusher's
 
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -155,6 +158,9 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Notify.Enabled && p.acl == nil {
+		return nil, fmt.Errorf("presenced: notify.enabled needs WithACL: only the server's one OnACLCheck keeps presence/notify/{user} to its user")
+	}
 	if cfg.Presence.Visibility != VisibilityOpen && p.acl == nil {
 		return nil, fmt.Errorf("presenced: presence.visibility %q needs WithACL: only the server's one OnACLCheck can refuse a delivery", cfg.Presence.Visibility)
 	}
@@ -165,6 +171,7 @@ func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
 	if err := p.buildWebhooks(); err != nil {
 		return nil, err
 	}
+	p.buildNotify() // pushes through the webhooks
 	return p, p.addHooks()
 }
 
@@ -242,6 +249,9 @@ func (p *Plugin) build() {
 // addHooks adds the hooks to the server, in the order package hooks gives.
 func (p *Plugin) addHooks() error {
 	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery}
+	if p.notify != nil {
+		list = append(list, &notify.Hook{Stage: p.notify, Viewer: p.hook.Viewer})
+	}
 	if p.acl != nil {
 		list = append(list, delivery.NewGuard(delivery.GuardOptions{
 			Delivery: p.delivery, Viewers: p.hook, Policy: *p.acl,
@@ -249,6 +259,7 @@ func (p *Plugin) addHooks() error {
 			NodesPrivate: p.cfg.Presence.Visibility != VisibilityOpen,
 			Topics:       p.topics,
 			Private:      p.lifecyclePrivate(),
+			Notify:       p.notify != nil,
 		}))
 	}
 	if p.cfg.Sparkplug.Enabled {
@@ -332,6 +343,9 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.interest.Start()
 	p.startLifecycle()
 	p.startWebhooks()
+	if p.notify != nil {
+		p.notify.Start()
+	}
 	p.started = true
 	p.wg.Add(1)
 	go p.pump()
@@ -383,6 +397,9 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		p.stopLifecycle()
 		p.stopWebhooks(ctx)
 		p.events.Close()
+		if p.notify != nil {
+			p.notify.Stop()
+		}
 		p.nodes.Stop()
 		p.interest.Stop()
 		p.groups.Stop()

@@ -146,5 +146,6 @@ func (p *Plugin) command(c *store.Command) {
 	case store.CommandForget:
 		p.pacer.Drop([]string{c.User})
 		p.publisher.Drop([]string{c.User})
+	case store.CommandNotify: // handed to the notify stage by push, never queued
 	}
 }

@@ -131,6 +131,12 @@ func (p *Plugin) push(e store.Event) {
 	if e.Kind == store.Changed {
 		e.At = time.Now()
 	}
+	if e.Kind == store.CommandReceived && e.Command.Op == store.CommandNotify {
+		// Straight to the notify stage's queue (it never waits): a message
+		// for a subscriber here does not wait behind the feed's changes.
+		p.notifyCommand(e.Command)
+		return
+	}
 	p.feed.Push(e)
 }
 
@@ -141,6 +147,9 @@ func (p *Plugin) handle(events []store.Event) {
 		case store.Changed:
 			a := e.Aggregate
 			p.lifecycleCommitted(a) // every user's, before the interest filter
+			if p.notify != nil {
+				p.notify.Changed(a) // a map lookup, unless a message waits for the user
+			}
 			if !p.interest.Shows(a.User) {
 				continue // nobody here watches the user
 			}

@@ -105,6 +105,7 @@ type Config struct {
 	// Lifecycle is the lifecycle outputs (docs/events.md).
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 	Webhooks  WebhooksConfig  `yaml:"webhooks"`
+	Notify    NotifyConfig    `yaml:"notify"`
 }
 
 // LogConfig configures the process logger.
@@ -416,6 +417,18 @@ const (
 	LifecycleShown = "shown"
 )
 
+// NotifyConfig configures presence-gated notify (docs/notify.md): a
+// message on presence/notify/{user} reaches the user's live sessions, on
+// any node, or is pushed through the webhooks when the user is offline or
+// still offline when presence.offline_grace ends.
+type NotifyConfig struct {
+	Enabled           bool `yaml:"enabled"`              // default false: presence/notify/... is read-only as the rest of the prefix
+	MaxPendingPerUser int  `yaml:"max_pending_per_user"` // messages waiting for one user on a node (the oldest is dropped); default 16; 1..10000
+	MaxPending        int  `yaml:"max_pending"`          // messages waiting on a node (a new one is dropped); default 10000; 1..10000000
+	MaxPayload        int  `yaml:"max_payload"`          // bytes of a message (0x95 beyond); default 4096; 1..8192
+	Queue             int  `yaml:"queue"`                // messages and events waiting for the notify stage's goroutine (0x97 beyond); default 4096; 16..1000000
+}
+
 // TLSConfig configures TLS on the MQTT listeners (TCP and WebSocket).
 type TLSConfig struct {
 	CertFile          string `yaml:"cert_file"`           // server certificate chain (PEM); with key_file enables TLS; reloaded on SIGHUP
@@ -545,6 +558,12 @@ const (
 	// EMQX publish their lifecycle events.
 	DefaultAWSPrefix  = "$aws/events/presence"
 	DefaultEMQXPrefix = "$SYS/brokers"
+	// notify (NotifyConfig)
+	defaultNotifyMaxPendingPerUser = 16
+	defaultNotifyMaxPending        = 10000
+	defaultNotifyMaxPayload        = 4096
+	defaultNotifyQueue             = 4096
+	maxNotifyPayload               = 8192 // store.MaxNotifyPayload: a notify command carries the message to another node
 	// 20 s of drain, plus at most 10 s to stop, fit in Kubernetes' default
 	// terminationGracePeriodSeconds (30 s) before its SIGKILL.
 	defaultDrainTimeout = Duration(20 * time.Second)
@@ -692,6 +711,10 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Lifecycle.EMQX.Mode, LifecycleRaw)
 	setString(&c.Lifecycle.EMQX.Prefix, DefaultEMQXPrefix)
 	c.applyWebhookDefaults()
+	setInt(&c.Notify.MaxPendingPerUser, defaultNotifyMaxPendingPerUser)
+	setInt(&c.Notify.MaxPending, defaultNotifyMaxPending)
+	setInt(&c.Notify.MaxPayload, defaultNotifyMaxPayload)
+	setInt(&c.Notify.Queue, defaultNotifyQueue)
 }
 
 func hostnameOr(fallback string) string {
@@ -798,6 +821,7 @@ func (c Config) validate() []*keyError {
 	c.validateSparkplug(&v)
 	c.validateLifecycle(&v)
 	c.validateWebhooks(&v)
+	c.validateNotify(&v)
 	return v.errs
 }
 
@@ -1090,6 +1114,14 @@ func (c Config) validateLifecycle(v *validator) {
 			v.add("lifecycle.emqx.prefix", "%q overlaps lifecycle.aws.prefix %q", e, a)
 		}
 	}
+}
+
+// validateNotify checks the notify section.
+func (c Config) validateNotify(v *validator) {
+	v.check("notify.max_pending_per_user", intBetween(c.Notify.MaxPendingPerUser, 1, 10_000))
+	v.check("notify.max_pending", intBetween(c.Notify.MaxPending, 1, 10_000_000))
+	v.check("notify.max_payload", intBetween(c.Notify.MaxPayload, 1, maxNotifyPayload))
+	v.check("notify.queue", intBetween(c.Notify.Queue, 16, 1_000_000))
 }
 
 type validator struct{ errs []*keyError }

@@ -109,6 +109,7 @@ func TestDefaults(t *testing.T) {
 		Lifecycle: LifecycleConfig{AWS: LifecycleOutput{Mode: "raw", Prefix: "$aws/events/presence"},
 			EMQX: LifecycleOutput{Mode: "raw", Prefix: "$SYS/brokers"}, QueueDepth: 8192},
 		Webhooks: WebhooksConfig{Replay: 10000},
+		Notify:   NotifyConfig{MaxPendingPerUser: 16, MaxPending: 10000, MaxPayload: 4096, Queue: 4096},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)

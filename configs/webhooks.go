@@ -44,7 +44,7 @@ type WebhookEndpoint struct {
 }
 
 // WebhookEvents are the event types an endpoint may ask for.
-var WebhookEvents = []string{"user.online", "user.offline", "user.status", "session.opened", "session.ended"}
+var WebhookEvents = []string{"user.online", "user.offline", "user.status", "session.opened", "session.ended", "notify"}
 
 // Webhook defaults.
 const (

@@ -93,6 +93,9 @@ type Stats struct {
 	// every write.
 	PrivateReadsRefused  atomic.Int64
 	PrivateWritesRefused atomic.Int64
+	// Reads of another user's presence/notify/{user} refused (a filter,
+	// or a delivery).
+	NotifyReadsRefused atomic.Int64
 }
 
 // subscription is a SUBSCRIBE in progress that can match presence/users/...

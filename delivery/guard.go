@@ -51,6 +51,10 @@ type GuardOptions struct {
 	// presence/nodes/) to service accounts (presence.visibility self and
 	// groups: a node's session count says how many people are online).
 	NodesPrivate bool
+	// Notify keeps prefix/notify/{user} (package notify) to that user's
+	// connections and to service accounts: a filter with a wildcard there
+	// is granted, and each delivery is checked with its topic name.
+	Notify bool
 	// Topics decides the application topics (everything outside the
 	// presence prefix, and filters that do not name it) of connections
 	// that are not service accounts; nil: DefaultTopics.
@@ -125,6 +129,9 @@ func (g *Guard) Provides(b byte) bool { return b == mqtt.OnACLCheck }
 //     holds for presence/groups/{group};
 //   - with NodesPrivate, presence/nodes/... (a topic, or a filter under it)
 //     is for service accounts only;
+//   - with Notify, presence/notify/{user} is readable only by that user's
+//     connections and by service accounts (presence/notify/+ is granted,
+//     and delivers only the subscriber's own);
 //   - the Delivery hook's rules (what is sent again goes only to those who
 //     missed it; no retained repeat; no rewritten will).
 func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
@@ -183,6 +190,10 @@ func (g *Guard) OnACLCheck(cl *mqtt.Client, topic string, write bool) bool {
 			return false
 		}
 		if g.o.NodesPrivate && g.o.Delivery.underNodes(plain) {
+			return false
+		}
+		if u, ok := strings.CutPrefix(plain, g.o.Delivery.prefix+"/notify/"); ok && g.o.Notify && !strings.ContainsAny(u, "+#") && (u != appUser || u == "") {
+			g.o.Delivery.Stats.NotifyReadsRefused.Add(1)
 			return false
 		}
 	}

@@ -118,3 +118,45 @@ func TestGuardPrivate(t *testing.T) {
 		t.Error("an ACL file lets a user publish to a lifecycle topic")
 	}
 }
+
+// With Notify, presence/notify/{user} is read by that user and service
+// accounts only; a wildcard filter is granted and each delivery checked
+// with its topic name; refusals are counted.
+func TestGuardNotify(t *testing.T) {
+	_, d, _, cls := newDeliveryServer(t, 3)
+	alice, bob, svc := cls[0], cls[1], cls[2]
+	alice.Properties.Username = []byte("alice")
+	bob.Properties.Username = []byte("bob")
+	svc.Properties.Username = []byte("ops")
+	h := hooks.New(hooks.Options{Prefix: "presence", Tracker: testkit.NopTracker{}, Log: nil,
+		Service: func(cl *mqtt.Client) bool { return string(cl.Properties.Username) == "ops" }})
+	for _, cl := range cls {
+		h.OnSessionEstablish(cl, packets.Packet{})
+	}
+	g := NewGuard(GuardOptions{Delivery: d, Viewers: h, Notify: true})
+	for _, c := range []struct {
+		cl    *mqtt.Client
+		topic string
+		want  bool
+	}{
+		{alice, "presence/notify/alice", true},
+		{alice, "presence/notify/+", true}, // a filter: each delivery is checked
+		{alice, "$share/g/presence/notify/alice", true},
+		{bob, "presence/notify/alice", false}, // a filter or a delivery
+		{bob, "$share/g/presence/notify/alice", false},
+		{svc, "presence/notify/alice", true},
+		{svc, "presence/notify/+", true},
+	} {
+		if got := g.OnACLCheck(c.cl, c.topic, false); got != c.want {
+			t.Errorf("%s reads %s: %v, want %v", c.cl.Properties.Username, c.topic, got, c.want)
+		}
+	}
+	if n := d.Stats.NotifyReadsRefused.Load(); n != 2 {
+		t.Errorf("NotifyReadsRefused %d, want 2", n)
+	}
+	// Off: the topic is one of the prefix's like any other.
+	off := NewGuard(GuardOptions{Delivery: d, Viewers: h})
+	if !off.OnACLCheck(bob, "presence/notify/alice", false) {
+		t.Error("without Notify the rule applies")
+	}
+}

@@ -92,7 +92,23 @@ type Options struct {
 	// closed on reading the DISCONNECT before the drain set the stop
 	// cause. Nil: no drain.
 	Moved func(cl *mqtt.Client) bool
+	// Notify takes a message published on prefix/notify/{user} (package
+	// notify); nil: notify is off, and the topic is read-only as the rest
+	// of the prefix. The hook has checked that user is a valid user name;
+	// service says whether the connection is a service account.
+	Notify func(cl *mqtt.Client, service bool, user string, pk packets.Packet) NotifyVerdict
 }
+
+// NotifyVerdict is what Options.Notify made of a message.
+type NotifyVerdict uint8
+
+// The verdicts.
+const (
+	NotifyTaken    NotifyVerdict = iota // taken: acknowledged, never delivered by mochi
+	NotifyDenied                        // the connection may not publish there
+	NotifyTooLarge                      // over notify.max_payload
+	NotifyBusy                          // the stage's queue is full
+)
 
 // Stats are the hook's counts, read with atomic loads.
 type Stats struct {
@@ -110,6 +126,8 @@ type Stats struct {
 	Battles         atomic.Int64 // takeover battle episodes detected
 	BattleRefused   atomic.Int64 // newcomers refused during a takeover battle
 	BattleEvicted   atomic.Int64 // client ids the battle detector dropped for its cap
+	NotifyTaken     atomic.Int64 // messages on prefix/notify/{user} handed to notify
+	NotifyRefused   atomic.Int64 // messages on prefix/notify/... refused: not allowed, a bad user, too large or busy
 }
 
 // Presence is the mochi hook that turns connection events into presence
@@ -122,6 +140,7 @@ type Presence struct {
 	mqtt.HookBase
 	o         Options
 	set       string // prefix/set
+	notify    string // prefix/notify/
 	under     string // prefix/
 	observers map[string]struct{}
 	gate      gate
@@ -166,7 +185,7 @@ func New(o Options) *Presence {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Presence{o: o, set: o.Prefix + "/set", under: o.Prefix + "/",
+	h := &Presence{o: o, set: o.Prefix + "/set", notify: o.Prefix + "/notify/", under: o.Prefix + "/",
 		observers: make(map[string]struct{}, len(o.Observers)),
 		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client),
 		battles: newBattles(o.Battle)}
@@ -631,7 +650,8 @@ func (h *Presence) OnClientExpired(cl *mqtt.Client) {
 // OnPublish keeps the namespace read-only and consumes presence/set.
 //
 // Under the prefix, only the broker itself publishes, except presence/set by
-// a connection with a user. Any other publish there is refused and changes
+// a connection with a user, and presence/notify/{user} when notify is on
+// (publishNotify). Any other publish there is refused and changes
 // nothing: MQTT 5 QoS 1 and 2 get PUBACK or PUBREC 0x87 (not authorized),
 // QoS 0 is dropped, and an MQTT 3.1.1 client publishing with QoS 1 or 2 is
 // disconnected (3.1.1 has no negative acknowledgement).
@@ -663,6 +683,9 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 			h.touch(cl)
 		}
 		return pk, nil
+	}
+	if user, ok := strings.CutPrefix(pk.TopicName, h.notify); ok && h.o.Notify != nil {
+		return h.publishNotify(cl, pk, user)
 	}
 	l, hasUser := h.link(cl)
 	if pk.TopicName != h.set || !hasUser {
@@ -703,6 +726,42 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	}
 	h.o.Tracker.Set(l.conn, cl.ID, l.user, req) // ends auto-idle: one write with the change
 	return pk, packets.CodeSuccessIgnore
+}
+
+// SetNotify sets Options.Notify after New (the notify stage is built
+// after the hook, whose Viewer it uses). Call it before the server serves.
+func (h *Presence) SetNotify(fn func(cl *mqtt.Client, service bool, user string, pk packets.Packet) NotifyVerdict) {
+	h.o.Notify = fn
+}
+
+// publishNotify is the one exception to the read-only prefix: a message
+// on prefix/notify/{user} goes to package notify (Options.Notify), which
+// decides who may publish there; mochi never delivers it itself (it is
+// acknowledged as usual). A refusal answers as any refused publish does:
+// 0x87 not authorized, 0x90 topic name invalid (not one valid user), 0x95
+// packet too large, 0x97 quota exceeded (the stage is busy).
+func (h *Presence) publishNotify(cl *mqtt.Client, pk packets.Packet, user string) (packets.Packet, error) {
+	code, why := packets.ErrNotAuthorized, "notify: not allowed"
+	if presence.ValidUser(user) != nil {
+		code, why = packets.ErrTopicNameInvalid, "notify: not a user's topic"
+	} else {
+		h.mu.RLock()
+		l := h.links[cl]
+		service := l != nil && l.service
+		h.mu.RUnlock()
+		switch h.o.Notify(cl, service, user, pk) {
+		case NotifyTaken:
+			h.Stats.NotifyTaken.Add(1)
+			return pk, packets.CodeSuccessIgnore
+		case NotifyTooLarge:
+			code, why = packets.ErrPacketTooLarge, "notify: payload over notify.max_payload"
+		case NotifyBusy:
+			code, why = packets.ErrQuotaExceeded, "notify: busy"
+		}
+	}
+	h.Stats.NotifyRefused.Add(1)
+	h.logRefused(cl, pk, why)
+	return h.refuse(cl, pk, code)
 }
 
 // touch records a PUBLISH of cl as its session's activity and, when its

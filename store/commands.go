@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/presenced/presenced/presence"
@@ -32,6 +33,10 @@ const (
 	// CommandForget: drop what the node shows of User (its retained
 	// presence); the store has forgotten the user already.
 	CommandForget = "forget"
+	// CommandNotify: publish Payload on User's notify topic to the node's
+	// subscribers there (package notify: the node holds a live session of
+	// User). Msg is the message's idempotency key, At when it was taken.
+	CommandNotify = "notify"
 )
 
 // Command is one operator's action for another node.
@@ -43,12 +48,22 @@ type Command struct {
 	Epoch uint64 `json:"epoch,omitempty"` // kick: the session's epoch, as the store holds it
 	Code  byte   `json:"code,omitempty"`  // kick: the MQTT 5 DISCONNECT reason code
 	By    string `json:"by,omitempty"`    // who asked (the acting node logs it)
+	// notify: the message (MaxNotifyPayload bytes at most), its id, QoS
+	// and when it was taken.
+	Msg     string    `json:"msg,omitempty"`
+	Payload []byte    `json:"payload,omitempty"`
+	QoS     byte      `json:"qos,omitempty"`
+	At      time.Time `json:"at,omitzero"`
 }
+
+// MaxNotifyPayload bounds a notify command's payload (notify.max_payload
+// is at most this).
+const MaxNotifyPayload = 8192
 
 // maxCommand bounds a command message, and maxCommandField its client id
 // and its By.
 const (
-	maxCommand      = 4096
+	maxCommand      = 4096 + MaxNotifyPayload*4/3
 	maxCommandField = 512
 )
 
@@ -69,6 +84,11 @@ func (c Command) Validate() error {
 			return fmt.Errorf("%w: kick needs a node, a client id and an epoch", ErrBadCommand)
 		}
 	case CommandForget:
+	case CommandNotify:
+		if presence.ValidNode(c.Node) != nil || c.Msg == "" || len(c.Msg) > maxCommandField || !utf8.ValidString(c.Msg) ||
+			len(c.Payload) > MaxNotifyPayload || c.QoS > 1 {
+			return fmt.Errorf("%w: notify needs a node, a message id, a payload of at most %d bytes and a QoS of 0 or 1", ErrBadCommand, MaxNotifyPayload)
+		}
 	default:
 		return fmt.Errorf("%w: op %q", ErrBadCommand, c.Op)
 	}

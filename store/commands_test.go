@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +21,12 @@ func TestDecodeCommand(t *testing.T) {
 	good := []string{
 		`{"op":"kick","node":"A","user":"alice","id":"phone","epoch":7,"code":152,"by":"jo"}`,
 		`{"op":"forget","user":"alice"}`,
+		`{"op":"notify","node":"B","user":"alice","msg":"A:x:1","payload":"aGk=","qos":1,"at":"2026-12-02T04:00:00Z"}`,
+		`{"op":"notify","node":"B","user":"alice","msg":"A:x:1","payload":"` + base64.StdEncoding.EncodeToString(make([]byte, MaxNotifyPayload)) + `"}`,
 	}
 	for _, b := range good {
 		if _, err := decodeCommand([]byte(b)); err != nil {
-			t.Errorf("%s: %v", b, err)
+			t.Errorf("%.120s: %v", b, err)
 		}
 	}
 	bad := []string{
@@ -35,6 +39,10 @@ func TestDecodeCommand(t *testing.T) {
 		`{"op":"kick","node":"A","user":"alice","id":"p","epoch":-1}`,
 		`{"op":"forget","user":"alice","by":"` + strings.Repeat("x", 600) + `"}`,
 		`{"op":"forget","user":"alice","by":"` + strings.Repeat("x", 5000) + `"}`,
+		`{"op":"notify","user":"alice","msg":"m"}`,                                                                                                    // no node
+		`{"op":"notify","node":"B","user":"alice"}`,                                                                                                   // no message id
+		`{"op":"notify","node":"B","user":"alice","msg":"m","qos":2}`,                                                                                 // QoS 2
+		`{"op":"notify","node":"B","user":"alice","msg":"m","payload":"` + base64.StdEncoding.EncodeToString(make([]byte, MaxNotifyPayload+1)) + `"}`, // too large
 	}
 	for _, b := range bad {
 		if _, err := decodeCommand([]byte(b)); !errors.Is(err, ErrBadCommand) {
@@ -135,6 +143,10 @@ func TestRedisForgetAndCommands(t *testing.T) {
 	if heard, err := a.SendCommand(ctx, kick); !heard || err != nil {
 		t.Fatalf("kick to B: %v %v", heard, err)
 	}
+	note := Command{Op: CommandNotify, Node: "B", User: "alice", Msg: "A:x:1", Payload: []byte("wake"), QoS: 1, At: time.UnixMilli(1764648000000).UTC()}
+	if heard, err := a.SendCommand(ctx, note); !heard || err != nil {
+		t.Fatalf("notify to B: %v %v", heard, err)
+	}
 	if heard, err := a.SendCommand(ctx, Command{Op: CommandKick, Node: "Z", User: "alice", ID: "phone", Epoch: 9}); heard || err != nil {
 		t.Fatalf("kick to a node nobody runs: heard %v %v, want false", heard, err)
 	}
@@ -149,7 +161,7 @@ func TestRedisForgetAndCommands(t *testing.T) {
 	}
 	testkit.Wait(t, 10*time.Second, "the commands heard", func() error {
 		ca, cb := commands(colA), commands(colB)
-		ok := len(ca) == 1 && ca[0].Op == CommandForget && len(cb) == 2 && cb[0] == kick && cb[1].Op == CommandForget &&
+		ok := len(ca) == 1 && ca[0].Op == CommandForget && len(cb) == 3 && reflect.DeepEqual(cb[0], kick) && reflect.DeepEqual(cb[1], note) && cb[2].Op == CommandForget &&
 			a.Stats().FeedErrors == 1 && b.Stats().FeedErrors == 1
 		return testkit.Why(ok, fmt.Sprintf("A heard %+v, B heard %+v, feed errors %d %d", ca, cb, a.Stats().FeedErrors, b.Stats().FeedErrors))
 	})
