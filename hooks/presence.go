@@ -15,6 +15,7 @@ import (
 
 	"github.com/presenced/presenced/internal/connack"
 	"github.com/presenced/presenced/internal/loglimit"
+	"github.com/presenced/presenced/internal/puback"
 	"github.com/presenced/presenced/internal/wire"
 	"github.com/presenced/presenced/listener"
 	"github.com/presenced/presenced/presence"
@@ -802,16 +803,7 @@ func refusePublish(srv *mqtt.Server, cl *mqtt.Client, pk packets.Packet, code pa
 	// it at error with the whole packet, payload included: the hook
 	// answers itself (a QoS 2 exchange needs a PUBREC, which with a
 	// failure code ends it) and has mochi drop the packet quietly.
-	ack := packets.Pubrec
-	if pk.FixedHeader.Qos == 1 {
-		ack = packets.Puback
-	}
-	_ = cl.WritePacket(packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: ack},
-		PacketID:    pk.PacketID,
-		ReasonCode:  code.Code,
-		Properties:  packets.Properties{ReasonString: code.Reason},
-	})
+	puback.Refuse(cl, pk, code)
 	return pk, packets.ErrRejectPacket
 }
 

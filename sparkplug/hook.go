@@ -10,6 +10,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/presenced/presenced/internal/puback"
 )
 
 // StaleProperty is the MQTT 5 user property a stale NDEATH that is
@@ -251,16 +253,6 @@ func refuse(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	if cl.Properties.ProtocolVersion < 5 {
 		return pk, packets.CodeSuccessIgnore
 	}
-	ack := packets.Pubrec
-	if pk.FixedHeader.Qos == 1 {
-		ack = packets.Puback
-	}
-	code := packets.ErrNotAuthorized
-	_ = cl.WritePacket(packets.Packet{
-		FixedHeader: packets.FixedHeader{Type: ack},
-		PacketID:    pk.PacketID,
-		ReasonCode:  code.Code,
-		Properties:  packets.Properties{ReasonString: code.Reason},
-	})
+	puback.Refuse(cl, pk, packets.ErrNotAuthorized)
 	return pk, packets.ErrRejectPacket
 }
