@@ -1,7 +1,7 @@
 # presenced — see README.md.
 GO ?= go
 
-.PHONY: test deps check build run bench bench-team bench-resilience image
+.PHONY: test deps check build run bench bench-team bench-resilience bench-lifecycle image
 
 # test: what CI runs. gofmt and go vet must be clean, and every test runs with
 # the race detector. The single-node integration suite runs a second time
@@ -224,3 +224,16 @@ bench-resilience: deps
 	bin/presence-bench --systems presenced-memory,presenced-redis,mosquitto-lastwill --scenarios crash,rolling,flap-drop,battle \
 		--out-dir bench/results --out-name resilience --presenced bin/presenced \
 		$(if $(PRESENCED_CONFIG_EXTRA),--presenced-config-extra '$(PRESENCED_CONFIG_EXTRA)')
+
+# The lifecycle outputs at the churn ceiling (issue 21): no output, the AWS
+# IoT output and the EMQX output, interleaved for 5 rounds, each with a tap
+# counting the output's messages; into bench/results/lifecycle-*.{json,md}.
+bench-lifecycle: deps
+	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
+	for r in 1 2 3 4 5; do \
+	  $(BENCH) --systems presenced-memory --scenarios ceiling --ceiling-start 4000 --ceiling-step 2s --out-name lifecycle-none-$$r && \
+	  $(BENCH) --systems presenced-memory --scenarios ceiling --ceiling-start 4000 --ceiling-step 2s --out-name lifecycle-aws-$$r \
+	    --presenced-config-extra 'lifecycle: {aws: {enabled: true}}' --ceiling-tap '$$aws/events/presence/#' && \
+	  $(BENCH) --systems presenced-memory --scenarios ceiling --ceiling-start 4000 --ceiling-step 2s --out-name lifecycle-emqx-$$r \
+	    --presenced-config-extra 'lifecycle: {emqx: {enabled: true}}' --ceiling-tap '$$SYS/brokers/#' || exit 1; \
+	done
