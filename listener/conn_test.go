@@ -120,7 +120,10 @@ func TestIdleConnCost(t *testing.T) {
 func TestConnKeepsOrder(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	server, peer := tcpPair(t, 4096)
-	c, tr := wrap(t, server, Config{MaxBacklog: 64 << 20})
+	// The close lets the backlog drain for as long as the test waits for
+	// the bytes: through a 4 KiB receive buffer and 1,500-byte reads, MiBs
+	// take longer than the default second on a busy machine (under -race).
+	c, tr := wrap(t, server, Config{MaxBacklog: 64 << 20, CloseDrain: waitTimeout, WriteTimeout: waitTimeout})
 	got := make(chan []byte, 1)
 	go func() {
 		var buf bytes.Buffer
