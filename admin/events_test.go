@@ -36,7 +36,9 @@ type sseReader struct {
 
 func openEvents(t *testing.T, url string) *sseReader {
 	t.Helper()
-	resp, err := http.Get(url)
+	// A stream that hangs fails the test instead of holding it until the
+	// suite's timeout: the test streams last seconds.
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +220,16 @@ func TestEventsDroppedStreamSaysSo(t *testing.T) {
 		}
 	}
 	ev.mu.Unlock()
-	ev.User("u", []byte(`{}`)) // the queue is full: dropped
+	// The queue is full, unless the handler took some meanwhile (it reads
+	// the queue without the lock, and a busy machine lets it): publish
+	// until the reader, which reads nothing, is dropped.
+	deadline := time.Now().Add(10 * time.Second)
+	for ev.Dropped.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a reader that reads nothing was never dropped")
+		}
+		ev.User("u", []byte(`{}`))
+	}
 	for {
 		e, _, err := s.next()
 		if err != nil {
