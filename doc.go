@@ -69,10 +69,11 @@
 // connection, the refresher, the registrar); the groups stage's reader,
 // claims writer and leader loop; the nodes stage's announcer and reader;
 // the interest stage's worker; the lifecycle stage's publisher (stopped
-// after the pump, once it has published what is queued).
-// the interest stage's worker; with webhooks, the hub's lease loop and one
-// sender per endpoint (stopped after the pump, each flushing what waits
-// within its budget).
+// after the pump, once it has published what is queued); with notify, its
+// shards' workers (stopped after the pump, before the webhooks they push
+// through); with webhooks, the hub's lease loop and one sender per
+// endpoint (stopped after the pump, each flushing what waits within its
+// budget).
 //
 // # Lock order
 //

@@ -395,11 +395,11 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		close(p.stop)
 		p.wg.Wait()
 		p.stopLifecycle()
+		if p.notify != nil {
+			p.notify.Stop() // before the webhooks, through which it pushes
+		}
 		p.stopWebhooks(ctx)
 		p.events.Close()
-		if p.notify != nil {
-			p.notify.Stop()
-		}
 		p.nodes.Stop()
 		p.interest.Stop()
 		p.groups.Stop()
