@@ -36,6 +36,22 @@ type Aggregate struct {
 	Since    time.Time     `json:"since"`
 	LastSeen time.Time     `json:"last_seen"` // zero (null in JSON) while online
 	Sessions []SessionView `json:"sessions"`
+	// Reason is why the user went offline: the end reason of the session
+	// whose end left no session live (offline and dormant only; "" when
+	// unknown or online). In the payload when not empty.
+	Reason EndReason `json:"reason,omitempty"`
+	// Link is LinkFlaky while the user flaps (presence.Pacing), else "".
+	// In the payload when not empty; set by whoever shows the change (the
+	// publisher's pacer), never by the store.
+	Link string `json:"link,omitempty"`
+	// NextExpected is when a dormant user's device is next expected to
+	// check in (status dormant only; zero otherwise). In the payload when
+	// not zero.
+	NextExpected time.Time `json:"next_expected,omitzero"`
+	// Privacy is the user's account privacy setting (never in the
+	// payload): what Public applies for every viewer but the user and
+	// service accounts.
+	Privacy Privacy `json:"-"`
 	// Ended are the sessions this change ended (several when changes were
 	// coalesced; when the store read the user, the last few it ended),
 	// oldest first, for the lifecycle outputs; never in the payload.
@@ -58,7 +74,8 @@ type SessionView struct {
 // sameAs compares everything but version and since.
 func (p Aggregate) sameAs(q Aggregate) bool {
 	return p.User == q.User && p.Status == q.Status && p.Text == q.Text &&
-		p.LastSeen.Equal(q.LastSeen) && slices.EqualFunc(p.Sessions, q.Sessions, func(a, b SessionView) bool {
+		p.LastSeen.Equal(q.LastSeen) && p.Reason == q.Reason && p.NextExpected.Equal(q.NextExpected) &&
+		p.Privacy == q.Privacy && slices.EqualFunc(p.Sessions, q.Sessions, func(a, b SessionView) bool {
 		return a.ID == b.ID && a.Epoch == b.Epoch && a.Node == b.Node && a.Device == b.Device &&
 			a.Status == b.Status && a.ConnectedAt.Equal(b.ConnectedAt)
 	})
@@ -146,3 +163,6 @@ func better(a, b Session) bool {
 	}
 	return a.ID > b.ID
 }
+
+// LinkFlaky is Aggregate.Link while the user flaps.
+const LinkFlaky = "flaky"

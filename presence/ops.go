@@ -13,6 +13,11 @@ type EndArgs struct {
 	// none, or when no will applies): observers are shown the end no
 	// sooner (presence.Pacing, capped).
 	WillDelay time.Duration
+	// LastSign is the time of the session's last sign of life (its last
+	// inbound packet) when the hook knows it, earlier than the end itself
+	// (a keep-alive timeout is found 1.5 x keep-alive after it); zero: the
+	// time of the end. The user's last_seen is this time.
+	LastSign time.Time
 }
 
 // SessionRef names one session at one epoch.

@@ -16,9 +16,10 @@ const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // AppendJSON appends the payload of presence/users/{user} to b:
 //
-//	{"user","status","text","version","since","last_seen","sessions":[{"id","epoch","node","device","status","connected_at"}]}
+//	{"user","status","text","version","since","last_seen",["reason",]["link",]["next_expected",]"sessions":[{"id","epoch","node","device","status","connected_at"}]}
 //
 // last_seen is null while the user is online or was never seen offline.
+// reason, link and next_expected are there only when not empty (issue 22).
 // It is hand-written because it runs on every change; it produces the same
 // document as encoding/json would.
 func (p Aggregate) AppendJSON(b []byte) []byte {
@@ -34,6 +35,18 @@ func (p Aggregate) AppendJSON(b []byte) []byte {
 	b = appendTime(b, p.Since)
 	b = append(b, `,"last_seen":`...)
 	b = appendTime(b, p.LastSeen)
+	if p.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, string(p.Reason))
+	}
+	if p.Link != "" {
+		b = append(b, `,"link":`...)
+		b = appendString(b, p.Link)
+	}
+	if !p.NextExpected.IsZero() {
+		b = append(b, `,"next_expected":`...)
+		b = appendTime(b, p.NextExpected)
+	}
 	b = append(b, `,"sessions":[`...)
 	for i, s := range p.Sessions {
 		if i > 0 {
@@ -132,6 +145,9 @@ type wireAggregate struct {
 	Version  uint64        `json:"version"`
 	Since    time.Time     `json:"since"`
 	LastSeen *time.Time    `json:"last_seen"`
+	Reason   EndReason     `json:"reason"`
+	Link     string        `json:"link"`
+	Next     *time.Time    `json:"next_expected"`
 	Sessions []SessionView `json:"sessions"`
 }
 
@@ -143,9 +159,13 @@ func ParseAggregate(b []byte) (Aggregate, error) {
 	if err := d.Decode(&w); err != nil {
 		return Aggregate{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
 	}
-	p := Aggregate{User: w.User, Status: w.Status, Text: w.Text, Version: w.Version, Since: w.Since, Sessions: w.Sessions}
+	p := Aggregate{User: w.User, Status: w.Status, Text: w.Text, Version: w.Version, Since: w.Since, Sessions: w.Sessions,
+		Reason: w.Reason, Link: w.Link}
 	if w.LastSeen != nil {
 		p.LastSeen = *w.LastSeen
+	}
+	if w.Next != nil {
+		p.NextExpected = *w.Next
 	}
 	if p.Sessions == nil {
 		p.Sessions = []SessionView{}

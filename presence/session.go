@@ -40,6 +40,10 @@ const (
 	// like shutdown, the user did not leave, the node did, and the device
 	// is expected back (elsewhere) at once; its will is not sent.
 	EndDrain EndReason = "drain"
+	// EndMissed: a dormant session (its device sleeps by design) whose
+	// check-in did not come by its next expected time plus the margin
+	// (issue 22, dormant devices).
+	EndMissed EndReason = "missed"
 )
 
 // EndReasons are every end reason, in the order counters list them.
@@ -93,6 +97,9 @@ type Session struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	EndReason   EndReason `json:"end_reason,omitempty"`
+	// Expect is the check-in period the device declared (OpenArgs.Expect;
+	// zero: none).
+	Expect time.Duration `json:"expect,omitempty"`
 	// Conn is the session's connection as recorded at its open (lifecycle
 	// outputs); not in the record's JSON.
 	Conn Conn `json:"-"`

@@ -13,6 +13,10 @@ const (
 	Away    Status = "away"
 	Busy    Status = "busy"
 	DND     Status = "dnd"
+	// Dormant: no session is connected, but a device that sleeps by design
+	// (it declared its check-in period) is expected back by NextExpected.
+	// Derived only, never set.
+	Dormant Status = "dormant"
 	Offline Status = "offline"
 )
 
@@ -29,8 +33,10 @@ func (s Status) availability() int {
 		return 3
 	case DND:
 		return 4
+	case Dormant:
+		return 5
 	}
-	return 5
+	return 6
 }
 
 // SessionStatus reports whether s may be set on a session.

@@ -15,6 +15,9 @@ const MaxEnded = 8
 type Account struct {
 	Status Status `json:"status,omitempty"`
 	Text   string `json:"text,omitempty"`
+	// Privacy is who sees the user's presence, and how exactly their
+	// last_seen (issue 22; zero: everyone sees everything).
+	Privacy Privacy `json:"privacy,omitzero"`
 }
 
 // AccountUpdate is a partial change of the account setting. Status Online
@@ -22,6 +25,9 @@ type Account struct {
 type AccountUpdate struct {
 	Status *Status
 	Text   *string
+	// Invisible and LastSeen change the privacy setting; nil leaves it.
+	Invisible *bool
+	LastSeen  *LastSeenMode
 }
 
 // User is everything a store holds for one user. Stores treat it as a value:
@@ -46,6 +52,10 @@ type OpenArgs struct {
 	Status Status // empty means online
 	Text   string
 	TTL    time.Duration
+	// Expect is the check-in period the device declared (MQTT 5 CONNECT
+	// user property expect, or its device label's in the configuration):
+	// a device that sleeps by design. Zero: none.
+	Expect time.Duration
 	// Conn is the connection's facts, kept with the session (lifecycle
 	// outputs).
 	Conn Conn
