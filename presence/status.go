@@ -8,11 +8,11 @@ type Status string
 
 // The statuses, from the most available to the least.
 const (
-	Online  Status = "online"
-	Idle    Status = "idle"
-	Away    Status = "away"
-	Busy    Status = "busy"
-	DND     Status = "dnd"
+	Online Status = "online"
+	Idle   Status = "idle"
+	Away   Status = "away"
+	Busy   Status = "busy"
+	DND    Status = "dnd"
 	// Dormant: no session is connected, but a device that sleeps by design
 	// (it declared its check-in period) is expected back by NextExpected.
 	// Derived only, never set.
