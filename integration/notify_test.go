@@ -536,10 +536,12 @@ func TestNotifyFlapping(t *testing.T) {
 		t.Errorf("%d pushes while the user was online (at most %d)", pushedWhileOnline, allowed)
 	}
 	// A message waits at most the grace (its deadline is a grace after it
-	// was taken, wherever it waits): the 99th percentile within the grace
-	// and a second for a busy machine (the delay counts from before the
-	// publisher's PUBLISH).
-	if p := pct(0.99); p > notifyGrace+time.Second {
-		t.Errorf("99th percentile delay %v, over the grace %v and a second", p, notifyGrace)
+	// was taken, wherever it waits), then the device's return and one
+	// delivery. The delay counts from before the publisher's PUBLISH, so it
+	// also holds the return's reconnect and resubscribe, which a loaded
+	// machine stretches: the 99th percentile within twice the grace (the
+	// slack is the configuration's, not this machine's speed).
+	if p := pct(0.99); p > 2*notifyGrace {
+		t.Errorf("99th percentile delay %v, over twice the grace %v", p, notifyGrace)
 	}
 }
