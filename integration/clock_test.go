@@ -191,12 +191,13 @@ func TestClockOff(t *testing.T) {
 }
 
 // The staleness detector end to end, with the binary frozen (SIGSTOP): an
-// observer (Go, and examples/js/observer.js) hears presence/clock every S,
-// then the node stops answering without closing anything, as a node or a
-// link that died silently; both observers declare their view stale within
-// 2 S of the freeze (plus a margin), observer.js shows every user
-// unknown, and no message comes from the frozen node meanwhile. SIGCONT
-// brings the clock back, in the same sequence, and both are fresh again.
+// observer (Go, examples/js/observer.js and examples/python/observer.py)
+// hears presence/clock every S, then the node stops answering without
+// closing anything, as a node or a link that died silently; every
+// observer declares its view stale within 2 S of the freeze (plus a
+// margin), the examples show every user unknown, and no message comes
+// from the frozen node meanwhile. SIGCONT brings the clock back, in the
+// same sequence, and all are fresh again.
 func TestExamplesNodeClockStale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
@@ -207,6 +208,7 @@ func TestExamplesNodeClockStale(t *testing.T) {
 	// milliseconds; a view is stale after 2 S whatever the margin.
 	const margin = S / 2
 	node := exampleNode(t)
+	py := examplePython(t)
 	bin := binBuild(t, t.TempDir())
 	p := binStart(t, bin, binEnv("PRESENCED_PRESENCE_CLOCK_INTERVAL=1s"),
 		"--mqtt-addr", "127.0.0.1:0", "--ws-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0",
@@ -216,11 +218,19 @@ func TestExamplesNodeClockStale(t *testing.T) {
 	pid := p.cmd.Process.Pid
 
 	w := watchClock(t, addr)
-	obs := startExample(t, examplesJS, nil, node, "observer.js", "--url", "mqtt://"+addr)
-	obs.waitLine(0, `^ready$`)
-	obs.waitLine(0, `^clock node=clockd interval=1000ms$`)
+	examples := []*exampleProc{
+		startExample(t, examplesJS, nil, node, "observer.js", "--url", "mqtt://"+addr),
+		startExample(t, examplesPython, nil, py, "-B", "observer.py", "--url", "mqtt://"+addr),
+	}
+	for _, obs := range examples {
+		obs.waitLine(0, `^ready$`)
+		obs.waitLine(0, `^clock node=clockd interval=1000ms$`)
+	}
 	dial5(t, addr, "alice-phone", "alice", withDevice("phone"))
-	at, _ := obs.waitLine(0, `^user alice online v\d+ sessions=1$`)
+	at := make([]int, len(examples))
+	for i, obs := range examples {
+		at[i], _ = obs.waitLine(0, `^user alice online v\d+ sessions=1$`)
+	}
 
 	first := len(w.waitBeats(1, waitTimeout))
 	run := w.waitBeats(first+5, waitTimeout+5*S)[first:]
@@ -260,24 +270,37 @@ func TestExamplesNodeClockStale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Go observer not stale within 2 S + %v of the freeze: %v", margin, err)
 	}
-	// observer.js: "stale", then every user unknown.
+	// The examples: "stale", then every user unknown.
 	staleLine := regexp.MustCompile(`^stale node=clockd silent=(\d+)ms: 1 users unknown$`)
-	var jsStale time.Duration
+	stale := make([]time.Duration, len(examples))
 	_, err = testkit.Poll(2*S+margin, 20*time.Millisecond, func() error {
-		for _, l := range obs.snapshot()[at:] {
-			if staleLine.MatchString(l) {
-				jsStale = time.Since(frozen)
-				return nil
+		for i, obs := range examples {
+			if stale[i] != 0 {
+				continue
+			}
+			for _, l := range obs.snapshot()[at[i]:] {
+				if staleLine.MatchString(l) {
+					stale[i] = time.Since(frozen)
+				}
+			}
+			if stale[i] == 0 {
+				return fmt.Errorf("%s: no stale line yet", obs.name)
 			}
 		}
-		return fmt.Errorf("no stale line yet")
+		return nil
 	})
 	if err != nil {
-		t.Fatalf("observer.js not stale within 2 S + %v of the freeze: %v\n%s", margin, err, obs.output())
+		for _, obs := range examples {
+			t.Logf("%s:\n%s", obs.name, obs.output())
+		}
+		t.Fatalf("an example not stale within 2 S + %v of the freeze: %v", margin, err)
 	}
-	at, _ = obs.waitLine(at, `^stale node=clockd `)
-	at, _ = obs.waitLine(at, `^user alice unknown v\d+$`)
-	t.Logf("stale after the freeze: Go observer %v, observer.js %v (2 S = %v)", goStale.Round(time.Millisecond), jsStale.Round(time.Millisecond), 2*S)
+	for i, obs := range examples {
+		at[i], _ = obs.waitLine(at[i], `^stale node=clockd `)
+		at[i], _ = obs.waitLine(at[i], `^user alice unknown v\d+$`)
+	}
+	t.Logf("stale after the freeze: Go observer %v, observer.js %v, observer.py %v (2 S = %v)",
+		goStale.Round(time.Millisecond), stale[0].Round(time.Millisecond), stale[1].Round(time.Millisecond), 2*S)
 	for _, b := range w.beats()[seen+1:] {
 		if b.c.Time.After(frozen) {
 			t.Errorf("a clock message from the frozen node: %+v", b.c)
@@ -290,8 +313,10 @@ func TestExamplesNodeClockStale(t *testing.T) {
 	if b := back[len(back)-1].c; b.Incarnation != run[0].c.Incarnation || b.Seq <= run[len(run)-1].c.Seq {
 		t.Errorf("after SIGCONT: %+v, want the same incarnation and a later seq", b)
 	}
-	at, _ = obs.waitLine(at, `^fresh node=clockd seq=\d+ silent=\d+ms$`)
-	obs.waitLine(at, `^user alice online v\d+$`)
-	obs.stop(false)
-	checkObserverLive(t, obs)
+	for i, obs := range examples {
+		at[i], _ = obs.waitLine(at[i], `^fresh node=clockd seq=\d+ silent=\d+ms$`)
+		obs.waitLine(at[i], `^user alice online v\d+$`)
+		obs.stop(false)
+		checkObserverLive(t, obs)
+	}
 }
