@@ -119,6 +119,9 @@ type Presence struct {
 	// WithServiceAccounts) a presence session, as in 0.9.0; false
 	// (the default): a service account is not a person, and has none.
 	ObserverSessions bool
+	// ClockInterval is the presence clock's period (presence.clock_interval):
+	// presence/clock every this long; 0: the default (5 s); Off: none.
+	ClockInterval time.Duration
 }
 
 // Flap is flap control (presence.flap).
@@ -299,6 +302,7 @@ func (c Config) yaml() configs.Config {
 	yp.PublishRate, yp.PublishBurst = p.PublishRate, p.PublishBurst
 	yp.IdleAfter = d(p.IdleAfter)
 	yp.ObserverSessions = p.ObserverSessions
+	yp.ClockInterval = offDuration(p.ClockInterval)
 	if p.IdleAfterDevices != nil {
 		yp.IdleAfterDevices = make(configs.DeviceDurations, len(p.IdleAfterDevices))
 		for k, v := range p.IdleAfterDevices {
@@ -377,6 +381,7 @@ func ConfigFrom(y configs.Config) Config {
 		PublishRate: yp.PublishRate, PublishBurst: yp.PublishBurst, IdleAfter: yp.IdleAfter.D(),
 	}
 	c.Presence.ObserverSessions = yp.ObserverSessions
+	c.Presence.ClockInterval = onDuration(yp.ClockInterval)
 	if yp.TakeoverBattle.Takeovers == configs.TakeoversOff {
 		c.Presence.TakeoverBattle.Takeovers = Off
 	}

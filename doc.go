@@ -58,6 +58,9 @@
 //   - lifecycle: the lifecycle outputs (AWS IoT Core and EMQX 5 dialects),
 //     fed by the pump (raw), the publisher (shown) and a hook that sees
 //     every refused CONNECT; they publish through the outlet.
+//   - clock: the presence clock (presence/clock every
+//     presence.clock_interval, to this node's subscribers, through the
+//     outlet), so that an observer knows when its view is stale.
 //
 // # Goroutines
 //
@@ -73,7 +76,8 @@
 // shards' workers (stopped after the pump, before the webhooks they push
 // through); with webhooks, the hub's lease loop and one sender per
 // endpoint (stopped after the pump, each flushing what waits within its
-// budget).
+// budget); unless presence.clock_interval is off, the clock's ticker
+// (package clock, stopped before the nodes stage).
 //
 // # Lock order
 //

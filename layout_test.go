@@ -83,8 +83,9 @@ var floorPlan = map[string][]string{
 	"sparkplug":         {"internal/puback"},
 	"lifecycle":         {"presence"},
 	"webhook":           {"presence"},
+	"clock":             {"presence"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify", "clock"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

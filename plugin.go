@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/presenced/presenced/admin"
+	"github.com/presenced/presenced/clock"
 	"github.com/presenced/presenced/delivery"
 	"github.com/presenced/presenced/groups"
 	"github.com/presenced/presenced/hooks"
@@ -135,6 +136,8 @@ type Plugin struct {
 	started   bool
 
 	lifecycle *lifecycle.Stage // the lifecycle outputs (nil: none enabled)
+
+	clock *clock.Stage // the presence clock (plugin_clock.go); nil: presence.clock_interval off
 }
 
 // trackerShards is how many workers write to the store side by side.
@@ -225,6 +228,7 @@ func (p *Plugin) build() {
 			p.publishedEvent(a.User)
 			p.lifecycleShown(a)
 			p.webhookShown(a, before)
+			p.clockPublished(a.Version)
 		}})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
@@ -244,6 +248,7 @@ func (p *Plugin) build() {
 	p.sparkplug = p.buildSparkplug()
 	p.buildLifecycle()
 	p.table = p.buildTable()
+	p.buildClock()
 }
 
 // addHooks adds the hooks to the server, in the order package hooks gives.
@@ -350,6 +355,7 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.wg.Add(1)
 	go p.pump()
 	p.nodes.Start(ctx)
+	p.startClock()
 	p.every("renew", p.cfg.Presence.RenewInterval, p.cfg.Presence.RenewInterval, p.tracker.Renew)
 	for _, task := range p.store.Tasks() {
 		p.every(task.Name, task.Every, task.Budget, task.Run)
@@ -400,6 +406,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 		}
 		p.stopWebhooks(ctx)
 		p.events.Close()
+		p.stopClock()
 		p.nodes.Stop()
 		p.interest.Stop()
 		p.groups.Stop()

@@ -229,6 +229,11 @@ type PresenceConfig struct {
 	// service account and nobody is named one: every connection has its
 	// presence whatever this says.
 	ObserverSessions bool `yaml:"observer_sessions"`
+	// ClockInterval is the presence clock's period S: every S each node
+	// publishes presence/clock (not retained, QoS 0) to its own
+	// subscribers, so that an observer that hears none for 2 S shows its
+	// view as stale. Default 5s; 0 off; 1s..1h.
+	ClockInterval *Duration `yaml:"clock_interval"`
 }
 
 // FlapConfig is flap control: a user whose ends would have shown them
@@ -533,6 +538,7 @@ const (
 	defaultDisconnectDebounce  = Duration(time.Second)
 	defaultWillDelayMax        = Duration(time.Minute)
 	defaultMinDwell            = Duration(time.Second)
+	defaultClockInterval       = Duration(5 * time.Second)
 	defaultFlapWindow          = Duration(2 * time.Minute)
 	defaultFlapEnds            = 3
 	defaultFlapGrace           = Duration(30 * time.Second)
@@ -677,6 +683,7 @@ func (c *Config) ApplyDefaults() {
 	if c.Presence.IdleAfterDevices == nil {
 		c.Presence.IdleAfterDevices = DeviceDurations{}
 	}
+	setDurationPtr(&c.Presence.ClockInterval, defaultClockInterval)
 	setInt(&c.Presence.TakeoverBattle.Takeovers, defaultBattleTakeovers)
 	setDuration(&c.Presence.TakeoverBattle.Window, defaultBattleWindow)
 	setDuration(&c.Presence.TakeoverBattle.Backoff, defaultBattleBackoff)
@@ -984,6 +991,9 @@ func (c Config) validatePresence(v *validator) {
 		case d != 0 && d < minIdleAfter:
 			v.add("presence.idle_after_devices", "%s must be 0 (never) or at least %s (got %s)", label, minIdleAfter, d)
 		}
+	}
+	if d := c.Presence.ClockInterval; d != nil && *d != 0 {
+		v.check("presence.clock_interval", durationBetween(*d, Duration(time.Second), Duration(time.Hour)))
 	}
 }
 

@@ -95,6 +95,7 @@ func TestDefaults(t *testing.T) {
 			IdleAfterDevices:     DeviceDurations{},
 			TakeoverBattle: TakeoverBattleConfig{Takeovers: 5, Window: Duration(30 * time.Second),
 				Backoff: Duration(5 * time.Second), MaxBackoff: Duration(2 * time.Minute)},
+			ClockInterval: ptr(Duration(5 * time.Second)),
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),
@@ -197,6 +198,9 @@ func TestValidateRejects(t *testing.T) {
 		{"group batch", func(c *Config) { c.Presence.GroupBatch = Duration(time.Millisecond) }, "presence.group_batch", "got 1ms"},
 		{"idle after below 1s", func(c *Config) { c.Presence.IdleAfter = sec(0.5) }, "presence.idle_after", "0 (off) or at least 1s (got 500ms)"},
 		{"idle after negative", func(c *Config) { c.Presence.IdleAfter = sec(-1) }, "presence.idle_after", "got -1s"},
+		{"clock interval below 1s", func(c *Config) { v := sec(0.5); c.Presence.ClockInterval = &v }, "presence.clock_interval", "between 1s and 3600s (got 500ms)"},
+		{"clock interval above 1h", func(c *Config) { v := sec(3601); c.Presence.ClockInterval = &v }, "presence.clock_interval", "got 1h0m1s"},
+		{"clock interval negative", func(c *Config) { v := sec(-1); c.Presence.ClockInterval = &v }, "presence.clock_interval", "got -1s"},
 		{"idle after of a label below 1s", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"desktop": sec(0.1)} }, "presence.idle_after_devices", "desktop must be 0 (never) or at least 1s (got 100ms)"},
 		{"idle after of a label negative", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"sensor": sec(-5)} }, "presence.idle_after_devices", "got -5s"},
 		{"idle after of a bad label", func(c *Config) { c.Presence.IdleAfterDevices = DeviceDurations{"ph​one": sec(60)} }, "presence.idle_after_devices", "can never be a device label"},
@@ -319,6 +323,9 @@ func TestValidateAccepts(t *testing.T) {
 		{"reap interval bounds", func(c *Config) { c.Presence.ReapInterval = Duration(100 * time.Millisecond) }},
 		{"reap interval max", func(c *Config) { c.Presence.ReapInterval = Duration(time.Minute) }},
 		{"node id with dots", func(c *Config) { c.NodeID = "node-1.eu_west:a" }},
+		{"clock off", func(c *Config) { v := Duration(0); c.Presence.ClockInterval = &v }},
+		{"clock bounds", func(c *Config) { v := Duration(time.Second); c.Presence.ClockInterval = &v }},
+		{"clock max", func(c *Config) { v := Duration(time.Hour); c.Presence.ClockInterval = &v }},
 		{"idle after 1s, labels on and off", func(c *Config) {
 			c.Presence.IdleAfter, c.Presence.IdleAfterDevices = Duration(time.Second), DeviceDurations{"desktop": Duration(time.Hour), "sensor": 0}
 		}},

@@ -123,3 +123,10 @@ func retained(topic string, payload []byte) packets.Packet {
 func cleared(topic string) packets.Packet {
 	return packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Retain: true}, TopicName: topic}
 }
+
+// Beat publishes payload on topic, not retained, QoS 0, outside the fence
+// (the presence clock: a heartbeat is worth nothing late, so it is never
+// held for a subscriber nor sent again; mochi only queues it).
+func (o *Outlet) Beat(topic string, payload []byte) error {
+	return o.srv.Publish(topic, payload, false, 0)
+}

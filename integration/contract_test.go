@@ -50,13 +50,15 @@ func ctTopics(o *observer) []string {
 }
 
 // ctTopicsBut is ctTopics without the topics under prefix ("": none): the
-// retained presence/nodes/{node} reaches every observer of presence/#.
+// retained presence/nodes/{node} reaches every observer of presence/#. The
+// node's heartbeat, presence/clock, is never listed: it reaches every
+// observer of presence/# or # each presence.clock_interval.
 func ctTopicsBut(o *observer, prefix string) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var ts []string
 	for k := range o.raw {
-		if prefix == "" || !strings.HasPrefix(k, prefix) {
+		if k != "presence/clock" && (prefix == "" || !strings.HasPrefix(k, prefix)) {
 			ts = append(ts, k)
 		}
 	}

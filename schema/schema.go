@@ -13,6 +13,7 @@ const (
 	Set           = "set.schema.json"
 	Node          = "node.schema.json"
 	Webhook       = "webhook.schema.json"
+	Clock         = "clock.schema.json"
 )
 
 // BaseID is the prefix of every schema's $id: a schema's $id is BaseID

@@ -121,7 +121,7 @@ func obj(m map[string]any, key string, i int) map[string]any {
 // metaschema, names itself by BaseID + its file name, is documented, and
 // carries one example that it accepts.
 func TestSchemasCompileAndAcceptTheirExamples(t *testing.T) {
-	want := []string{schema.GroupDelta, schema.GroupSnapshot, schema.Node, schema.Set, schema.User, schema.Webhook}
+	want := []string{schema.Clock, schema.GroupDelta, schema.GroupSnapshot, schema.Node, schema.Set, schema.User, schema.Webhook}
 	if got := schema.Files(); !slices.Equal(got, want) {
 		t.Fatalf("Files() = %q, want %q", got, want)
 	}
@@ -858,6 +858,45 @@ func TestNodePayloads(t *testing.T) {
 		mustRefuse(t, s, c.name, b)
 		if _, err := presence.ParseNodeStatus(b); err == nil {
 			t.Errorf("%s: ParseNodeStatus accepted %s", c.name, b)
+		}
+	}
+}
+
+// presence/clock: what presence.Clock writes is valid (version 0 or a
+// stamp), ParseClock reads it, and both refuse the same broken payloads.
+func TestClockPayloads(t *testing.T) {
+	s := compile(t, schema.Clock)
+	good := map[string]presence.Clock{
+		"first":          {Node: "node-1", Incarnation: "mx3xqq9p-5a9dcee719c5", Seq: 1, Time: at(0), Interval: 5 * time.Second},
+		"with a version": {Node: "a.b:c_d-1", Incarnation: "i", Seq: 42, Version: 1796173236456001, Time: at(time.Second), Interval: time.Hour},
+	}
+	for name, c := range good {
+		b := c.AppendJSON(nil)
+		mustValid(t, s, name, b)
+		if _, err := presence.ParseClock(b); err != nil {
+			t.Errorf("%s: ParseClock: %v", name, err)
+		}
+	}
+	first := good["with a version"].AppendJSON(nil)
+	for _, c := range []struct {
+		name   string
+		change func(m map[string]any)
+	}{
+		{"no node", func(m map[string]any) { delete(m, "node") }},
+		{"bad node", func(m map[string]any) { m["node"] = "a/b" }},
+		{"empty incarnation", func(m map[string]any) { m["incarnation"] = "" }},
+		{"seq 0", func(m map[string]any) { m["seq"] = 0 }},
+		{"negative version", func(m map[string]any) { m["version"] = -1 }},
+		{"no version", func(m map[string]any) { delete(m, "version") }},
+		{"bad time", func(m map[string]any) { m["time"] = "yesterday" }},
+		{"no interval", func(m map[string]any) { delete(m, "interval_ms") }},
+		{"interval 0", func(m map[string]any) { m["interval_ms"] = 0 }},
+		{"unknown field", func(m map[string]any) { m["extra"] = 1 }},
+	} {
+		b := mutate(t, first, c.change)
+		mustRefuse(t, s, c.name, b)
+		if _, err := presence.ParseClock(b); err == nil {
+			t.Errorf("%s: ParseClock accepted %s", c.name, b)
 		}
 	}
 }

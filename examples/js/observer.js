@@ -8,12 +8,16 @@
 // --user) and to presence/groups/{group} for each --group, keeps each user's
 // and group's state with presence-state.js (drops a version not above the
 // one held, applies a group delta only on its follows, subscribes again on a
-// gap) and prints what changed. It prints "ready" once every subscription is
-// granted, and ends cleanly (a DISCONNECT) on SIGINT or SIGTERM.
+// gap) and prints what changed. It also subscribes to presence/clock, the
+// node's heartbeat: when none has come for two of its intervals (the link
+// or the node died silently) it prints "stale ..." and every user as
+// "unknown", and "fresh ..." and every user again at the next one. It
+// prints "ready" once every subscription is granted, and ends cleanly (a
+// DISCONNECT) on SIGINT or SIGTERM.
 'use strict'
 
 const mqtt = require('mqtt')
-const { newState, handle } = require('./presence-state')
+const { newState, handle, tick, shown } = require('./presence-state')
 
 function usage (msg) {
   if (msg) console.error('observer.js: ' + msg)
@@ -47,6 +51,7 @@ function main () {
   const o = parseArgs(process.argv.slice(2))
   const filters = (o.users.length ? o.users.map((u) => o.prefix + '/users/' + u) : [o.prefix + '/users/+'])
     .concat(o.groups.map((g) => o.prefix + '/groups/' + g))
+    .concat([o.prefix + '/clock'])
   const state = newState(o.prefix)
   const say = (line) => process.stdout.write(line + '\n')
 
@@ -75,16 +80,29 @@ function main () {
   client.on('reconnect', () => say('reconnecting'))
   client.on('error', (err) => say('error ' + err.message))
 
+  // Every user as the view shows them now (after stale or fresh).
+  const showAll = () => {
+    for (const [u, p] of state.users) say('user ' + u + ' ' + shown(state, u) + ' v' + p.version)
+  }
+  // The staleness check: the state decides, on this process's clock.
+  const ticker = setInterval(() => {
+    for (const e of tick(state, Date.now())) {
+      say(e.line)
+      showAll()
+    }
+  }, 100)
+
   client.on('message', (topic, payload) => {
     let events
     try {
-      events = handle(state, topic, payload.toString('utf8'))
+      events = handle(state, topic, payload.toString('utf8'), Date.now())
     } catch (err) {
       say('bad ' + topic + ': ' + err.message)
       return
     }
     for (const e of events) {
       say(e.line)
+      if (e.kind === 'fresh') showAll()
       if (e.resubscribe) {
         // Subscribing again to a filter we hold replaces the subscription
         // and sends its retained message, the snapshot, first. MQTT.js
@@ -100,6 +118,7 @@ function main () {
   const end = () => {
     if (ending) return
     ending = true
+    clearInterval(ticker)
     client.end(false, {}, () => { say('end'); process.exit(0) })
   }
   process.on('SIGINT', end)

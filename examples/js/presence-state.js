@@ -10,11 +10,21 @@
 //     gap (follows above it, or a delta with no snapshot held) means
 //     subscribing to the group topic again, which brings the retained
 //     snapshot first. Deltas that come meanwhile are dropped.
+//   - presence/clock: the node's heartbeat, every interval_ms. Once one has
+//     come, a view that hears none for 2 x interval_ms is stale (the link
+//     or the node died silently): every user is shown unknown (grey), not
+//     as last heard, until the next clock message. A broker with the clock
+//     off sends none, and the view is never stale.
 //
-// handle(state, topic, payload) folds one message into state and returns
-// the events it made, each with a one-line text (line) and, for a gap, the
-// topic to subscribe to again (resubscribe). Node's observer.js and the
-// browser page both use it; test/presence-state.test.js tests it.
+// handle(state, topic, payload, now) folds one message into state and
+// returns the events it made, each with a one-line text (line) and, for a
+// gap, the topic to subscribe to again (resubscribe). tick(state, now),
+// called on a timer, returns the stale event when the clock went silent.
+// now is the time in milliseconds (Date.now() when left out): the state
+// reads no clock of its own, so tests drive it. shown(state, user) is what
+// to show for a user: its status, or 'unknown' while the view is stale.
+// Node's observer.js and the browser page both use it;
+// test/presence-state.test.js tests it.
 (function (root, factory) {
   if (typeof module === 'object' && module.exports) module.exports = factory()
   else root.PresenceState = factory()
@@ -22,7 +32,9 @@
   'use strict'
 
   function newState (prefix) {
-    return { prefix: prefix || 'presence', users: new Map(), groups: new Map() }
+    // clock: the last presence/clock heard (null: none yet), with the
+    // local time it came at; stale: no clock for 2 intervals since.
+    return { prefix: prefix || 'presence', users: new Map(), groups: new Map(), clock: null, stale: false }
   }
 
   function summary (p) {
@@ -99,10 +111,52 @@
     return out
   }
 
-  // handle folds one message (topic, payload as a string) into state.
-  function handle (state, topic, text) {
+  // handleClock takes a presence/clock message heard at now: the view is
+  // fresh again if it was stale.
+  function handleClock (state, text, now) {
+    const c = JSON.parse(text)
+    const held = state.clock
+    state.clock = { node: c.node, incarnation: c.incarnation, seq: c.seq, version: c.version, interval: c.interval_ms, at: now }
+    const out = []
+    if (!held || held.node !== c.node || held.incarnation !== c.incarnation) {
+      out.push({ kind: 'clock', clock: state.clock, line: 'clock node=' + c.node + ' interval=' + c.interval_ms + 'ms' })
+    }
+    if (state.stale) {
+      state.stale = false
+      out.push({ kind: 'fresh', clock: state.clock, line: 'fresh node=' + c.node + ' seq=' + c.seq + ' silent=' + (now - held.at) + 'ms' })
+    }
+    return out
+  }
+
+  // staleAfter is how long a view may hear no clock: two intervals.
+  function staleAfter (interval) {
+    return 2 * interval
+  }
+
+  // tick tells whether the view went stale at now: once, when the last
+  // clock is more than two intervals old.
+  function tick (state, now) {
+    const c = state.clock
+    if (!c || state.stale || now - c.at <= staleAfter(c.interval)) return []
+    state.stale = true
+    return [{ kind: 'stale', line: 'stale node=' + c.node + ' silent=' + (now - c.at) + 'ms: ' + state.users.size + ' users unknown' }]
+  }
+
+  // shown is what to show for user: 'unknown' while the view is stale,
+  // else the status held (undefined: not known).
+  function shown (state, user) {
+    const p = state.users.get(user)
+    if (!p) return undefined
+    return state.stale ? 'unknown' : p.status
+  }
+
+  // handle folds one message (topic, payload as a string) heard at now
+  // (milliseconds; Date.now() when left out) into state.
+  function handle (state, topic, text, now) {
+    if (now === undefined) now = Date.now()
     const parts = topic.split('/')
     const pre = state.prefix.split('/')
+    if (topic === state.prefix + '/clock') return handleClock(state, text, now)
     if (parts.length !== pre.length + 2 || pre.some((p, i) => parts[i] !== p)) return []
     const kind = parts[pre.length]
     const name = parts[pre.length + 1]
@@ -111,5 +165,5 @@
     return []
   }
 
-  return { newState, handle }
+  return { newState, handle, tick, shown, staleAfter }
 })

@@ -9,7 +9,11 @@ and presence/groups/{group} for each --group, again after every
 reconnection (a clean session holds no subscription), and folds what comes
 with presence_state.State: a version not above the one held is dropped, a
 group delta applies only on its follows, a gap subscribes to the group topic
-again (the retained snapshot comes first). Prints "ready" once the first
+again (the retained snapshot comes first). It also subscribes to
+presence/clock, the node's heartbeat: when none has come for two of its
+intervals (the link or the node died silently) it prints "stale ..." and
+every user as "unknown", and "fresh ..." and every user again at the next
+one. Prints "ready" once the first
 subscriptions are granted; SIGINT/SIGTERM sends a clean DISCONNECT.
 Works with paho-mqtt 1.6 (Debian) and 2.x (PyPI).
 """
@@ -40,7 +44,13 @@ def main():
 
     filters = ["%s/users/%s" % (a.prefix, u) for u in a.user] or ["%s/users/+" % a.prefix]
     filters += ["%s/groups/%s" % (a.prefix, g) for g in a.group]
+    filters += ["%s/clock" % a.prefix]
     state = State(a.prefix)
+    lock = threading.Lock()  # the state: paho's thread and the staleness check
+
+    def show_all():
+        for u, p in state.users.items():
+            say("user %s %s v%d" % (u, state.shown(u), p["version"]))
     c, host, port = paho_compat.new_client(a.client_id, a.url, a.username, a.password)
     first = {"mid": None, "ready": False}
 
@@ -60,13 +70,17 @@ def main():
             say("ready")
 
     def message(topic, payload, _retained):
-        try:
-            events = state.handle(topic, payload)
-        except (ValueError, KeyError, TypeError) as e:
-            say("bad %s: %s" % (topic, e))
-            return
-        for line, resubscribe in events:
-            say(line)
+        with lock:
+            try:
+                events = state.handle(topic, payload)
+            except (ValueError, KeyError, TypeError) as e:
+                say("bad %s: %s" % (topic, e))
+                return
+            for line, _ in events:
+                say(line)
+                if line.startswith("fresh "):
+                    show_all()
+        for _, resubscribe in events:
             if resubscribe:
                 # Subscribing again replaces the subscription and sends the
                 # retained snapshot first.
@@ -82,7 +96,11 @@ def main():
         signal.signal(sig, lambda *_: done.set())
     c.connect_async(host, port, keepalive=30)
     c.loop_start()  # connects, and reconnects after a drop
-    done.wait()
+    while not done.wait(0.1):  # the staleness check, on this process's clock
+        with lock:
+            for line, _ in state.tick():
+                say(line)
+                show_all()
     c.disconnect()
     c.loop_stop()
     say("end")

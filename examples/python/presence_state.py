@@ -11,13 +11,22 @@ examples/js/presence-state.js, and the same lines):
   (follows above it, or a delta with no snapshot held) means subscribing to
   the group topic again, which brings the retained snapshot first. Deltas
   that come meanwhile are dropped.
+- presence/clock: the node's heartbeat, every interval_ms. Once one has
+  come, a view that hears none for 2 x interval_ms is stale (the link or the
+  node died silently): every user is shown unknown, not as last heard, until
+  the next clock message. A broker with the clock off sends none, and the
+  view is never stale.
 
-State.handle(topic, payload) folds one message in and returns the events it
-made: (line, resubscribe), where resubscribe is the topic to subscribe to
-again on a gap, else None.
+State.handle(topic, payload, now) folds one message in and returns the
+events it made: (line, resubscribe), where resubscribe is the topic to
+subscribe to again on a gap, else None. State.tick(now), called on a timer,
+returns the stale event when the clock went silent; State.shown(user) is
+what to show: the status, or "unknown" while stale. now is in seconds
+(time.monotonic() when left out): the state reads no clock of its own.
 """
 
 import json
+import time
 
 
 class Group:
@@ -35,11 +44,17 @@ class State:
         self.prefix = prefix
         self.users = {}  # user -> the presence/users/{user} payload (a dict)
         self.groups = {}  # group -> Group
+        self.clock = None  # the last presence/clock (a dict), with "at": when it came
+        self.stale = False  # no clock for 2 intervals since
 
-    def handle(self, topic, payload):
-        """Folds one message (payload: bytes or str) into the state."""
+    def handle(self, topic, payload, now=None):
+        """Folds one message (payload: bytes or str) heard at now into the state."""
+        if now is None:
+            now = time.monotonic()
         if isinstance(payload, bytes):
             payload = payload.decode("utf-8")
+        if topic == self.prefix + "/clock":
+            return self._clock(payload, now)
         parts = topic.split("/")
         pre = self.prefix.split("/")
         if len(parts) != len(pre) + 2 or parts[: len(pre)] != pre:
@@ -50,6 +65,36 @@ class State:
         if kind == "groups":
             return self._group(name, topic, payload)
         return []
+
+    def _clock(self, text, now):
+        c = json.loads(text)
+        held = self.clock
+        self.clock = dict(c, at=now)
+        out = []
+        if held is None or held["node"] != c["node"] or held["incarnation"] != c["incarnation"]:
+            out.append(("clock node=%s interval=%dms" % (c["node"], c["interval_ms"]), None))
+        if self.stale:
+            self.stale = False
+            out.append(("fresh node=%s seq=%d silent=%dms" % (c["node"], c["seq"], round((now - held["at"]) * 1000)), None))
+        return out
+
+    def tick(self, now=None):
+        """The stale event, once, when the last clock is over 2 intervals old."""
+        if now is None:
+            now = time.monotonic()
+        c = self.clock
+        if c is None or self.stale or (now - c["at"]) * 1000 <= 2 * c["interval_ms"]:
+            return []
+        self.stale = True
+        silent = round((now - c["at"]) * 1000)
+        return [("stale node=%s silent=%dms: %d users unknown" % (c["node"], silent, len(self.users)), None)]
+
+    def shown(self, user):
+        """What to show for user: "unknown" while stale, else its status (None: not known)."""
+        p = self.users.get(user)
+        if p is None:
+            return None
+        return "unknown" if self.stale else p["status"]
 
     def _user(self, user, text):
         if text == "":

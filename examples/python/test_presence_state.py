@@ -115,5 +115,51 @@ class GroupRules(unittest.TestCase):
         self.assertEqual(s.handle("tenant/presence/users/a/b", "{}"), [])
 
 
+def clock(seq, **kw):
+    c = {"node": "node-a", "incarnation": "inc-1", "seq": seq, "version": 0,
+         "time": "2026-12-02T07:00:00.000Z", "interval_ms": 1000}
+    c.update(kw)
+    return json.dumps(c)
+
+
+class ClockTest(unittest.TestCase):
+    """presence/clock on an injected clock (seconds)."""
+
+    def test_never_stale_without_a_clock(self):
+        s = State()
+        s.handle("presence/users/alice", user("alice", "online", 1, 1), 0)
+        self.assertEqual(s.tick(3600), [])
+        self.assertEqual(s.shown("alice"), "online")
+        self.assertIsNone(s.shown("nobody"))
+
+    def test_stale_after_two_intervals_fresh_on_the_next(self):
+        s = State()
+        self.assertEqual(lines(s.handle("presence/clock", clock(1), 10.0)), ["clock node=node-a interval=1000ms"])
+        s.handle("presence/users/alice", user("alice", "online", 1, 1), 10.1)
+        s.handle("presence/users/bob", user("bob", "away", 2, 1), 10.2)
+        self.assertEqual(s.handle("presence/clock", clock(2), 11.0), [])
+        self.assertEqual(s.tick(13.0), [])  # exactly 2 intervals: not yet
+        self.assertEqual(s.shown("alice"), "online")
+        self.assertEqual(lines(s.tick(13.25)), ["stale node=node-a silent=2250ms: 2 users unknown"])
+        self.assertEqual((s.shown("alice"), s.shown("bob")), ("unknown", "unknown"))
+        self.assertEqual(s.tick(20.0), [])  # said once
+        s.handle("presence/users/alice", user("alice", "busy", 3, 1), 20.1)
+        self.assertEqual(s.shown("alice"), "unknown")  # only the clock makes it fresh
+        self.assertEqual(lines(s.handle("presence/clock", clock(3), 21.0)), ["fresh node=node-a seq=3 silent=10000ms"])
+        self.assertEqual((s.shown("alice"), s.shown("bob")), ("busy", "away"))
+        self.assertEqual(s.tick(23.0), [])
+
+    def test_interval_from_the_message_new_node_told(self):
+        s = State("tenant/presence")
+        self.assertEqual(s.handle("presence/clock", clock(1), 0), [])
+        self.assertIsNone(s.clock)
+        s.handle("tenant/presence/clock", clock(1, interval_ms=5000), 0)
+        self.assertEqual(s.tick(10.0), [])
+        self.assertEqual(len(s.tick(10.5)), 1)
+        ev = s.handle("tenant/presence/clock", clock(1, node="node-b", incarnation="inc-9", interval_ms=2000), 30.0)
+        self.assertEqual(lines(ev), ["clock node=node-b interval=2000ms", "fresh node=node-b seq=1 silent=30000ms"])
+        self.assertEqual(s.tick(34.0), [])
+        self.assertEqual(len(s.tick(34.5)), 1)
+
 if __name__ == "__main__":
     unittest.main()

@@ -2,7 +2,8 @@
 // query string (see examples/browser/doc.go): ws, group, users, username,
 // password, prefix. presence-state.js holds the client rules (drop a version
 // not above the one held; apply a group delta on its follows; on a gap,
-// subscribe to the group topic again); this file only draws.
+// subscribe to the group topic again; a view with no presence/clock for two
+// of its intervals is stale: everyone grey, "unknown"); this file only draws.
 'use strict'
 ;(function () {
   const q = new URLSearchParams(location.search)
@@ -12,6 +13,7 @@
   const users = (q.get('users') || '').split(',').map((u) => u.trim()).filter(Boolean)
   const filters = (users.length ? users.map((u) => prefix + '/users/' + u) : [prefix + '/users/+'])
     .concat(group ? [prefix + '/groups/' + group] : [])
+    .concat([prefix + '/clock'])
 
   const state = PresenceState.newState(prefix)
   const $ = (id) => document.getElementById(id)
@@ -57,13 +59,13 @@
     $('group-title').textContent = group
     $('group-count').textContent = g.online + ' of ' + g.total + ' online (version ' + g.version + ')'
     $('group-count').dataset.online = g.online
-    $('members').replaceChildren(...sorted([...g.members.entries()]).map(([name, m]) => person(name, m.status, since(m))))
+    $('members').replaceChildren(...sorted([...g.members.entries()]).map(([name, m]) => person(name, state.stale ? 'unknown' : m.status, since(m))))
   }
 
   function drawUsers () {
     $('users').replaceChildren(...sorted([...state.users.entries()]).map(([name, p]) => {
       const devices = (p.sessions || []).map((s) => s.device || s.id).join(', ')
-      return person(name, p.status, [since(p), devices].filter(Boolean).join(' · '))
+      return person(name, PresenceState.shown(state, name), [since(p), devices].filter(Boolean).join(' · '))
     }))
   }
 
@@ -113,5 +115,14 @@
       drawGroup()
     }
   })
+  // The staleness check, on the page's clock: grey everyone out when the
+  // node's clock went silent (the link or the node died silently).
+  setInterval(() => {
+    for (const e of PresenceState.tick(state, Date.now())) {
+      log(e.line)
+      drawUsers()
+      drawGroup()
+    }
+  }, 250)
   window.presenceClient = client // for the console
 })()

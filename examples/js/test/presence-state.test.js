@@ -6,7 +6,7 @@
 
 const test = require('node:test')
 const assert = require('node:assert/strict')
-const { newState, handle } = require('../presence-state')
+const { newState, handle, tick, shown } = require('../presence-state')
 
 const user = (name, status, version, sessions) => JSON.stringify({
   user: name, status, text: '', version, since: '2026-11-30T03:30:00.000Z', last_seen: null, sessions: sessions || []
@@ -93,4 +93,56 @@ test('another prefix, and topics that are not presence', () => {
   assert.deepEqual(handle(s, 'presence/users/alice', user('alice', 'online', 2, [{}])), [])
   assert.deepEqual(handle(s, 'tenant/presence/nodes/n1', '{}'), [])
   assert.deepEqual(handle(s, 'tenant/presence/users/a/b', '{}'), [])
+})
+
+// presence/clock, on an injected clock (milliseconds): the view goes stale
+// 2 intervals after the last clock message, shows every user unknown, and
+// is fresh again on the next one.
+const clock = (seq, opts) => JSON.stringify(Object.assign({
+  node: 'node-a', incarnation: 'inc-1', seq, version: 0, time: '2026-12-02T07:00:00.000Z', interval_ms: 1000
+}, opts || {}))
+
+test('without a clock message the view is never stale', () => {
+  const s = newState()
+  handle(s, 'presence/users/alice', user('alice', 'online', 1, [{}]), 0)
+  assert.deepEqual(tick(s, 3600 * 1000), [])
+  assert.equal(s.stale, false)
+  assert.equal(shown(s, 'alice'), 'online')
+  assert.equal(shown(s, 'nobody'), undefined)
+})
+
+test('stale 2 intervals after the last clock, every user unknown, fresh on the next', () => {
+  const s = newState()
+  assert.deepEqual(lines(handle(s, 'presence/clock', clock(1), 10_000)), ['clock node=node-a interval=1000ms'])
+  handle(s, 'presence/users/alice', user('alice', 'online', 1, [{}]), 10_100)
+  handle(s, 'presence/users/bob', user('bob', 'away', 2, [{}]), 10_200)
+  assert.deepEqual(handle(s, 'presence/clock', clock(2), 11_000), []) // nothing to say
+  assert.deepEqual(tick(s, 13_000), []) // exactly 2 intervals: not yet
+  assert.equal(shown(s, 'alice'), 'online')
+  assert.deepEqual(lines(tick(s, 13_001)), ['stale node=node-a silent=2001ms: 2 users unknown'])
+  assert.equal(s.stale, true)
+  assert.equal(shown(s, 'alice'), 'unknown')
+  assert.equal(shown(s, 'bob'), 'unknown')
+  assert.deepEqual(tick(s, 20_000), []) // said once
+  // A user message does not make the view fresh: only the clock does.
+  handle(s, 'presence/users/alice', user('alice', 'busy', 3, [{}]), 20_100)
+  assert.equal(shown(s, 'alice'), 'unknown')
+  assert.deepEqual(lines(handle(s, 'presence/clock', clock(3), 21_000)), ['fresh node=node-a seq=3 silent=10000ms'])
+  assert.equal(s.stale, false)
+  assert.equal(shown(s, 'alice'), 'busy')
+  assert.equal(shown(s, 'bob'), 'away')
+  assert.deepEqual(tick(s, 23_000), [])
+})
+
+test('the interval comes from the message; a new node or incarnation is told', () => {
+  const s = newState('tenant/presence')
+  assert.deepEqual(handle(s, 'presence/clock', clock(1), 0), []) // another prefix
+  assert.equal(s.clock, null)
+  handle(s, 'tenant/presence/clock', clock(1, { interval_ms: 5000 }), 0)
+  assert.deepEqual(tick(s, 10_000), [])
+  assert.equal(tick(s, 10_001)[0].kind, 'stale')
+  const ev = handle(s, 'tenant/presence/clock', clock(1, { node: 'node-b', incarnation: 'inc-9', interval_ms: 2000 }), 30_000)
+  assert.deepEqual(lines(ev), ['clock node=node-b interval=2000ms', 'fresh node=node-b seq=1 silent=30000ms'])
+  assert.deepEqual(tick(s, 34_000), [])
+  assert.equal(tick(s, 34_001)[0].kind, 'stale')
 })
