@@ -53,9 +53,11 @@ type PrivacyStats struct {
 	Unsent     atomic.Int64 // true changes not sent: no Guard to keep them to the entitled
 }
 
-// kept is what the hook keeps of one user.
+// kept is what the hook keeps of one user: the latest public payload,
+// the truth at the same version, and the latest truth (a change of the
+// truth alone moves it on).
 type kept struct {
-	public, truth []byte
+	public, truthAtPublic, truth []byte
 }
 
 // PrivacyOptions configure the hook.
@@ -83,10 +85,15 @@ func (h *Privacy) Provides(b byte) bool { return b == mqtt.OnPacketEncode }
 // Keep implements publisher.Privy.
 func (h *Privacy) Keep(user string, public, truth []byte) {
 	h.mu.Lock()
-	if _, ok := h.m[user]; !ok {
+	k, ok := h.m[user]
+	if !ok {
 		h.n.Add(1)
 	}
-	h.m[user] = kept{public: public, truth: truth}
+	if !ok || !bytes.Equal(k.public, public) {
+		k.truthAtPublic = truth // a new public view, published with this truth
+	}
+	k.public, k.truth = public, truth
+	h.m[user] = k
 	h.mu.Unlock()
 }
 
@@ -142,7 +149,7 @@ func (h *Privacy) OnPacketEncode(cl *mqtt.Client, pk packets.Packet) packets.Pac
 	if h.viewers != nil {
 		viewer, service = h.viewers.Viewer(cl)
 	}
-	out := Choose(k.public, k.truth, pk.Payload, byTopic, presence.Entitled(viewer, service, user))
+	out := k.choose(pk.Payload, byTopic, pk.FixedHeader.Retain, presence.Entitled(viewer, service, user))
 	if !bytes.Equal(out, pk.Payload) {
 		if bytes.Equal(out, k.truth) {
 			h.Stats.Upgraded.Add(1)
@@ -164,7 +171,7 @@ func (h *Privacy) Inline(fn mqtt.InlineSubFn) mqtt.InlineSubFn {
 				k, ok := h.m[user]
 				h.mu.RUnlock()
 				if ok {
-					pk.Payload = Choose(k.public, k.truth, pk.Payload, byTopic, true)
+					pk.Payload = k.choose(pk.Payload, byTopic, false, true)
 				}
 			}
 		}
@@ -204,26 +211,36 @@ func payloadUser(b []byte) string {
 	return u
 }
 
+// choose is Choose over what k keeps.
+func (k kept) choose(payload []byte, byTopic, retained, entitled bool) []byte {
+	return Choose(k.public, k.truthAtPublic, k.truth, payload, byTopic, retained, entitled)
+}
+
 // Choose is the per-delivery decision for a PUBLISH carrying payload to a
-// connection, for a user whose latest public and true payloads are public
-// and truth: entitled (presence.Entitled: the user, a service account)
-// gets the truth, everyone else the public view.
+// connection, for a user whose latest public payload is public (published
+// with the truth truthAtPublic) and whose latest true payload is truth:
+// entitled (presence.Entitled: the user, a service account) gets the
+// truth, everyone else the public view, and no version twice:
 //
-// On the user's own topic (byTopic; only the broker publishes there) the
-// choice is the latest of either, whatever the payload held: a queued
-// older version is never worse than the latest, and a public viewer can
-// never receive the truth through that topic. Without the topic (a topic
-// alias) only a payload that is one of the two is replaced.
-func Choose(public, truth, payload []byte, byTopic, entitled bool) []byte {
+//   - entitled, on the user's own topic (byTopic; only the broker
+//     publishes there): a retained delivery (on subscribe) gets the latest
+//     truth; a live one the truth of its own version (the latest truth,
+//     or the one published with the public view), else it is left as it
+//     is (an older public view still queued: the truth follows);
+//   - entitled, without the topic (a topic alias): a payload that is the
+//     public view gets the truth published with it;
+//   - anyone else: a payload that is a truth gets the latest public view
+//     instead (mochi never holds a truth for them: a safety net).
+func Choose(public, truthAtPublic, truth, payload []byte, byTopic, retained, entitled bool) []byte {
 	switch {
-	case byTopic && entitled:
+	case entitled && byTopic && retained:
 		return truth
-	case byTopic:
+	case entitled && bytes.Equal(payload, public):
+		return truthAtPublic
+	case entitled:
+		return payload
+	case bytes.Equal(payload, truth) || bytes.Equal(payload, truthAtPublic):
 		return public
-	case bytes.Equal(payload, truth) && !entitled:
-		return public
-	case bytes.Equal(payload, public) && entitled:
-		return truth
 	}
 	return payload
 }

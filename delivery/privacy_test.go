@@ -10,26 +10,28 @@ import (
 )
 
 func TestChoose(t *testing.T) {
-	pub, truth, other := []byte("P"), []byte("T"), []byte("X")
+	pub, tp, truth, other := []byte("P"), []byte("TP"), []byte("T"), []byte("X")
 	tests := []struct {
-		payload           []byte
-		byTopic, entitled bool
-		want              []byte
+		payload                     []byte
+		byTopic, retained, entitled bool
+		want                        []byte
 	}{
-		{pub, true, true, truth},
-		{other, true, true, truth}, // an older version queued: the latest truth
-		{truth, true, false, pub},  // never the truth on the topic to the others
-		{other, true, false, pub},
-		{pub, false, true, truth}, // a topic alias: only what is one of the two
-		{truth, false, false, pub},
-		{other, false, true, other},
-		{other, false, false, other},
-		{pub, false, false, pub},
-		{truth, false, true, truth},
+		{pub, true, true, true, truth},    // retained, on subscribe: the latest truth
+		{pub, true, false, true, tp},      // live: the truth of its own version
+		{truth, true, false, true, truth}, // a change of the truth alone, sent to the entitled
+		{other, true, false, true, other}, // an older version queued: left
+		{truth, true, false, false, pub},  // never a truth to the others
+		{tp, true, true, false, pub},
+		{other, true, false, false, other},
+		{pub, true, true, false, pub},
+		{pub, false, false, true, tp}, // a topic alias
+		{truth, false, false, false, pub},
+		{other, false, false, true, other},
+		{pub, false, false, false, pub},
 	}
 	for i, tc := range tests {
-		if got := Choose(pub, truth, tc.payload, tc.byTopic, tc.entitled); !bytes.Equal(got, tc.want) {
-			t.Errorf("%d: Choose(%s, topic %v, entitled %v) = %s, want %s", i, tc.payload, tc.byTopic, tc.entitled, got, tc.want)
+		if got := Choose(pub, tp, truth, tc.payload, tc.byTopic, tc.retained, tc.entitled); !bytes.Equal(got, tc.want) {
+			t.Errorf("%d: Choose(%s, topic %v, retained %v, entitled %v) = %s, want %s", i, tc.payload, tc.byTopic, tc.retained, tc.entitled, got, tc.want)
 		}
 	}
 }
@@ -57,11 +59,11 @@ func TestPayloadUser(t *testing.T) {
 // truth only for the user and service accounts, and otherwise a public
 // view that leaks nothing: no true status, session or exact last_seen.
 func FuzzPrivacyDelivery(f *testing.F) {
-	f.Add(int64(1), "alice", false, true, 0)
-	f.Add(int64(2), "bob", false, true, 1)
-	f.Add(int64(3), "", true, false, 2)
-	f.Add(int64(4), "alice", true, false, 3)
-	f.Fuzz(func(t *testing.T, seed int64, viewer string, service, byTopic bool, queued int) {
+	f.Add(int64(1), "alice", false, true, false, 0)
+	f.Add(int64(2), "bob", false, true, true, 1)
+	f.Add(int64(3), "", true, false, false, 2)
+	f.Add(int64(4), "alice", true, false, true, 3)
+	f.Fuzz(func(t *testing.T, seed int64, viewer string, service, byTopic, retained bool, queued int) {
 		r := rand.New(rand.NewSource(seed))
 		base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		tm := func() time.Time { return base.Add(time.Duration(r.Int63n(int64(48*time.Hour))) - 24*time.Hour) }
@@ -79,14 +81,17 @@ func FuzzPrivacyDelivery(f *testing.F) {
 		}
 		pub := a.Public()
 		public, truth := pub.AppendJSON(nil), a.AppendJSON(nil)
-		payload := [][]byte{public, truth, []byte("other")}[((queued%3)+3)%3]
+		older := a // the truth published with the public view, before a change of the truth alone
+		older.Text, older.Version = "older secret", a.Version-1
+		truthAtPublic := older.AppendJSON(nil)
+		payload := [][]byte{public, truth, truthAtPublic, []byte("other")}[((queued%4)+4)%4]
 		entitled := presence.Entitled(viewer, service, a.User)
-		got := Choose(public, truth, payload, byTopic, entitled)
+		got := Choose(public, truthAtPublic, truth, payload, byTopic, retained, entitled)
 		if entitled != (service || viewer == "alice") {
 			t.Fatalf("Entitled(%q, %v) = %v", viewer, service, entitled)
 		}
-		if entitled && byTopic && !bytes.Equal(got, truth) {
-			t.Fatalf("the entitled did not get the truth: %s", got)
+		if entitled && byTopic && retained && !bytes.Equal(got, truth) {
+			t.Fatalf("the entitled did not get the latest truth on subscribe: %s", got)
 		}
 		if entitled || bytes.Equal(got, []byte("other")) {
 			return
@@ -94,7 +99,7 @@ func FuzzPrivacyDelivery(f *testing.F) {
 		if bytes.Equal(truth, public) {
 			return
 		}
-		if bytes.Equal(got, truth) {
+		if bytes.Equal(got, truth) || bytes.Equal(got, truthAtPublic) {
 			t.Fatalf("viewer %q got the truth %s", viewer, got)
 		}
 		seen, err := presence.ParseAggregate(got)
