@@ -269,3 +269,31 @@ func pvLeak(setting string, status presence.Status, text string, lastSeen time.T
 	}
 	return ""
 }
+
+// A presence/set with a bad privacy value is refused (0x99, payload format
+// invalid), changes nothing, and is counted.
+func TestPrivacySetRefused(t *testing.T) {
+	n := privacyNode(t, nil)
+	alice := dial5(t, n.MQTTAddr(), "alice-phone", "alice", withPassword(n.pw["alice"]))
+	for _, bad := range []string{
+		`{"scope":"account","last_seen":"fuzzy"}`,
+		`{"invisible":true}`, // session scope
+		`{"scope":"session","last_seen":"hidden"}`,
+	} {
+		if rc := alice.publish(t, "presence/set", bad, 1, false); rc != 0x99 {
+			t.Errorf("%s: %#x, want 0x99", bad, rc)
+		}
+	}
+	if rc := alice.publish(t, "presence/set", `{"scope":"account","invisible":"yes"}`, 1, false); rc != 0x99 {
+		t.Errorf("invisible \"yes\": %#x, want 0x99", rc)
+	}
+	testkit.Wait(t, waitTimeout, "3 privacy refusals counted", func() error {
+		s := n.Stats()
+		return testkit.Why(s.Get("privacy_sets_refused_total") == 3 && s.Of("status_sets_refused_total", "invalid") == 4,
+			fmt.Sprintf("privacy %d, invalid %d", s.Get("privacy_sets_refused_total"), s.Of("status_sets_refused_total", "invalid")))
+	})
+	code, body := adminDo(t, n.AdminAddr(), "/api/v1/users/alice/sessions", "")
+	if code != 200 || strings.Contains(string(body), `"privacy"`) {
+		t.Fatalf("alice's record: %d %s", code, body)
+	}
+}
