@@ -99,7 +99,9 @@
 //   - tracker: Tracker.mu, then a slot's or an account's mu; no lock
 //     while the store is called.
 //   - publisher: Pacer.mu and Publisher.mu are never held while
-//     publishing (never with the delivery fence).
+//     publishing (never with the delivery fence); Publisher.mu, then the
+//     privacy hook's mu (delivery.Privacy: Forget of a dropped user), a
+//     leaf that OnPacketEncode holds for a map read only.
 //   - store: Memory.mu while a change is reported to the feed (then the
 //     Feed's mu, a leaf); the Redis store's mu and outage lock are held
 //     alone, never across a call to Redis.
@@ -128,7 +130,8 @@
 // Without it, presence still keeps its namespace read-only (in OnPublish,
 // which every publish passes) and each subscriber's versions in order, but
 // what is sent again for a subscriber that missed it reaches every
-// subscriber of that user.
+// subscriber of that user, and a change of a private user's truth alone
+// (docs/presence.md, Privacy) reaches nobody.
 //
 // mochi's own listeners write to a socket while holding the client's lock,
 // which every QoS 1 publish to that client also takes, so one client that

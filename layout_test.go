@@ -63,7 +63,7 @@ var floorPlan = map[string][]string{
 	"nodes":             {"presence"},
 	"interest":          {"internal/filter"},
 	"hooks":             {"presence", "listener", "internal/connack", "internal/puback", "internal/wire", "internal/loglimit"},
-	"delivery":          {"hooks", "internal/wire", "internal/filter"},
+	"delivery":          {"hooks", "presence", "internal/wire", "internal/filter"},
 	"notify":            {"presence", "internal/filter", "webhook"},
 	"stats":             {},
 	"admin":             {"hooks", "presence", "roster"},

@@ -138,6 +138,8 @@ type Plugin struct {
 	lifecycle *lifecycle.Stage // the lifecycle outputs (nil: none enabled)
 
 	clock *clock.Stage // the presence clock (plugin_clock.go); nil: presence.clock_interval off
+
+	privacy *delivery.Privacy // the truth of users with a privacy setting, per delivery (plugin_privacy.go)
 }
 
 // trackerShards is how many workers write to the store side by side.
@@ -221,15 +223,23 @@ func (p *Plugin) build() {
 	})
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)
+	p.privacy = p.buildPrivacy()
 	p.publisher = publisher.New(publisher.Options{Prefix: cfg.Presence.TopicPrefix, Broker: p.outlet, Log: p.logFor("publisher"),
-		Published: func(a presence.Aggregate, before presence.Shown) {
+		Published: func(a presence.Aggregate, before presence.Shown) { // the truth: operators' and services' views
 			p.meters.published(a, before, time.Now())
-			p.groups.Note(a)
 			p.publishedEvent(a.User)
 			p.lifecycleShown(a)
 			p.webhookShown(a, before)
+		},
+		// What everyone is shown (plugin_privacy.go): the groups and the
+		// clock's highest version hear only that, so that a change only
+		// the user and service accounts may see moves neither.
+		Public: func(a presence.Aggregate) {
+			p.groups.Note(a)
 			p.clockPublished(a.Version)
-		}})
+		},
+		Privy: p.privacy,
+	})
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
@@ -253,7 +263,7 @@ func (p *Plugin) build() {
 
 // addHooks adds the hooks to the server, in the order package hooks gives.
 func (p *Plugin) addHooks() error {
-	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery}
+	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery, p.privacy}
 	if p.notify != nil {
 		list = append(list, &notify.Hook{Stage: p.notify, Viewer: p.hook.Viewer})
 	}
@@ -554,7 +564,7 @@ func (p *Plugin) forgetShown(users []string) {
 // the users makes this node a firehose.
 func (p *Plugin) Subscribe(filter string, id int, handler mqtt.InlineSubFn) error {
 	p.interest.Follow(strconv.Itoa(id), filter)
-	if err := p.srv.Subscribe(filter, id, handler); err != nil {
+	if err := p.srv.Subscribe(filter, id, p.privacy.Inline(handler)); err != nil {
 		p.interest.Unfollow(strconv.Itoa(id), filter)
 		return err
 	}

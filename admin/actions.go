@@ -210,17 +210,27 @@ func actionRoutes(mux *http.ServeMux, src Source) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(payload)
-		return http.StatusOK, []any{"status", deref(upd.Status), "text", deref(upd.Text)}
+		return http.StatusOK, []any{"status", deref(upd.Status), "text", deref(upd.Text), "invisible", deref(upd.Invisible), "last_seen", deref(upd.LastSeen)}
 	}
 	mux.HandleFunc("PUT /api/v1/users/{user}/account", act(ActionAccountSet, func(w http.ResponseWriter, r *http.Request, user string) (int, []any) {
 		var req struct {
-			Status *string `json:"status"`
-			Text   *string `json:"text"`
+			Status    *string `json:"status"`
+			Text      *string `json:"text"`
+			Invisible *bool   `json:"invisible"` // privacy (issue 22): privacyUpdate
+			LastSeen  *string `json:"last_seen"`
 		}
 		if !readJSON(w, r, &req) {
 			return http.StatusBadRequest, nil
 		}
 		upd, err := accountUpdate(req.Status, req.Text)
+		if req.Invisible != nil || req.LastSeen != nil {
+			if req.Status == nil && req.Text == nil {
+				err = nil // privacy alone is an update
+			}
+			if err == nil {
+				err = privacyUpdate(&upd, req.Invisible, req.LastSeen)
+			}
+		}
 		if err != nil {
 			httpError(w, http.StatusBadRequest, err.Error())
 			return http.StatusBadRequest, nil
@@ -308,4 +318,20 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// privacyUpdate adds a PUT account's privacy keys to upd (issue 22):
+// invisible true or false, last_seen exact, quarter or hidden. The status
+// and text become optional when one of them is given. DELETE account
+// leaves privacy as it is.
+func privacyUpdate(upd *presence.AccountUpdate, invisible *bool, lastSeen *string) error {
+	if lastSeen != nil {
+		m, err := presence.ParseLastSeenMode(*lastSeen)
+		if err != nil {
+			return err
+		}
+		upd.LastSeen = &m
+	}
+	upd.Invisible = invisible
+	return nil
 }

@@ -1,7 +1,7 @@
 // Package delivery is the last stage of presence, where it meets mochi's
 // subscribers: the Outlet, through which the publisher, the group topics
 // and the node topics reach them (the publish path ends here, at the
-// broker), and the two mochi hooks that stand between mochi and each
+// broker), and the mochi hooks that stand between mochi and each
 // subscriber.
 //
 // Delivery makes a user's presence reach a subscriber in order, makes good
@@ -18,6 +18,12 @@
 // acl.File): it judges a shared subscription's filter as mochi matches it,
 // without $share/<group>/ in any case. Add Delivery after presence's hooks
 // (package hooks), and Guard last.
+//
+// Privacy (issue 22) gives the user themself and service accounts the
+// true presence of a user with a privacy setting, per delivery, retained
+// deliveries included: mochi only ever holds the public view
+// (presence.Aggregate.Public), and Privacy chooses, at OnPacketEncode, the
+// payload each connection is entitled to. Add it after Delivery.
 //
 // Lock order: the fence, then Delivery's mu, then a subscription's mu. No
 // socket write of a client that might not read happens inside the fence.

@@ -129,6 +129,10 @@ type Stats struct {
 	BattleEvicted   atomic.Int64 // client ids the battle detector dropped for its cap
 	NotifyTaken     atomic.Int64 // messages on prefix/notify/{user} handed to notify
 	NotifyRefused   atomic.Int64 // messages on prefix/notify/... refused: not allowed, a bad user, too large or busy
+	// PrivacyRejected counts the presence/set refused for their privacy
+	// keys (issue 22): a last_seen that is no mode, a privacy key at
+	// session scope (also counted in SetRejected).
+	PrivacyRejected atomic.Int64
 }
 
 // Presence is the mochi hook that turns connection events into presence
@@ -697,6 +701,9 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	req, err := presence.ParseSetRequest(pk.Payload)
 	if err != nil {
 		h.Stats.SetRejected.Add(1)
+		if errors.Is(err, presence.ErrBadPrivacy) {
+			h.Stats.PrivacyRejected.Add(1)
+		}
 		h.logRefused(cl, pk, "invalid presence/set: "+err.Error())
 		if cl.Properties.ProtocolVersion < 5 {
 			return pk, packets.CodeSuccessIgnore

@@ -75,7 +75,7 @@ type SessionView struct {
 func (p Aggregate) sameAs(q Aggregate) bool {
 	return p.User == q.User && p.Status == q.Status && p.Text == q.Text &&
 		p.LastSeen.Equal(q.LastSeen) && p.Reason == q.Reason && p.NextExpected.Equal(q.NextExpected) &&
-		p.Privacy == q.Privacy && slices.EqualFunc(p.Sessions, q.Sessions, func(a, b SessionView) bool {
+		p.Privacy.Equal(q.Privacy) && slices.EqualFunc(p.Sessions, q.Sessions, func(a, b SessionView) bool {
 		return a.ID == b.ID && a.Epoch == b.Epoch && a.Node == b.Node && a.Device == b.Device &&
 			a.Status == b.Status && a.ConnectedAt.Equal(b.ConnectedAt)
 	})
@@ -96,6 +96,7 @@ func (p Aggregate) sameAs(q Aggregate) bool {
 // Version and Since are left for Commit.
 func Derive(u User, rules Rules) Aggregate {
 	p := Aggregate{User: u.Name}
+	p.Privacy = privacyOf(u) // issue 22 (privacy.go)
 	if len(u.Sessions) == 0 {
 		p.Status = Offline
 		p.LastSeen = u.LastSeen

@@ -193,12 +193,16 @@ type SetRequest struct {
 	// is activity (it is a PUBLISH); this one asks for nothing else, for an
 	// application that publishes nothing else (see IdleDecide).
 	Activity bool
+	// Invisible and LastSeen are the privacy setting (account scope only;
+	// issue 22, privacy.go).
+	Invisible *bool
+	LastSeen  *LastSeenMode
 }
 
 // OnlyActivity reports whether the request changes nothing but says the
 // user is active: {"activity": true}, or an empty object.
 func (r SetRequest) OnlyActivity() bool {
-	return r.Status == nil && r.Text == nil && r.Device == nil
+	return r.Status == nil && r.Text == nil && r.Device == nil && r.Invisible == nil && r.LastSeen == nil
 }
 
 // Update returns the session-scope change.
@@ -206,7 +210,7 @@ func (r SetRequest) Update() Update { return Update{Status: r.Status, Text: r.Te
 
 // AccountUpdate returns the account-scope change.
 func (r SetRequest) AccountUpdate() AccountUpdate {
-	return AccountUpdate{Status: r.Status, Text: r.Text}
+	return AccountUpdate{Status: r.Status, Text: r.Text, Invisible: r.Invisible, LastSeen: r.LastSeen}
 }
 
 type wireSet struct {
@@ -215,12 +219,18 @@ type wireSet struct {
 	Device   *string `json:"device"`
 	Scope    *string `json:"scope"`
 	Activity *bool   `json:"activity"`
+	// The privacy keys (privacy.go: setPrivacy).
+	Invisible *bool   `json:"invisible"`
+	LastSeen  *string `json:"last_seen"`
 }
 
 // ParseSetRequest decodes and checks a presence/set payload:
 //
-//	{"status": "online|idle|away|busy|dnd", "text": "...", "device": "...", "scope": "session|account", "activity": true}
+//	{"status": "online|idle|away|busy|dnd", "text": "...", "device": "...", "scope": "session|account", "activity": true,
+//	 "invisible": true|false, "last_seen": "exact|quarter|hidden"}
 //
+// invisible and last_seen are the privacy setting, account scope only
+// (refused at session scope, with ErrBadPrivacy; see Aggregate.Public).
 // Every field is optional; scope defaults to session; activity is true or
 // left out (false is refused: every presence/set is activity). At account scope the
 // status may be away, busy or dnd, or online to clear the override, and "text": ""
@@ -282,6 +292,9 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 			return SetRequest{}, err
 		}
 	}
+	if err := r.setPrivacy(w); err != nil {
+		return SetRequest{}, err
+	}
 	if r.Device != nil {
 		if r.Scope == ScopeAccount {
 			return SetRequest{}, fmt.Errorf("%w: device is a session field, not allowed at account scope", ErrBadPayload)
@@ -294,7 +307,7 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 }
 
 // setKeys checks that a presence/set object's field names are among the
-// five, in lower case, each at most once (encoding/json alone takes
+// seven, in lower case, each at most once (encoding/json alone takes
 // "Status" for "status", and the last of two). It scans the bytes without
 // allocating; a value that is not a string, true, false or null, and anything that is
 // not a well-formed object, is left to the decoder to refuse.
@@ -303,7 +316,7 @@ func setKeys(b []byte) error {
 	if i >= len(b) || b[i] != '{' {
 		return nil
 	}
-	var seen [5]bool
+	var seen [7]bool
 	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
 		end := i + 1
 		for end < len(b) && b[end] != '"' && b[end] != '\\' {
@@ -324,8 +337,12 @@ func setKeys(b []byte) error {
 			k = 3
 		case "activity":
 			k = 4
+		case "invisible":
+			k = 5
+		case "last_seen":
+			k = 6
 		default:
-			return fmt.Errorf("%w: unknown field %q (the fields are status, text, device, scope and activity, in lower case)", ErrBadPayload, b[i+1:end])
+			return fmt.Errorf("%w: unknown field %q (the fields are status, text, device, scope, activity, invisible and last_seen, in lower case)", ErrBadPayload, b[i+1:end])
 		}
 		if seen[k] {
 			return fmt.Errorf("%w: field %q given twice", ErrBadPayload, b[i+1:end])

@@ -224,6 +224,9 @@ func (u User) SetAccount(upd AccountUpdate) (User, error) {
 			return u, err
 		}
 	}
+	if err := upd.checkPrivacy(); err != nil { // applied by SetAccountAt (privacy.go)
+		return u, err
+	}
 	u = u.clone()
 	if upd.Status != nil {
 		u.Account.Status = *upd.Status

@@ -30,6 +30,8 @@ type Publisher struct {
 	prefix    string
 	log       *slog.Logger
 	published func(a presence.Aggregate, before presence.Shown)
+	public    func(a presence.Aggregate)
+	privy     Privy
 
 	mu       sync.Mutex
 	views    map[string]view         // what is published now, per user
@@ -47,6 +49,10 @@ type Stats struct {
 	Resent    atomic.Int64 // current states sent again for subscribers that missed them
 	Forgotten atomic.Int64 // offline users forgotten after the retention
 	Dropped   atomic.Int64 // users dropped: nobody on this node shows them any more
+	// Private counts the changes of users with a privacy setting that left
+	// their public view as it was: not published to everyone, only sent
+	// to the user's own and service accounts' subscriptions (privacy.go).
+	Private atomic.Int64
 }
 
 type view struct {
@@ -57,6 +63,12 @@ type view struct {
 	text     string
 	lastSeen time.Time
 	gone     time.Time // last seen, while offline; zero while online
+	// What everyone else is shown (presence.Aggregate.Public): the
+	// retained payload and its aggregate; the same as the truth above for
+	// a user without a privacy setting (privacy.go).
+	public    []byte
+	publicAgg presence.Aggregate
+	private   bool // the user has a privacy setting (Privy keeps the truth)
 }
 
 // Options configure a publisher.
@@ -69,6 +81,14 @@ type Options struct {
 	// metrics follow the published presence through it). It is called on
 	// the publishing goroutine, after the publish, and must return at once.
 	Published func(a presence.Aggregate, before presence.Shown)
+	// Public, when set, is told of every public view published (what
+	// everyone but the user and service accounts is shown: the group
+	// topics follow it), on the publishing goroutine, after the publish.
+	Public func(a presence.Aggregate)
+	// Privy keeps the true presence of users with a privacy setting and
+	// delivers it to those entitled to it (delivery.Privacy); nil: they
+	// are shown their public view like everyone else (privacy.go).
+	Privy Privy
 }
 
 // New returns a publisher.
@@ -76,7 +96,7 @@ func New(o Options) *Publisher {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Publisher{broker: o.Broker, prefix: o.Prefix, log: o.Log, published: o.Published,
+	return &Publisher{broker: o.Broker, prefix: o.Prefix, log: o.Log, published: o.Published, public: o.Public, privy: o.Privy,
 		views: make(map[string]view), byStatus: make(map[presence.Status]int)}
 }
 
@@ -84,25 +104,31 @@ func New(o Options) *Publisher {
 func (p *Publisher) Topic(user string) string { return p.prefix + "/users/" + user }
 
 // Publish publishes a as user's retained presence, unless a version at or
-// above a's is already published.
+// above a's is already published. What is retained and delivered to
+// everyone is a's public view (presence.Aggregate.Public, privacy.go); a
+// change that leaves the public view as it was is sent to the user's own
+// and service accounts' subscriptions only.
 func (p *Publisher) Publish(a presence.Aggregate) {
 	p.mu.Lock()
-	if v, ok := p.views[a.User]; ok && v.version >= a.Version {
+	old, had := p.views[a.User]
+	if had && old.version >= a.Version {
 		p.mu.Unlock()
 		p.Stats.Old.Add(1)
 		return
 	}
-	before := p.views[a.User].shown()
+	before := old.shown()
 	p.buf = a.AppendJSON(p.buf[:0])
 	payload := append([]byte(nil), p.buf...)
+	pv := p.privateView(a, old, had, payload)
 	p.mu.Unlock()
-	if err := p.broker.Publish(a.User, a.Version, p.Topic(a.User), payload); err != nil {
+	if err := p.show(a, pv); err != nil {
 		p.Stats.Errors.Add(1)
 		p.log.Error("retained publish failed", "err", err, "user", a.User)
 		return
 	}
 	p.mu.Lock()
-	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen}
+	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen,
+		public: pv.public, publicAgg: pv.agg, private: pv.private}
 	if a.Status == presence.Offline {
 		v.gone = a.LastSeen
 	}
@@ -113,6 +139,9 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	p.views[a.User] = v
 	p.mu.Unlock()
 	p.Stats.Published.Add(1)
+	if pv.changed && p.public != nil {
+		p.public(pv.agg)
+	}
 	if p.published != nil {
 		p.published(a, before)
 	}
@@ -136,7 +165,7 @@ func (p *Publisher) Resend(user string, send func(version uint64, topic string, 
 	if !ok {
 		return false
 	}
-	if err := send(v.version, p.Topic(user), v.payload); err != nil {
+	if err := send(v.version, p.Topic(user), v.public); err != nil { // the entitled get the truth (delivery.Privacy)
 		p.Stats.Errors.Add(1)
 		return false
 	}
@@ -150,7 +179,7 @@ func (p *Publisher) Refresh() {
 	p.mu.Lock()
 	all := make(map[string][]byte, len(p.views))
 	for u, v := range p.views {
-		all[u] = v.payload
+		all[u] = v.public
 	}
 	p.mu.Unlock()
 	for u, payload := range all {
@@ -184,6 +213,7 @@ func (p *Publisher) Forget(before time.Time) int {
 	p.mu.Lock()
 	for u, v := range p.views {
 		if !v.gone.IsZero() && v.gone.Before(before) {
+			p.unkeep(u, v)
 			delete(p.views, u)
 			p.byStatus[v.status]--
 			topics = append(topics, p.Topic(u))
@@ -197,22 +227,28 @@ func (p *Publisher) Forget(before time.Time) int {
 	return len(topics)
 }
 
-// Shown returns what is published of user (a zero Shown when nothing).
+// Shown returns what is published of user (a zero Shown when nothing): its
+// true presence, as its own subscriptions are shown it (the pacer's).
 func (p *Publisher) Shown(user string) presence.Shown {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.views[user].shown()
 }
 
-// Current returns what is published of user, and whether anything is.
+// Current returns what everyone is shown of user (its public view, which
+// the group topics carry), and whether anything is published.
 func (p *Publisher) Current(user string) (presence.Shown, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	v, ok := p.views[user]
-	return v.shown(), ok
+	if !ok {
+		return presence.Shown{}, false
+	}
+	return v.publicAgg.Shown(), true
 }
 
-// Get returns the payload published for user.
+// Get returns the true payload published for user (the admin API's and
+// the events streams': operators see the truth).
 func (p *Publisher) Get(user string) ([]byte, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -246,6 +282,7 @@ func (p *Publisher) Drop(users []string) {
 	p.mu.Lock()
 	for _, u := range users {
 		if v, ok := p.views[u]; ok {
+			p.unkeep(u, v)
 			delete(p.views, u)
 			p.byStatus[v.status]--
 			topics = append(topics, p.Topic(u))

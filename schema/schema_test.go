@@ -621,6 +621,11 @@ func TestSetAcceptedInputsAreValid(t *testing.T) {
 		`{"activity":null}`,
 		`{"activity":true,"status":"online","text":"back"}`,
 		`{"scope":"account","activity":true}`,
+		`{"scope":"account","invisible":true}`,
+		`{"scope":"account","invisible":false,"last_seen":"quarter"}`,
+		`{"scope":"account","last_seen":"hidden","status":"busy"}`,
+		`{"scope":"account","last_seen":"exact","invisible":null}`,
+		`{"invisible":null,"last_seen":null}`,
 	} {
 		if _, err := presence.ParseSetRequest([]byte(in)); err != nil {
 			t.Errorf("ParseSetRequest(%s): %v; the case is wrong", in, err)
@@ -685,6 +690,12 @@ func TestSetRefusedInputs(t *testing.T) {
 		{`{"activity":"true"}`, true},
 		{`{"activity":1}`, true},
 		{`{"Activity":true}`, true},
+		{`{"invisible":true}`, true},
+		{`{"scope":"session","last_seen":"quarter"}`, true},
+		{`{"scope":"account","last_seen":"fuzzy"}`, true},
+		{`{"scope":"account","last_seen":""}`, true},
+		{`{"scope":"account","invisible":"yes"}`, true},
+		{`{"scope":"account","Invisible":true}`, true},
 
 		{`{"text":"` + strings.Repeat("é", presence.MaxTextBytes/2+1) + `"}`, false},     // 258 bytes, 129 characters
 		{`{"device":"` + strings.Repeat("é", presence.MaxDeviceBytes/2+1) + `"}`, false}, // 66 bytes, 33 characters

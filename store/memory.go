@@ -150,7 +150,7 @@ func (m *Memory) SetAccount(_ context.Context, user string, upd presence.Account
 	now := m.now()
 	u := m.users[user]
 	u.Name = user
-	u, err := u.SetAccount(upd)
+	u, err := u.SetAccountAt(upd, now) // privacy: issue 22
 	if err != nil {
 		return fmt.Errorf("set account %s: %w", user, err)
 	}

@@ -124,7 +124,8 @@ func (r *Redis) SetAccount(ctx context.Context, user string, upd presence.Accoun
 	}
 	err := scriptAccount.Run(ctx, r.c, r.k.commitKeys(user),
 		user, flag(upd.Status != nil), deref(upd.Status), flag(upd.Text != nil), deref(upd.Text),
-		r.auth, ms(r.retention)).Err()
+		r.auth, ms(r.retention), flag(upd.Invisible != nil), flag(upd.Invisible != nil && *upd.Invisible),
+		flag(upd.LastSeen != nil), lastSeenArg(upd.LastSeen)).Err()
 	if err != nil {
 		return r.fail("set account", err)
 	}

@@ -209,10 +209,12 @@ func TestRedisMatchesMemory(t *testing.T) {
 		case op == 2:
 			st := []presence.Status{presence.Online, presence.Away, presence.Busy, presence.DND}[rng.Intn(4)]
 			tx := []string{"", "acct"}[rng.Intn(2)]
-			if err := m.SetAccount(ctx, u, presence.AccountUpdate{Status: &st, Text: &tx}); err != nil {
+			upd := presence.AccountUpdate{Status: &st, Text: &tx}
+			randomPrivacy(rng, &upd) // issue 22
+			if err := m.SetAccount(ctx, u, upd); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.SetAccount(ctx, u, presence.AccountUpdate{Status: &st, Text: &tx}); err != nil {
+			if err := r.SetAccount(ctx, u, upd); err != nil {
 				t.Fatal(err)
 			}
 		default:
@@ -237,6 +239,9 @@ func TestRedisMatchesMemory(t *testing.T) {
 			}
 			if mp.Status != rp.Status || mp.Text != rp.Text || len(mp.Sessions) != len(rp.Sessions) || mp.LastSeen.IsZero() != rp.LastSeen.IsZero() {
 				t.Fatalf("step %d %s:\nmemory %+v\nredis  %+v", i, u, mp, rp)
+			}
+			if !samePrivacyShape(mp.Privacy, rp.Privacy) {
+				t.Fatalf("step %d %s: privacy differs:\nmemory %+v\nredis  %+v", i, u, mp.Privacy, rp.Privacy)
 			}
 			for j := range mp.Sessions {
 				if mp.Sessions[j].ID != rp.Sessions[j].ID || mp.Sessions[j].Status != rp.Sessions[j].Status || mp.Sessions[j].Device != rp.Sessions[j].Device ||
@@ -813,4 +818,26 @@ func registered(t *testing.T, c redis.UniversalClient, k keys, m string) bool {
 		t.Fatal(err)
 	}
 	return err == nil
+}
+
+// randomPrivacy sets upd's privacy keys at random (or leaves them out):
+// TestRedisMatchesMemory's account steps.
+func randomPrivacy(rng *rand.Rand, upd *presence.AccountUpdate) {
+	if rng.Intn(3) == 0 {
+		return
+	}
+	if rng.Intn(2) == 0 {
+		on := rng.Intn(2) == 0
+		upd.Invisible = &on
+	}
+	if rng.Intn(2) == 0 {
+		m := []presence.LastSeenMode{presence.LastSeenExact, presence.LastSeenQuarter, presence.LastSeenHidden}[rng.Intn(3)]
+		upd.LastSeen = &m
+	}
+}
+
+// samePrivacyShape compares the privacy two stores report: the setting,
+// and which of the fixed times are set (each store has its own clock).
+func samePrivacyShape(a, b presence.Privacy) bool {
+	return a.Invisible == b.Invisible && a.LastSeen == b.LastSeen && a.Since.IsZero() == b.Since.IsZero() && a.Seen.IsZero() == b.Seen.IsZero()
 }

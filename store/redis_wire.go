@@ -25,6 +25,7 @@ type wireChange struct {
 	R     string          `json:"r"`  // end reason, when an end made the change
 	Wd    json.Number     `json:"wd"` // will delay (ms) of the ended session
 	X     json.RawMessage `json:"x"`  // the sessions the change ended (wireEnded), when it ended some
+	Pv    *wirePrivacy    `json:"pv"` // the privacy setting, when it hides something (redis_privacy.go)
 }
 
 type wireView struct {
@@ -210,6 +211,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if p.Ended, err = w.ended(); err != nil {
 		return presence.Aggregate{}, err
 	}
+	if p.Privacy, err = w.Pv.privacy(); err != nil {
+		return presence.Aggregate{}, err
+	}
 	return p, nil
 }
 
@@ -380,7 +384,7 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 	if len(views) == 0 {
 		ss = []byte("[]")
 	}
-	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss}
+	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss, Pv: hashPrivacy(h)}
 	if presence.Status(h["st"]) == presence.Offline {
 		w.Ls = h["ls"]
 	}
@@ -389,6 +393,7 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		return u, presence.Aggregate{}, false, err
 	}
 	u.LastSeen = p.LastSeen
+	u.Account.Privacy = p.Privacy
 	u.Current = p
 	p.Ended = u.RecentlyEnded() // a read reports the last few ended, as the memory store does
 	return u, p, true, nil

@@ -408,12 +408,18 @@ func (t *Tracker) setAccount(user string, upd presence.AccountUpdate) {
 	}
 	t.mu.Unlock()
 	a.mu.Lock()
-	a.pending = presence.AccountUpdate{
-		Status: pick(upd.Status, a.pending.Status),
-		Text:   pick(upd.Text, a.pending.Text),
-	}
+	a.pending = mergeAccount(upd, a.pending)
 	a.mu.Unlock()
 	t.enqueue(a)
+}
+
+// mergeAccount is the account update later coalesced over earlier: each
+// field the later gives wins (the privacy keys too, issue 22).
+func mergeAccount(later, earlier presence.AccountUpdate) presence.AccountUpdate {
+	return presence.AccountUpdate{
+		Status: pick(later.Status, earlier.Status), Text: pick(later.Text, earlier.Text),
+		Invisible: pick(later.Invisible, earlier.Invisible), LastSeen: pick(later.LastSeen, earlier.LastSeen),
+	}
 }
 
 func pick[T any](later, earlier *T) *T {
@@ -675,7 +681,7 @@ func (a *acct) sync(t *Tracker) bool {
 	a.pending = presence.AccountUpdate{}
 	a.queued = false
 	a.mu.Unlock()
-	if upd.Status == nil && upd.Text == nil {
+	if upd == (presence.AccountUpdate{}) {
 		return false
 	}
 	start := time.Now()
@@ -686,7 +692,7 @@ func (a *acct) sync(t *Tracker) bool {
 		t.Stats.Updated.Add(1)
 	case presence.Failed:
 		a.mu.Lock() // put the update back under any newer one
-		a.pending = presence.AccountUpdate{Status: pick(a.pending.Status, upd.Status), Text: pick(a.pending.Text, upd.Text)}
+		a.pending = mergeAccount(a.pending, upd)
 		a.mu.Unlock()
 		return true
 	}

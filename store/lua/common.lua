@@ -26,6 +26,8 @@
 --   v      version              st/tx  aggregate status and text
 --   since  ms of the last status change   ls  last seen (ms, "" online)
 --   lw     last words           as/at  account status and text
+--   pi/pm/pd/pe  privacy: invisible "1", last_seen mode, and while
+--          invisible the since and last seen others are shown (account.lua)
 --   sig    signature of the aggregate (change detection)
 --   ended  JSON list of the last 8 ended sessions, newest first
 --   s:<id> JSON of the live session <id>:
@@ -163,8 +165,27 @@ local function aggregate(rec, sess, auth)
   return p
 end
 
+-- privacy is the user's privacy setting as a change carries it (pv), nil
+-- when it hides nothing (presence.Privacy; the fields: account.lua):
+-- {i = "1" invisible, m = last_seen mode, d = since, e = last seen shown
+-- while invisible}, each only when set.
+local function privacy(rec)
+  local i, m = rec.pi == '1', rec.pm or ''
+  if m == 'exact' then m = '' end
+  if not i and m == '' then return nil end
+  local pv = {}
+  if i then
+    pv.i = '1'
+    if rec.pd and rec.pd ~= '' then pv.d = rec.pd end
+    if rec.pe and rec.pe ~= '' then pv.e = rec.pe end
+  end
+  if m ~= '' then pv.m = m end
+  return pv
+end
+
 local function signature(p)
   local parts = {p.st, p.tx, p.ls}
+  if p.pv then table.insert(parts, table.concat({p.pv.i or '', p.pv.m or '', p.pv.d or '', p.pv.e or ''}, '\1')) end
   for _, s in ipairs(p.views) do
     table.insert(parts, table.concat({s.id, s.e, s.n, s.d, s.st, fmt(s.c)}, '\1'))
   end
@@ -183,6 +204,7 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
   local auth = {}
   for d in string.gmatch(auth_csv, '[^,]+') do auth[d] = true end
   local p = aggregate(rec, sess, auth)
+  p.pv = privacy(rec) -- issue 22
   local sig = signature(p)
   local changed = (rec.v == nil or rec.v == '' or rec.sig ~= sig)
   if changed then
@@ -214,6 +236,7 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
       ss[i] = with_conn({id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}, s)
     end
     local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
+    msg.pv = p.pv -- nil (absent) when it hides nothing
     if #retired > 0 then
       local x = {}
       for i, s in ipairs(retired) do
