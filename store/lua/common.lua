@@ -26,6 +26,8 @@
 --   v      version              st/tx  aggregate status and text
 --   since  ms of the last status change   ls  last seen (ms, "" online)
 --   lw     last words           as/at  account status and text
+--   (an offline aggregate's reason is not kept: it is the newest ended
+--   session's, offline_reason; its change message says it: rs)
 --   sig    signature of the aggregate (change detection)
 --   ended  JSON list of the last 8 ended sessions, newest first
 --   s:<id> JSON of the live session <id>:
@@ -119,6 +121,15 @@ local function better(a, b)
   return a.id > b.id
 end
 
+-- offline_reason is presence's offlineReason: why an offline user went,
+-- the end reason of their newest ended session ('' when none).
+local function offline_reason(rec)
+  if not rec.ended or rec.ended == '' then return '' end
+  local ended = cjson.decode(rec.ended)
+  if type(ended) ~= 'table' or ended[1] == nil then return '' end
+  return ended[1].r or ''
+end
+
 -- aggregate is presence.Aggregate.
 local function aggregate(rec, sess, auth)
   local p = {}
@@ -129,6 +140,7 @@ local function aggregate(rec, sess, auth)
     p.ls = rec.ls or ''
     p.tx = rec.at or ''
     if rec.lw and rec.lw ~= '' then p.tx = rec.lw end
+    p.rs = offline_reason(rec)
     p.views = views
     return p
   end
@@ -214,6 +226,7 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
       ss[i] = with_conn({id = s.id, e = s.e, n = s.n, d = s.d, st = s.st, c = fmt(s.c)}, s)
     end
     local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
+    if p.rs and p.rs ~= '' then msg.rs = p.rs end
     if #retired > 0 then
       local x = {}
       for i, s in ipairs(retired) do
