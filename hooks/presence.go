@@ -47,6 +47,9 @@ type Tracker interface {
 	WillDelay(conn presence.ConnID, id string, d time.Duration)
 	// Disconnect is called when the connection has ended.
 	Disconnect(conn presence.ConnID, id string, reason presence.EndReason)
+	// LastSign records, before its Disconnect, the last sign of life of a
+	// connection ended for its keep-alive: the user's last_seen.
+	LastSign(conn presence.ConnID, id string, at time.Time)
 }
 
 // DiscardedWillTopic is where a will under the presence prefix is sent
@@ -533,6 +536,9 @@ func (h *Presence) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 			// The client may have closed on reading the DISCONNECT before
 			// the drain set the stop cause.
 			reason = presence.EndDrain
+		}
+		if reason == presence.EndTimeout {
+			h.o.Tracker.LastSign(l.conn, cl.ID, LastSign(h.o.Now(), cl.State.Keepalive))
 		}
 		h.o.Tracker.Disconnect(l.conn, cl.ID, reason)
 	}

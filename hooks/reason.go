@@ -3,6 +3,7 @@ package hooks
 import (
 	"errors"
 	"os"
+	"time"
 
 	"github.com/mochi-mqtt/server/v2/packets"
 
@@ -43,4 +44,29 @@ func EndReason(readErr, stopCause error) presence.EndReason {
 		return presence.EndKicked
 	}
 	return presence.EndNetwork
+}
+
+// ReadDeadline is how long mochi (v2.7.9) waits for the next packet of a
+// connection with keep-alive keepalive seconds: its read loop sets the
+// deadline afresh, before reading each packet, to keepalive + keepalive/2
+// whole seconds (integer arithmetic on a uint16: 3 s at 2 s, 7 s at 5 s),
+// none when keepalive is 0 (Client.refreshDeadline).
+func ReadDeadline(keepalive uint16) time.Duration {
+	if keepalive == 0 {
+		return 0
+	}
+	return time.Duration(keepalive+keepalive/2) * time.Second
+}
+
+// LastSign is when a connection that mochi ended for its keep-alive at now
+// last gave a sign of life: the deadline is set right after the previous
+// packet is handled, so the last packet came ReadDeadline before the end
+// (a little earlier still, by the time it took to handle it). Zero when
+// keepalive is 0 (no deadline, so no timeout).
+func LastSign(now time.Time, keepalive uint16) time.Time {
+	d := ReadDeadline(keepalive)
+	if d == 0 {
+		return time.Time{}
+	}
+	return now.Add(-d)
 }

@@ -215,8 +215,11 @@ const (
 
 // Decide is the rule for a message published for a user with live
 // sessions live, last seen at lastSeen (the store's time of its last
-// session's end; zero: never), now: route it to the live sessions; else
-// hold it while the user may come back within grace of its last end (never
+// session's end, or of that session's last packet when it ended for its
+// keep-alive: the grace counts from the last sign of life, as the
+// presence pacing's does; zero: never), now: route it to the live
+// sessions; else hold it while the user may come back within grace of
+// that (never
 // longer than grace from now, whatever the clocks say); else push.
 func Decide(live int, lastSeen, now time.Time, grace time.Duration) (Verdict, time.Time) {
 	if live > 0 {

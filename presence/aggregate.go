@@ -104,6 +104,7 @@ func Derive(u User, rules Rules) Aggregate {
 		if u.LastWords != "" {
 			p.Text = u.LastWords
 		}
+		p.Reason = offlineReason(u)
 		return p
 	}
 

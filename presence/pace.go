@@ -11,12 +11,28 @@ import "time"
 //     shutdown) is held for Grace, and a clean DISCONNECT (or a kick) for
 //     Debounce; a session coming back in the meantime replaces the held
 //     change, so the end is never shown;
+//   - the Grace of an unclean offline counts from the user's last sign of
+//     life, not from the end: it is held for Grace - (end - last_seen),
+//     clamped to [0, Grace] (see Silence). A keep-alive timeout is found
+//     1.5 x keep-alive after the last packet, and the store records that
+//     packet's time as last_seen (presence.EndArgs.LastSign), so a silent
+//     death is shown max(1.5 x keep-alive, Grace) after the last packet,
+//     while an end with a recent sign of life (a reset, a closed socket:
+//     last_seen is the end) keeps the whole Grace;
 //   - an MQTT 5 will delay stretches the hold to the delay, capped at
 //     WillDelayMax, as MQTT 5 holds the will itself;
 //   - a user whose unclean ends would have shown them offline FlapEnds
 //     times within FlapWindow flaps: their offline is held for FlapGrace
 //     instead (a clean leave is never a flap: it is shown after Debounce);
-//   - two shown status changes of one user are at least Dwell apart.
+//   - two shown status changes of one user are at least Dwell apart;
+//   - every aggregate shown while the user flaps (Flapping at the moment it
+//     is shown) carries Link LinkFlaky, and every other one Link "": the
+//     flag comes with the first change shown once the user flaps (their
+//     return, usually, as their offline is held) and goes with the first
+//     change shown after the flap window. Nothing is shown again only to
+//     set or clear it: a change is only ever a committed aggregate, whose
+//     version the store gave, so the flag describes the user when the
+//     change was shown, and stays on a retained message until the next.
 //
 // A change that keeps the shown status (a session list that moved, a new
 // text) is never held, unless a held change of the same status is waiting,
@@ -105,6 +121,8 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 		hold = r.Grace
 		if left {
 			hold = r.Debounce
+		} else if a.Status == Offline {
+			hold = r.Grace - min(Silence(a), r.Grace)
 		}
 		if c.WillDelay > 0 {
 			hold = max(hold, min(c.WillDelay, r.WillDelayMax))
@@ -138,8 +156,13 @@ func (r Pacing) Release(p Pace, shown Shown, now time.Time) (Pace, Aggregate) {
 	return r.show(p, shown, a, now)
 }
 
-// show shows a: observers who never saw the status change keep its since.
+// show shows a: observers who never saw the status change keep its since;
+// a carries LinkFlaky while the user flaps.
 func (r Pacing) show(p Pace, shown Shown, a Aggregate, now time.Time) (Pace, Aggregate) {
+	a.Link = ""
+	if r.Flapping(p, now) {
+		a.Link = LinkFlaky
+	}
 	if shown.Status != "" && a.Status == shown.Status {
 		a.Since = shown.Since
 	} else {
@@ -179,4 +202,25 @@ func (r Pacing) recentEnds(ends []time.Time, now time.Time) []time.Time {
 		return nil
 	}
 	return ends[i:]
+}
+
+// Silence is how long an offline aggregate's user had given no sign of life
+// when the end that took them offline was recorded: the newest end of
+// a.Ended minus a.LastSeen, both the store's times (so the clock of
+// whoever paces does not matter), never negative. Zero when a is not
+// offline or says nothing of the end (then the whole grace applies).
+func Silence(a Aggregate) time.Duration {
+	if a.Status != Offline || a.LastSeen.IsZero() {
+		return 0
+	}
+	var end time.Time
+	for _, e := range a.Ended {
+		if e.EndedAt.After(end) {
+			end = e.EndedAt
+		}
+	}
+	if end.IsZero() || !end.After(a.LastSeen) {
+		return 0
+	}
+	return end.Sub(a.LastSeen)
 }

@@ -34,6 +34,7 @@ type Wanted struct {
 	WillDelay   time.Duration // its will's delay (MQTT 5), carried by its unclean end
 	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide)
 	Net         Conn          // the connection's facts, written with each open of it
+	LastSign    time.Time     // its last sign of life, when its node knows it earlier than the end (EndArgs.LastSign)
 }
 
 // Written is what the store was last told for one client id.
@@ -109,6 +110,7 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 			if !w.Reason.Clean() {
 				end.WillDelay = w.WillDelay
 			}
+			end.LastSign = w.LastSign
 			return Write{Kind: WriteEnd, End: end}
 		case replaced && w.Live && !w.Established:
 			return Write{} // a takeover in progress: wait for its CONNACK

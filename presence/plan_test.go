@@ -28,6 +28,8 @@ func TestPlanNext(t *testing.T) {
 			Write{Kind: WriteUpdate, Ref: SessionRef{User: "alice", ID: id, Epoch: 7}, Update: Update{Status: ptr(Away), Text: strp("lunch"), Device: strp("phone")}}},
 		{"ended: end with its reason and last words", Wanted{Conn: 1, User: "alice", Established: true, Reason: EndNetwork, LastWords: strp("bye")}, open,
 			Write{Kind: WriteEnd, End: EndArgs{User: "alice", ID: id, Epoch: 7, Reason: EndNetwork, LastWords: strp("bye")}}},
+		{"ended for its keep-alive: end with its last sign of life", Wanted{Conn: 1, User: "alice", Established: true, Reason: EndTimeout, LastSign: time.Unix(1e9, 0)}, open,
+			Write{Kind: WriteEnd, End: EndArgs{User: "alice", ID: id, Epoch: 7, Reason: EndTimeout, LastSign: time.Unix(1e9, 0)}}},
 		{"ended before it was ever written: nothing", Wanted{Conn: 1, User: "alice", Reason: EndNetwork}, Written{}, Write{}},
 		{"takeover before CONNACK: keep the old session", Wanted{Conn: 2, User: "alice", Live: true}, open, Write{}},
 		{"takeover established: open (the store ends the old one)", Wanted{Conn: 2, User: "alice", Status: Online, Established: true, Live: true}, open,
@@ -51,7 +53,7 @@ func sameWrite(a, b Write) bool {
 	eqs := func(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	eqst := func(x, y *Status) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
 	return a.Kind == b.Kind && a.Open == b.Open && a.Ref == b.Ref &&
-		a.End.User == b.End.User && a.End.ID == b.End.ID && a.End.Epoch == b.End.Epoch && a.End.Reason == b.End.Reason && eqs(a.End.LastWords, b.End.LastWords) &&
+		a.End.User == b.End.User && a.End.ID == b.End.ID && a.End.Epoch == b.End.Epoch && a.End.Reason == b.End.Reason && eqs(a.End.LastWords, b.End.LastWords) && a.End.LastSign.Equal(b.End.LastSign) &&
 		eqst(a.Update.Status, b.Update.Status) && eqs(a.Update.Text, b.Update.Text) && eqs(a.Update.Device, b.Update.Device)
 }
 

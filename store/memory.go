@@ -123,6 +123,7 @@ func (m *Memory) End(_ context.Context, a presence.EndArgs) error {
 	if err != nil {
 		return fmt.Errorf("end %s/%s: %w", a.User, a.ID, err)
 	}
+	u = u.SeenAt(ended, a.LastSign) // last_seen: the last sign of life, when earlier than the end
 	m.commit(u, now, presence.Cause{Ended: a.Reason, WillDelay: a.WillDelay}, ended)
 	return nil
 }

@@ -37,7 +37,17 @@ func connArgs(c presence.Conn) []any {
 func (r *Redis) endCall(a presence.EndArgs) scriptCall {
 	return scriptCall{scriptEnd, r.k.commitKeys(a.User),
 		[]any{a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
-			r.auth, ms(r.retention), ms(a.WillDelay)}}
+			r.auth, ms(r.retention), ms(a.WillDelay), ms(silence(a.LastSign, r.now()))}}
+}
+
+// silence is how long before now the session's last sign of life was
+// (zero when unknown): end.lua records last_seen that long before the
+// Redis server's own time, so that no clock but the server's is written.
+func silence(sign, now time.Time) time.Duration {
+	if sign.IsZero() || !now.After(sign) {
+		return 0
+	}
+	return now.Sub(sign)
 }
 
 // updateCall builds update.lua's call.

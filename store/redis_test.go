@@ -219,9 +219,15 @@ func TestRedisMatchesMemory(t *testing.T) {
 			}
 		default:
 			lw := "bye"
-			reason := []presence.EndReason{presence.EndClean, presence.EndNetwork}[rng.Intn(2)]
-			e1 := m.End(ctx, presence.EndArgs{User: u, ID: id, Epoch: mEpoch[k], Reason: reason, LastWords: &lw})
-			e2 := r.End(ctx, presence.EndArgs{User: u, ID: id, Epoch: rEpoch[k], Reason: reason, LastWords: &lw})
+			reason := []presence.EndReason{presence.EndClean, presence.EndNetwork, presence.EndTimeout}[rng.Intn(3)]
+			// A timeout's last sign of life, an hour back: before the
+			// session began, so last_seen is its connect in both stores.
+			var mSign, rSign time.Time
+			if reason == presence.EndTimeout {
+				mSign, rSign = clk.Now().Add(-time.Hour), time.Now().Add(-time.Hour)
+			}
+			e1 := m.End(ctx, presence.EndArgs{User: u, ID: id, Epoch: mEpoch[k], Reason: reason, LastWords: &lw, LastSign: mSign})
+			e2 := r.End(ctx, presence.EndArgs{User: u, ID: id, Epoch: rEpoch[k], Reason: reason, LastWords: &lw, LastSign: rSign})
 			if (e1 == nil) != (e2 == nil) {
 				t.Fatalf("end: memory %v, redis %v", e1, e2)
 			}
@@ -237,7 +243,8 @@ func TestRedisMatchesMemory(t *testing.T) {
 			if !ok1 {
 				continue
 			}
-			if mp.Status != rp.Status || mp.Text != rp.Text || len(mp.Sessions) != len(rp.Sessions) || mp.LastSeen.IsZero() != rp.LastSeen.IsZero() {
+			if mp.Status != rp.Status || mp.Text != rp.Text || len(mp.Sessions) != len(rp.Sessions) || mp.LastSeen.IsZero() != rp.LastSeen.IsZero() ||
+				mp.Reason != rp.Reason || seenAt(mp) != seenAt(rp) {
 				t.Fatalf("step %d %s:\nmemory %+v\nredis  %+v", i, u, mp, rp)
 			}
 			if !samePrivacyShape(mp.Privacy, rp.Privacy) {
@@ -262,6 +269,24 @@ func TestRedisMatchesMemory(t *testing.T) {
 		}
 	}
 	_ = col
+}
+
+// seenAt says where an offline user's last_seen is in the life of the
+// session whose end took them offline (the newest ended): "connect", "end"
+// or "between" ("" online or unknown). TestRedisMatchesMemory compares it,
+// as the two stores' clocks differ.
+func seenAt(a presence.Aggregate) string {
+	if a.Status != presence.Offline || len(a.Ended) == 0 {
+		return ""
+	}
+	last := a.Ended[len(a.Ended)-1]
+	switch {
+	case a.LastSeen.Equal(last.ConnectedAt):
+		return "connect"
+	case a.LastSeen.Equal(last.EndedAt):
+		return "end"
+	}
+	return "between"
 }
 
 // A dead incarnation's sessions end as node_lost: by any node, once.

@@ -26,6 +26,7 @@ type wireChange struct {
 	Wd    json.Number     `json:"wd"` // will delay (ms) of the ended session
 	X     json.RawMessage `json:"x"`  // the sessions the change ended (wireEnded), when it ended some
 	Pv    *wirePrivacy    `json:"pv"` // the privacy setting, when it hides something (redis_privacy.go)
+	Rs    string          `json:"rs"` // why an offline user went (presence.Aggregate.Reason), when known
 }
 
 type wireView struct {
@@ -173,6 +174,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if p.LastSeen, err = msString(w.Ls); err != nil {
 		return presence.Aggregate{}, err
 	}
+	if p.Reason, err = w.reason(); err != nil {
+		return presence.Aggregate{}, err
+	}
 	var views []wireView
 	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
 		if err := json.Unmarshal(w.Ss, &views); err != nil {
@@ -215,6 +219,18 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 		return presence.Aggregate{}, err
 	}
 	return p, nil
+}
+
+// reason reads why an offline user went: a valid end reason, on an
+// offline change only.
+func (w wireChange) reason() (presence.EndReason, error) {
+	if w.Rs == "" {
+		return "", nil
+	}
+	if r := presence.EndReason(w.Rs); r.Valid() && presence.Status(w.St) == presence.Offline {
+		return r, nil
+	}
+	return "", fmt.Errorf("feed offline reason %q on status %q", w.Rs, w.St)
 }
 
 // ended reads the sessions the change ended, in the order they ended.
@@ -387,6 +403,9 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss, Pv: hashPrivacy(h)}
 	if presence.Status(h["st"]) == presence.Offline {
 		w.Ls = h["ls"]
+		if len(u.Ended) > 0 { // common.lua's offline_reason
+			w.Rs = string(u.Ended[0].EndReason)
+		}
 	}
 	p, err := w.presence()
 	if err != nil {

@@ -441,6 +441,14 @@ func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
 	t.change(conn, id, func(w *presence.Wanted) { w.WillDelay = d })
 }
 
+// LastSign records the last sign of life of a connection that is ending
+// (a keep-alive timeout's last packet): its end carries it
+// (presence.EndArgs.LastSign), and the user's last_seen is that time.
+// Call it before Disconnect.
+func (t *Tracker) LastSign(conn presence.ConnID, id string, at time.Time) {
+	t.change(conn, id, func(w *presence.Wanted) { w.LastSign = at })
+}
+
 // Disconnect is called when the connection has ended.
 func (t *Tracker) Disconnect(conn presence.ConnID, id string, reason presence.EndReason) {
 	t.change(conn, id, func(w *presence.Wanted) {

@@ -188,6 +188,7 @@ func (NopTracker) Connect(presence.ConnID, string, string, string, *presence.Act
 }
 func (NopTracker) Active(presence.ConnID, string)                           {}
 func (NopTracker) WillDelay(presence.ConnID, string, time.Duration)         {}
+func (NopTracker) LastSign(presence.ConnID, string, time.Time)              {}
 func (NopTracker) Established(presence.ConnID, string)                      {}
 func (NopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
 func (NopTracker) LastWords(presence.ConnID, string, string)                {}

@@ -28,6 +28,8 @@
 --   lw     last words           as/at  account status and text
 --   pi/pm/pd/pe  privacy: invisible "1", last_seen mode, and while
 --          invisible the since and last seen others are shown (account.lua)
+--   (an offline aggregate's reason is not kept: it is the newest ended
+--   session's, offline_reason; its change message says it: rs)
 --   sig    signature of the aggregate (change detection)
 --   ended  JSON list of the last 8 ended sessions, newest first
 --   s:<id> JSON of the live session <id>:
@@ -121,6 +123,15 @@ local function better(a, b)
   return a.id > b.id
 end
 
+-- offline_reason is presence's offlineReason: why an offline user went,
+-- the end reason of their newest ended session ('' when none).
+local function offline_reason(rec)
+  if not rec.ended or rec.ended == '' then return '' end
+  local ended = cjson.decode(rec.ended)
+  if type(ended) ~= 'table' or ended[1] == nil then return '' end
+  return ended[1].r or ''
+end
+
 -- aggregate is presence.Aggregate.
 local function aggregate(rec, sess, auth)
   local p = {}
@@ -131,6 +142,7 @@ local function aggregate(rec, sess, auth)
     p.ls = rec.ls or ''
     p.tx = rec.at or ''
     if rec.lw and rec.lw ~= '' then p.tx = rec.lw end
+    p.rs = offline_reason(rec)
     p.views = views
     return p
   end
@@ -237,6 +249,7 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
     end
     local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
     msg.pv = p.pv -- nil (absent) when it hides nothing
+    if p.rs and p.rs ~= '' then msg.rs = p.rs end
     if #retired > 0 then
       local x = {}
       for i, s in ipairs(retired) do

@@ -5,13 +5,26 @@
 -- ARGV[4] "1" when ARGV[5] holds last words (the will's text)  ARGV[5] text
 -- ARGV[6] authoritative devices  ARGV[7] retention (ms)
 -- ARGV[8] will delay (ms, "0" for none): carried on the feed with the reason
+-- ARGV[9] silence (ms, "0" for none): the session's last sign of life was
+--         that long before now (presence.EndArgs.LastSign); see last_sign
 -- Returns 1 when ended, 0 when stale (changes nothing).
+-- last_sign is presence.User.SeenAt: the user's last_seen when the end
+-- leaves no session live is the ended session's last sign of life, silence
+-- ms before now, kept within [its connected_at, now].
+local function last_sign(s, silence, now)
+  local ls = now - (tonumber(silence) or 0)
+  if ls > now then ls = now end
+  if ls < s.c then ls = s.c end
+  return fmt(ls)
+end
+
 local key = KEYS[1]
 local rec, sess = load(key)
 local s = sess[ARGV[1]]
 if s == nil or s.e ~= ARGV[2] then return 0 end
 local now = now_ms()
-retire(key, rec, sess, ARGV[1], ARGV[3], now)
+local ended = retire(key, rec, sess, ARGV[1], ARGV[3], now)
+if next(sess) == nil then rec.ls = last_sign(ended, ARGV[9], now) end
 if next(sess) == nil then
   rec.lw = ''
   if ARGV[4] == '1' and ARGV[3] ~= 'clean' then rec.lw = ARGV[5] end
