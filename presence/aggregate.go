@@ -103,6 +103,7 @@ func Derive(u User, rules Rules) Aggregate {
 		if u.LastWords != "" {
 			p.Text = u.LastWords
 		}
+		dormant(u, &p)
 		return p
 	}
 
