@@ -25,6 +25,7 @@ type wireChange struct {
 	R     string          `json:"r"`  // end reason, when an end made the change
 	Wd    json.Number     `json:"wd"` // will delay (ms) of the ended session
 	X     json.RawMessage `json:"x"`  // the sessions the change ended (wireEnded), when it ended some
+	Nx    string          `json:"nx"` // next expected check-in (ms), dormant only (common.lua dormant)
 }
 
 type wireView struct {
@@ -79,6 +80,8 @@ type wireSession struct {
 	X  float64 `json:"x"`
 	R  string  `json:"r"`
 	Ea float64 `json:"ea"`
+	Ex float64 `json:"ex"` // the declared check-in period (ms), when declared
+	Em float64 `json:"em"` // its margin (ms)
 	wireConn
 }
 
@@ -110,7 +113,9 @@ func msString(s string) (time.Time, error) {
 }
 
 // validStatus accepts the statuses an aggregate or a session may carry.
-func validStatus(s presence.Status) bool { return s == presence.Offline || s.SessionStatus() }
+func validStatus(s presence.Status) bool {
+	return s == presence.Offline || s == presence.Dormant || s.SessionStatus()
+}
 
 // decodeChange turns a feed message into the aggregate observers get and
 // what made it.
@@ -172,6 +177,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if p.LastSeen, err = msString(w.Ls); err != nil {
 		return presence.Aggregate{}, err
 	}
+	if p.NextExpected, err = w.nextExpected(); err != nil {
+		return presence.Aggregate{}, err
+	}
 	var views []wireView
 	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
 		if err := json.Unmarshal(w.Ss, &views); err != nil {
@@ -198,7 +206,7 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 		if err != nil {
 			return presence.Aggregate{}, err
 		}
-		if !validStatus(presence.Status(sv.St)) || sv.St == string(presence.Offline) {
+		if !presence.Status(sv.St).SessionStatus() {
 			return presence.Aggregate{}, fmt.Errorf("feed session status %q", sv.St)
 		}
 		conn, err := sv.conn()
@@ -307,6 +315,7 @@ func (w wireSession) session(user string) (presence.Session, error) {
 	s := presence.Session{
 		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
 		State: presence.Active, ConnectedAt: msTime(w.C), RenewedAt: msTime(w.Rn), ExpiresAt: msTime(w.X), Conn: conn,
+		Expect: msDuration(w.Ex), Margin: msDuration(w.Em),
 	}
 	if w.R != "" {
 		s.EndReason = presence.EndReason(w.R)
@@ -381,8 +390,11 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		ss = []byte("[]")
 	}
 	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss}
-	if presence.Status(h["st"]) == presence.Offline {
+	if st := presence.Status(h["st"]); st == presence.Offline || st == presence.Dormant {
 		w.Ls = h["ls"]
+	}
+	if err := decodeDormant(&u, &w, h["dm"]); err != nil {
+		return u, presence.Aggregate{}, false, err
 	}
 	p, err := w.presence()
 	if err != nil {

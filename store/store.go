@@ -119,6 +119,9 @@ type Stats struct {
 	FeedMessages    int64 `json:"redis_feed_messages"`
 	Channels        int64 `json:"redis_channels"`
 	Resubscriptions int64 `json:"redis_resubscriptions"`
+	// Missed counts the dormant sessions this node's reaper ended as
+	// missed: their check-in did not come (presence/dormant.go).
+	Missed int64 `json:"-"`
 }
 
 // Config builds a store (Open). A nil Redis is the memory store.
