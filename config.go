@@ -119,6 +119,12 @@ type Presence struct {
 	// WithServiceAccounts) a presence session, as in 0.9.0; false
 	// (the default): a service account is not a person, and has none.
 	ObserverSessions bool
+	// DormantDevices declares the check-in period of devices that sleep
+	// by design, per device label; DormantMargin how late a check-in may
+	// come (0: a tenth of the period, at least 5 s). See
+	// presence.dormant_devices.
+	DormantDevices map[string]time.Duration
+	DormantMargin  time.Duration
 }
 
 // Flap is flap control (presence.flap).
@@ -299,6 +305,13 @@ func (c Config) yaml() configs.Config {
 	yp.PublishRate, yp.PublishBurst = p.PublishRate, p.PublishBurst
 	yp.IdleAfter = d(p.IdleAfter)
 	yp.ObserverSessions = p.ObserverSessions
+	yp.DormantMargin = d(p.DormantMargin)
+	if p.DormantDevices != nil {
+		yp.DormantDevices = make(configs.DeviceDurations, len(p.DormantDevices))
+		for k, v := range p.DormantDevices {
+			yp.DormantDevices[k] = d(v)
+		}
+	}
 	if p.IdleAfterDevices != nil {
 		yp.IdleAfterDevices = make(configs.DeviceDurations, len(p.IdleAfterDevices))
 		for k, v := range p.IdleAfterDevices {
@@ -377,6 +390,13 @@ func ConfigFrom(y configs.Config) Config {
 		PublishRate: yp.PublishRate, PublishBurst: yp.PublishBurst, IdleAfter: yp.IdleAfter.D(),
 	}
 	c.Presence.ObserverSessions = yp.ObserverSessions
+	c.Presence.DormantMargin = yp.DormantMargin.D()
+	if len(yp.DormantDevices) > 0 {
+		c.Presence.DormantDevices = make(map[string]time.Duration, len(yp.DormantDevices))
+		for k, v := range yp.DormantDevices {
+			c.Presence.DormantDevices[k] = v.D()
+		}
+	}
 	if yp.TakeoverBattle.Takeovers == configs.TakeoversOff {
 		c.Presence.TakeoverBattle.Takeovers = Off
 	}

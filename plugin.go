@@ -215,6 +215,7 @@ func (p *Plugin) build() {
 		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
 		ServiceSessions: cfg.Presence.ObserverSessions || everyone,
+		Dormant:         hooks.DormantOptions{Devices: cfg.Presence.DormantDevices, Margin: cfg.Presence.DormantMargin},
 	})
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)

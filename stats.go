@@ -101,6 +101,8 @@ func (p *Plugin) sessionStats() []stats.Stat {
 			v += st().Reaped
 		case presence.EndNodeLost:
 			v += st().Swept
+		case presence.EndMissed: // the reaper's: dormant check-ins that did not come
+			v += st().Missed
 		}
 		return v
 	}
@@ -205,6 +207,7 @@ func (p *Plugin) connectionStats() []stats.Stat {
 	refusals := map[string]*atomic.Int64{
 		"bad_identity": &h.BadIdentity, "client_id_taken": &h.ClientIDTaken, "per_address_limit": &l.PerAddress,
 		"takeover_battle": &h.BattleRefused, "draining": &dr.Refused, "receive_maximum_zero": &l.ReceiveMaxZero,
+		"bad_expect": &h.ExpectRefused,
 	}
 	sets := map[string]*atomic.Int64{"invalid": &h.SetRejected, "rate_limited": &h.SetLimited}
 	return []stats.Stat{
@@ -213,7 +216,7 @@ func (p *Plugin) connectionStats() []stats.Stat {
 		counter("takeover_battles_total", "Takeover battles detected (two clients taking one client id over in turn).", h.Battles.Load, "takeover_battles"),
 		counter("takeover_battle_ids_evicted_total", "Client ids the takeover battle detector forgot for its bound.", h.BattleEvicted.Load, "takeover_battle_ids_evicted"),
 		byLabel(stats.Counter, "connect_refusals_total", "CONNECTs presence refused, by cause.", "cause",
-			[]string{"bad_identity", "client_id_taken", "per_address_limit", "takeover_battle", "draining", "receive_maximum_zero"},
+			[]string{"bad_identity", "client_id_taken", "per_address_limit", "takeover_battle", "draining", "receive_maximum_zero", "bad_expect"},
 			func(c string) int64 { return refusals[c].Load() },
 			map[string]string{"bad_identity": "bad_identity", "client_id_taken": "client_id_taken", "per_address_limit": "refused_per_address",
 				"takeover_battle": "takeover_battle_refused", "draining": "drain_refused"}),

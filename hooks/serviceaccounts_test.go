@@ -46,7 +46,9 @@ func (*recorder) Set(presence.ConnID, string, string, presence.SetRequest) {}
 func (*recorder) Active(presence.ConnID, string)                           {}
 func (*recorder) LastWords(presence.ConnID, string, string)                {}
 func (*recorder) WillDelay(presence.ConnID, string, time.Duration)         {}
-func (*recorder) Disconnect(presence.ConnID, string, presence.EndReason)   {}
+func (*recorder) Expect(presence.ConnID, string, time.Duration, time.Duration) {
+}
+func (*recorder) Disconnect(presence.ConnID, string, presence.EndReason) {}
 
 func (r *recorder) opened(user string) bool {
 	r.mu.Lock()
