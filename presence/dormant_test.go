@@ -231,3 +231,45 @@ func TestOpenArgsExpect(t *testing.T) {
 		}
 	}
 }
+
+// TestPacingDormant: a clean end to dormant is debounced as a clean end
+// to offline is; a missed check-in is shown at once (its margin was its
+// grace), and is no flap.
+func TestPacingDormant(t *testing.T) {
+	rules := Pacing{Grace: 5 * time.Second, Debounce: time.Second, WillDelayMax: 30 * time.Second,
+		FlapWindow: time.Minute, FlapEnds: 3, FlapGrace: 30 * time.Second}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s := time.Second
+	steps := []paceStep{
+		{at: 0, status: Online, want: Online},
+		{at: 10 * s, status: Dormant, cause: Cause{Ended: EndClean}},
+		{at: 10*s + 999*time.Millisecond, release: true},
+		{at: 11 * s, release: true, want: Dormant},
+		{at: 20 * s, status: Online, want: Online}, // checks in
+		{at: 21 * s, status: Dormant, cause: Cause{Ended: EndClean}},
+		{at: 22 * s, release: true, want: Dormant},
+		{at: 30 * s, status: Offline, cause: Cause{Ended: EndMissed}, want: Offline},
+	}
+	var p Pace
+	var shown Shown
+	v := uint64(0)
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		var got Aggregate
+		if st.release {
+			p, got = rules.Release(p, shown, now)
+		} else {
+			v++
+			p, got = rules.Offer(p, shown, Aggregate{User: "u", Status: st.status, Version: v, Since: now}, st.cause, now)
+		}
+		if got.Status != st.want {
+			t.Fatalf("step %d (+%v): shown %q, want %q (pace %+v)", i, st.at, got.Status, st.want, p)
+		}
+		if got.Version != 0 {
+			shown = Shown{Version: got.Version, Status: got.Status, Since: got.Since}
+		}
+	}
+	if len(p.Ends) != 0 {
+		t.Fatalf("a missed check-in counted as a flap: %v", p.Ends)
+	}
+}
