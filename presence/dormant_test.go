@@ -273,3 +273,13 @@ func TestPacingDormant(t *testing.T) {
 		t.Fatalf("a missed check-in counted as a flap: %v", p.Ends)
 	}
 }
+
+// The tracker's plan opens a session with the period and margin its
+// connection declared.
+func TestPlanCarriesExpect(t *testing.T) {
+	w := Wanted{Conn: 1, User: "alice", Status: Online, Established: true, Live: true, Expect: time.Hour, Margin: time.Minute}
+	got := Plan{Node: "n1", TTL: time.Minute}.Next("s", w, Written{})
+	if got.Kind != WriteOpen || got.Open.Expect != time.Hour || got.Open.Margin != time.Minute {
+		t.Fatalf("Next = %+v", got)
+	}
+}
