@@ -306,6 +306,7 @@ func (p *Plugin) storeConfig() store.Config {
 		return sc
 	}
 	sc.Retention, sc.ReapInterval = r.Retention, c.Presence.RenewInterval
+	sc.DormantInterval = c.Presence.ReapInterval // the Redis reaper's own pace is the renewal's; missed check-ins keep reap_interval's
 	sc.Redis = &store.RedisConfig{
 		Client: p.redisC, Addrs: r.Addrs, Cluster: r.Cluster,
 		SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword,

@@ -117,7 +117,7 @@ func (p *Plugin) sessionStats() []stats.Stat {
 		gauge("feed_queue_depth", "Store events waiting for the pump (changes coalesce per user).", p.feed.Depth),
 		counter("feed_ended_dropped_total", "Ended sessions a coalesced change no longer carries (it keeps the newest 64): the lifecycle outputs tell their ends with no reason.", p.feed.EndedDropped),
 		counter("sessions_opened_total", "Sessions this node opened in the store.", t.Opened.Load, "sessions_opened"),
-		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
+		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout; missed: a dormant device's check-in that did not come) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
 			"reason", reasons, ends, nil),
 		hidden("sessions_ended", t.Ended.Load),
 		counter("session_updates_total", "Session status or text updates this node wrote to the store.", t.Updated.Load, "sessions_updated"),

@@ -112,6 +112,7 @@ type Redis struct {
 
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
 	own           ownWord       // this node's last word recorded (redis_nodes.go)
+	dormantEvery  time.Duration // the dormant reaper's interval (Tasks; redis_dormant.go)
 }
 
 type redisStats struct {
@@ -228,7 +229,7 @@ func (r *Redis) Tasks() []Task {
 		{Name: "reap", Every: r.sweepEvery, Budget: max(r.sweepEvery, r.reapEvery), Run: r.reapAfterRenew},
 		// The dormant sessions whose check-in did not come (redis_dormant.go):
 		// shown offline at most one reap interval after their due time.
-		{Name: "reap_dormant", Every: cmp.Or(r.reapEvery, time.Second), Budget: max(r.reapEvery, time.Second), Run: func(ctx context.Context) error {
+		{Name: "reap_dormant", Every: cmp.Or(r.dormantEvery, time.Second), Budget: max(r.dormantEvery, time.Second), Run: func(ctx context.Context) error {
 			_, err := r.ReapDormant(ctx)
 			return err
 		}},

@@ -27,10 +27,22 @@ import (
 // dormantChunk is how many due users one pass reads from each index.
 const dormantChunk = 512
 
+// dormantLease names the lease of the one node of a Redis Cluster that
+// reaps the dormant sessions (each pass reads 16,384 indexes).
+const dormantLease = "dormant"
+
 // ReapDormant ends, as missed, the dormant sessions whose due time has
 // passed, and returns how many. On a Redis Cluster it reads one index per
-// slot, pipelined (one round trip per master).
+// slot, pipelined (one round trip per master), and only on the node that
+// holds the dormant lease (kept for three passes, at least 3 s: when that
+// node dies, another takes over within that time).
 func (r *Redis) ReapDormant(ctx context.Context) (int, error) {
+	if r.k.cluster {
+		held, err := r.Lease(ctx, dormantLease, max(3*r.dormantEvery, 3*time.Second))
+		if err != nil || !held {
+			return 0, err
+		}
+	}
 	now, err := r.c.Time(ctx).Result()
 	if err != nil {
 		return 0, r.fail("reap dormant", err)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"time"
@@ -135,6 +136,10 @@ type Config struct {
 	// Report receives every event (a Feed's Push); it must return at once.
 	Report func(Event)
 	Redis  *RedisConfig
+	// DormantInterval is how often the dormant sessions whose check-in did
+	// not come are looked for (presence.reap_interval; 0: ReapInterval): a
+	// missed check-in is shown at most this long after it was due.
+	DormantInterval time.Duration
 }
 
 // RedisConfig is the redis section of the configuration.
@@ -180,6 +185,7 @@ func Open(c Config) Store {
 	})
 	r.ownClient = own
 	r.sweepEvery, r.reapEvery = c.Redis.SweepInterval, c.ReapInterval
+	r.dormantEvery = cmp.Or(c.DormantInterval, c.ReapInterval)
 	return r
 }
 
