@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -66,11 +67,15 @@ type fleetDevice struct {
 }
 
 func TestDormantFleet(t *testing.T) {
-	const (
-		devices = 500
-		span    = 4 * time.Hour
-		reap    = time.Second // presence.reap_interval's default
-	)
+	devices, span := 500, 4*time.Hour // DORMANT_FLEET=devices,hours for a larger run
+	const reap = time.Second          // presence.reap_interval's default
+	if v := os.Getenv("DORMANT_FLEET"); v != "" {
+		var h int
+		if _, err := fmt.Sscanf(v, "%d,%d", &devices, &h); err != nil || devices < 1 || h < 1 {
+			t.Fatalf("DORMANT_FLEET=%q: want devices,hours", v)
+		}
+		span = time.Duration(h) * time.Hour
+	}
 	if testing.Short() {
 		t.Skip("the fleet takes a few seconds")
 	}
