@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -141,4 +142,51 @@ func TestRedisDormantMatchesMemory(t *testing.T) {
 	open("s")
 	end("s", presence.EndNetwork)
 	same("an unclean end", presence.Offline)
+}
+
+// On a Redis Cluster the dormant sessions of users of many slots are kept
+// in their slots' indexes, and one node (the lease's holder) reaps them
+// all.
+func TestRedisClusterDormant(t *testing.T) {
+	cl := redistest.StartCluster(t, 3).Client(t)
+	r1, _ := newRedisStore(t, cl, "n1")
+	r1.dormantEvery = 100 * time.Millisecond
+	r2 := NewRedis(RedisOptions{Client: cl, Prefix: r1.k.prefix, Node: "n2", NodeTTL: 3 * time.Second, Retention: time.Hour})
+	r2.dormantEvery = 100 * time.Millisecond
+	ctx := context.Background()
+	users := []string{"s-a", "s-b", "s-c", "s-d", "s-e", "s-f"}
+	for _, u := range users {
+		s, err := r1.Open(ctx, presence.OpenArgs{User: u, ID: "c", Node: "n1", TTL: time.Minute, Expect: 300 * time.Millisecond, Margin: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r1.End(ctx, presence.EndArgs{User: u, ID: "c", Epoch: s.Epoch, Reason: presence.EndClean}); err != nil {
+			t.Fatal(err)
+		}
+		if p, _, _ := r1.Get(ctx, u); p.Status != presence.Dormant {
+			t.Fatalf("%s: %+v", u, p)
+		}
+	}
+	if n, err := r2.ReapDormant(ctx); err != nil || n != 0 {
+		t.Fatalf("n2 reaped %d, %v before due", n, err)
+	}
+	var by [2]int // missed, by node: only the lease's holder reaps
+	testkit.Wait(t, 10*time.Second, "every user missed", func() error {
+		for i, r := range []*Redis{r1, r2} {
+			n, err := r.ReapDormant(ctx)
+			if err != nil {
+				return err
+			}
+			by[i] += n
+		}
+		return testkit.Why(by[0]+by[1] == len(users), fmt.Sprintf("%v missed", by))
+	})
+	if by[0] != 0 && by[1] != 0 {
+		t.Errorf("both nodes reaped: %v", by)
+	}
+	for _, u := range users {
+		if p, _, _ := r1.Get(ctx, u); p.Status != presence.Offline {
+			t.Fatalf("%s: %+v", u, p)
+		}
+	}
 }
