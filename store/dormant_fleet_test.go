@@ -79,6 +79,40 @@ func TestDormantFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fleet takes a few seconds")
 	}
+	falseOffline, over := runFleet(t, devices, span, reap, 90)
+	if falseOffline != 0 {
+		t.Errorf("false-offline %v, want 0", falseOffline)
+	}
+	if len(over) == 0 {
+		t.Fatal("no device died")
+	}
+	if p99 := percentile(over, .99); p99 < 0 || p99 > reap {
+		t.Errorf("p99 of the delay past next_expected + margin is %v, want within [0, %v]", p99, reap)
+	}
+	if over[0] < 0 {
+		t.Errorf("a device was shown offline %v before next_expected + margin", -over[0])
+	}
+}
+
+// The meter itself: devices that check in up to 150 % of the margin late
+// are shown offline while they merely sleep, and the fleet counts it.
+func TestDormantFleetCountsFalseOffline(t *testing.T) {
+	if falseOffline, _ := runFleet(t, 100, time.Hour, time.Second, 150); falseOffline == 0 {
+		t.Fatal("check-ins later than the margin made no false-offline minute: the meter is blind")
+	}
+}
+
+func percentile(xs []time.Duration, q float64) time.Duration {
+	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
+}
+
+// runFleet runs a fleet of devices over span, the reaper every reap, each
+// check-in early or late by up to jitterPct percent of its margin, and
+// returns the time shown offline while a device merely slept, and for each
+// dead device how long after next_expected + margin it was shown offline
+// (sorted).
+func runFleet(t *testing.T, devices int, span, reap time.Duration, jitterPct int64) (time.Duration, []time.Duration) {
+	t.Helper()
 	rng := rand.New(rand.NewSource(22))
 	start := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	clk := testkit.NewClock(start)
@@ -152,8 +186,9 @@ func TestDormantFleet(t *testing.T) {
 					d.dead = true // it never checks in again
 					continue
 				}
-				// Jitter: early or late, within 90 % of the margin.
-				j := time.Duration(rng.Int63n(int64(d.margin*9/10)*2)) - d.margin*9/10
+				// Jitter: early or late, within jitterPct % of the margin.
+				jm := d.margin * time.Duration(jitterPct) / 100
+				j := time.Duration(rng.Int63n(int64(jm)*2)) - jm
 				heap.Push(q, fleetEvent{at: ev.at.Add(d.period + j), device: ev.device})
 			}
 		}
@@ -186,27 +221,15 @@ func TestDormantFleet(t *testing.T) {
 	}
 	slices.Sort(over)
 	slices.Sort(lates)
-	p := func(xs []time.Duration, q float64) time.Duration { return xs[min(len(xs)-1, int(q*float64(len(xs))))] }
 	checkins := 0
 	for _, d := range fleet {
 		checkins += d.checkins
 	}
-	t.Logf("fleet: %d devices, %v simulated, %d check-ins, %d died; reaper every %v", devices, span, checkins, dead, reap)
+	t.Logf("fleet: %d devices, %v simulated, %d check-ins, %d died; reaper every %v; jitter up to %d%% of the margin", devices, span, checkins, dead, reap, jitterPct)
 	t.Logf("false-offline: %v (%.1f device-minutes)", falseOffline, falseOffline.Minutes())
 	if len(over) > 0 {
 		t.Logf("dead shown offline after next_expected + margin: min %v, p50 %v, p99 %v, max %v (delay / margin: p50 %.3f, max %.3f)",
-			over[0], p(over, .5), p(over, .99), over[len(over)-1], lates[len(lates)/2], lates[len(lates)-1])
+			over[0], percentile(over, .5), percentile(over, .99), over[len(over)-1], lates[len(lates)/2], lates[len(lates)-1])
 	}
-	if falseOffline != 0 {
-		t.Errorf("false-offline %v, want 0", falseOffline)
-	}
-	if len(over) == 0 {
-		t.Fatal("no device died")
-	}
-	if p99 := p(over, .99); p99 < 0 || p99 > reap {
-		t.Errorf("p99 of the delay past next_expected + margin is %v, want within [0, %v]", p99, reap)
-	}
-	if over[0] < 0 {
-		t.Errorf("a device was shown offline %v before next_expected + margin", -over[0])
-	}
+	return falseOffline, over
 }
