@@ -122,6 +122,12 @@ type Presence struct {
 	// ClockInterval is the presence clock's period (presence.clock_interval):
 	// presence/clock every this long; 0: the default (5 s); Off: none.
 	ClockInterval time.Duration
+	// DormantDevices declares the check-in period of devices that sleep
+	// by design, per device label; DormantMargin how late a check-in may
+	// come (0: a tenth of the period, at least 5 s). See
+	// presence.dormant_devices.
+	DormantDevices map[string]time.Duration
+	DormantMargin  time.Duration
 }
 
 // Flap is flap control (presence.flap).
@@ -303,6 +309,13 @@ func (c Config) yaml() configs.Config {
 	yp.IdleAfter = d(p.IdleAfter)
 	yp.ObserverSessions = p.ObserverSessions
 	yp.ClockInterval = offDuration(p.ClockInterval)
+	yp.DormantMargin = d(p.DormantMargin)
+	if p.DormantDevices != nil {
+		yp.DormantDevices = make(configs.DeviceDurations, len(p.DormantDevices))
+		for k, v := range p.DormantDevices {
+			yp.DormantDevices[k] = d(v)
+		}
+	}
 	if p.IdleAfterDevices != nil {
 		yp.IdleAfterDevices = make(configs.DeviceDurations, len(p.IdleAfterDevices))
 		for k, v := range p.IdleAfterDevices {
@@ -382,6 +395,13 @@ func ConfigFrom(y configs.Config) Config {
 	}
 	c.Presence.ObserverSessions = yp.ObserverSessions
 	c.Presence.ClockInterval = onDuration(yp.ClockInterval)
+	c.Presence.DormantMargin = yp.DormantMargin.D()
+	if len(yp.DormantDevices) > 0 {
+		c.Presence.DormantDevices = make(map[string]time.Duration, len(yp.DormantDevices))
+		for k, v := range yp.DormantDevices {
+			c.Presence.DormantDevices[k] = v.D()
+		}
+	}
 	if yp.TakeoverBattle.Takeovers == configs.TakeoversOff {
 		c.Presence.TakeoverBattle.Takeovers = Off
 	}

@@ -19,7 +19,7 @@ import (
 // (store calls, and publishes).
 
 // statuses are the values of the status label, most available first.
-var statuses = [...]presence.Status{presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND, presence.Offline}
+var statuses = [...]presence.Status{presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND, presence.Dormant, presence.Offline}
 
 // statusIndex returns s's index in statuses (len(statuses): none, or unknown).
 func statusIndex(s presence.Status) int {

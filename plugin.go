@@ -220,6 +220,7 @@ func (p *Plugin) build() {
 		Observers: cfg.Presence.Observers, Service: service, Battle: battleOptions(cfg.Presence.TakeoverBattle),
 		Moved: p.drain.Moved, Now: p.now, Activity: cfg.Presence.idleRules().Enabled(),
 		ServiceSessions: cfg.Presence.ObserverSessions || everyone,
+		Dormant:         hooks.DormantOptions{Devices: cfg.Presence.DormantDevices, Margin: cfg.Presence.DormantMargin},
 	})
 	p.delivery = delivery.NewDelivery(delivery.DeliveryOptions{Prefix: cfg.Presence.TopicPrefix, Server: srv, Log: p.logFor("delivery")})
 	p.outlet = delivery.NewOutlet(srv, p.delivery)
@@ -320,6 +321,7 @@ func (p *Plugin) storeConfig() store.Config {
 		return sc
 	}
 	sc.Retention, sc.ReapInterval = r.Retention, c.Presence.RenewInterval
+	sc.DormantInterval = c.Presence.ReapInterval // the Redis reaper's own pace is the renewal's; missed check-ins keep reap_interval's
 	sc.Redis = &store.RedisConfig{
 		Client: p.redisC, Addrs: r.Addrs, Cluster: r.Cluster,
 		SentinelMaster: r.SentinelMaster, SentinelUsername: r.SentinelUsername, SentinelPassword: r.SentinelPassword,

@@ -101,6 +101,8 @@ func (p *Plugin) sessionStats() []stats.Stat {
 			v += st().Reaped
 		case presence.EndNodeLost:
 			v += st().Swept
+		case presence.EndMissed: // the reaper's: dormant check-ins that did not come
+			v += st().Missed
 		}
 		return v
 	}
@@ -115,7 +117,7 @@ func (p *Plugin) sessionStats() []stats.Stat {
 		gauge("feed_queue_depth", "Store events waiting for the pump (changes coalesce per user).", p.feed.Depth),
 		counter("feed_ended_dropped_total", "Ended sessions a coalesced change no longer carries (it keeps the newest 64): the lifecycle outputs tell their ends with no reason.", p.feed.EndedDropped),
 		counter("sessions_opened_total", "Sessions this node opened in the store.", t.Opened.Load, "sessions_opened"),
-		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
+		byLabel(stats.Counter, "session_ends_total", "Sessions ended, by reason: the ends this node wrote to the store, the sessions its reaper ended (timeout; missed: a dormant device's check-in that did not come) and those of dead nodes it swept (node_lost); takeover counts presenced_takeovers_total.",
 			"reason", reasons, ends, nil),
 		hidden("sessions_ended", t.Ended.Load),
 		counter("session_updates_total", "Session status or text updates this node wrote to the store.", t.Updated.Load, "sessions_updated"),
@@ -205,6 +207,7 @@ func (p *Plugin) connectionStats() []stats.Stat {
 	refusals := map[string]*atomic.Int64{
 		"bad_identity": &h.BadIdentity, "client_id_taken": &h.ClientIDTaken, "per_address_limit": &l.PerAddress,
 		"takeover_battle": &h.BattleRefused, "draining": &dr.Refused, "receive_maximum_zero": &l.ReceiveMaxZero,
+		"bad_expect": &h.ExpectRefused,
 	}
 	sets := map[string]*atomic.Int64{"invalid": &h.SetRejected, "rate_limited": &h.SetLimited}
 	return []stats.Stat{
@@ -213,7 +216,7 @@ func (p *Plugin) connectionStats() []stats.Stat {
 		counter("takeover_battles_total", "Takeover battles detected (two clients taking one client id over in turn).", h.Battles.Load, "takeover_battles"),
 		counter("takeover_battle_ids_evicted_total", "Client ids the takeover battle detector forgot for its bound.", h.BattleEvicted.Load, "takeover_battle_ids_evicted"),
 		byLabel(stats.Counter, "connect_refusals_total", "CONNECTs presence refused, by cause.", "cause",
-			[]string{"bad_identity", "client_id_taken", "per_address_limit", "takeover_battle", "draining", "receive_maximum_zero"},
+			[]string{"bad_identity", "client_id_taken", "per_address_limit", "takeover_battle", "draining", "receive_maximum_zero", "bad_expect"},
 			func(c string) int64 { return refusals[c].Load() },
 			map[string]string{"bad_identity": "bad_identity", "client_id_taken": "client_id_taken", "per_address_limit": "refused_per_address",
 				"takeover_battle": "takeover_battle_refused", "draining": "drain_refused"}),

@@ -201,13 +201,18 @@ func userRoutes(mux *http.ServeMux, src Source) {
 				held = h
 			}
 		}
+		var dormant *presence.Session // a sleeping device's session, while its check-in is awaited (expires_at: when it is missed)
+		if u.Dormant.ID != "" {
+			dormant = &u.Dormant
+		}
 		writeJSON(w, struct {
 			User    string             `json:"user"`
 			Account presence.Account   `json:"account"`
 			Live    []presence.Session `json:"live"`
 			Ended   []presence.Session `json:"ended"`
 			Held    any                `json:"held"`
-		}{u.Name, u.Account, nonNil(u.Sessions), nonNil(u.Ended), held})
+			Dormant *presence.Session  `json:"dormant,omitempty"`
+		}{u.Name, u.Account, nonNil(u.Sessions), nonNil(u.Ended), held, dormant})
 	})
 	mux.HandleFunc("POST /api/v1/users/batch", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

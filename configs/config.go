@@ -234,6 +234,18 @@ type PresenceConfig struct {
 	// subscribers, so that an observer that hears none for 2 S shows its
 	// view as stale. Default 5s; 0 off; 1s..1h.
 	ClockInterval *Duration `yaml:"clock_interval"`
+	// DormantDevices declares the check-in period of devices that sleep by
+	// design, per device label, e.g. {sensor: 1h}: after a clean end such a
+	// device is shown dormant, not offline, until its next check-in is
+	// missed by more than DormantMargin (presence/dormant.go). A device's
+	// own MQTT 5 CONNECT user property expect wins over its label's.
+	// Periods 1s..168h. Environment:
+	// PRESENCED_PRESENCE_DORMANT_DEVICES=sensor=1h,gateway=15m.
+	DormantDevices DeviceDurations `yaml:"dormant_devices"`
+	// DormantMargin is how late past its period a check-in may come before
+	// the device is shown offline (reason missed). Default 0: a tenth of
+	// the period, at least 5s; else 1s..24h.
+	DormantMargin Duration `yaml:"dormant_margin"`
 }
 
 // FlapConfig is flap control: a user whose ends would have shown them
@@ -684,6 +696,9 @@ func (c *Config) ApplyDefaults() {
 		c.Presence.IdleAfterDevices = DeviceDurations{}
 	}
 	setDurationPtr(&c.Presence.ClockInterval, defaultClockInterval)
+	if c.Presence.DormantDevices == nil {
+		c.Presence.DormantDevices = DeviceDurations{}
+	}
 	setInt(&c.Presence.TakeoverBattle.Takeovers, defaultBattleTakeovers)
 	setDuration(&c.Presence.TakeoverBattle.Window, defaultBattleWindow)
 	setDuration(&c.Presence.TakeoverBattle.Backoff, defaultBattleBackoff)
@@ -994,6 +1009,23 @@ func (c Config) validatePresence(v *validator) {
 	}
 	if d := c.Presence.ClockInterval; d != nil && *d != 0 {
 		v.check("presence.clock_interval", durationBetween(*d, Duration(time.Second), Duration(time.Hour)))
+	}
+	c.validateDormant(v)
+}
+
+// validateDormant checks presence.dormant_devices and dormant_margin.
+func (c Config) validateDormant(v *validator) {
+	for _, label := range slices.Sorted(maps.Keys(c.Presence.DormantDevices)) {
+		d := c.Presence.DormantDevices[label]
+		switch {
+		case presence.ValidDevice(label) != nil:
+			v.add("presence.dormant_devices", "%q can never be a device label: %v", label, presence.ValidDevice(label))
+		case d.D() < presence.MinExpect || d.D() > presence.MaxExpect:
+			v.add("presence.dormant_devices", "%s must be between %s and %s (got %s)", label, Duration(presence.MinExpect), Duration(presence.MaxExpect), d)
+		}
+	}
+	if m := c.Presence.DormantMargin; m != 0 {
+		v.check("presence.dormant_margin", durationBetween(m, Duration(time.Second), Duration(24*time.Hour)))
 	}
 }
 

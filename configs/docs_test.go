@@ -86,7 +86,7 @@ func yamlKeys(t *testing.T, path string) []string {
 			if prefix != "" {
 				k = prefix + "." + k
 			}
-			if v.Kind == yaml.MappingNode && k != "presence.idle_after_devices" {
+			if v.Kind == yaml.MappingNode && k != "presence.idle_after_devices" && k != "presence.dormant_devices" {
 				walk(v, k)
 				continue
 			}

@@ -45,6 +45,10 @@ type Tracker interface {
 	// WillDelay records the MQTT 5 will delay of a connection whose will
 	// applies, before its Disconnect: observers are shown the end no sooner.
 	WillDelay(conn presence.ConnID, id string, d time.Duration)
+	// Expect records the check-in period the connection's device declared
+	// and its margin (a device that sleeps by design: dormant.go), before
+	// Established.
+	Expect(conn presence.ConnID, id string, period, margin time.Duration)
 	// Disconnect is called when the connection has ended.
 	Disconnect(conn presence.ConnID, id string, reason presence.EndReason)
 	// LastSign records, before its Disconnect, the last sign of life of a
@@ -101,6 +105,9 @@ type Options struct {
 	// of the prefix. The hook has checked that user is a valid user name;
 	// service says whether the connection is a service account.
 	Notify func(cl *mqtt.Client, service bool, user string, pk packets.Packet) NotifyVerdict
+	// Dormant is how devices that sleep by design declare their check-in
+	// period (dormant.go).
+	Dormant DormantOptions
 }
 
 // NotifyVerdict is what Options.Notify made of a message.
@@ -136,6 +143,7 @@ type Stats struct {
 	// keys (issue 22): a last_seen that is no mode, a privacy key at
 	// session scope (also counted in SetRejected).
 	PrivacyRejected atomic.Int64
+	ExpectRefused   atomic.Int64 // connections refused for a bad user property expect (dormant.go)
 }
 
 // Presence is the mochi hook that turns connection events into presence
@@ -281,6 +289,9 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		connack.Refuse(h.o.Server, cl, packets.ErrBadUsernameOrPassword, connack.Err3BadUsernameOrPassword)
 		return errBadIdentity
 	}
+	if err := h.checkExpect(cl, pk); err != nil {
+		return err
+	}
 	scope(cl, ident)
 	if h.o.Server != nil {
 		old, ok := h.o.Server.Clients.Get(cl.ID)
@@ -381,6 +392,9 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	// tracker already has. Told after h.mu, a kick or a Tidy could end it
 	// before it began, and the tracker then kept it for good (issue 18).
 	h.o.Tracker.Connect(l.conn, cl.ID, id.User, id.Device, l.act, connFacts(cl, h.o.Server))
+	if period, margin := h.expectation(pk, id.Device); period > 0 {
+		h.o.Tracker.Expect(l.conn, cl.ID, period, margin)
+	}
 	h.mu.Unlock()
 	if oldest != nil {
 		h.Stats.SessionsKicked.Add(1)

@@ -48,6 +48,8 @@ func (*recorder) LastWords(presence.ConnID, string, string)                {}
 func (*recorder) WillDelay(presence.ConnID, string, time.Duration)         {}
 func (*recorder) LastSign(presence.ConnID, string, time.Time)              {}
 func (*recorder) Disconnect(presence.ConnID, string, presence.EndReason)   {}
+func (*recorder) Expect(presence.ConnID, string, time.Duration, time.Duration) {
+}
 
 func (r *recorder) opened(user string) bool {
 	r.mu.Lock()

@@ -64,6 +64,8 @@ func AWSDisconnectReason(r presence.EndReason) string {
 		return "DUPLICATE_CLIENTID"
 	case presence.EndKicked, presence.EndDrain, presence.EndShutdown:
 		return "SERVER_INITIATED_DISCONNECT"
+	case presence.EndMissed: // a sleeping device's check-in did not come: AWS's word for silence
+		return "MQTT_KEEP_ALIVE_TIMEOUT"
 	}
 	return "UNKNOWN"
 }

@@ -114,6 +114,7 @@ func TestAWSReasons(t *testing.T) {
 		presence.EndNetwork: "CONNECTION_LOST", presence.EndTakeover: "DUPLICATE_CLIENTID",
 		presence.EndKicked: "SERVER_INITIATED_DISCONNECT", presence.EndDrain: "SERVER_INITIATED_DISCONNECT",
 		presence.EndShutdown: "SERVER_INITIATED_DISCONNECT", presence.EndNodeLost: "CONNECTION_LOST", "": "UNKNOWN",
+		presence.EndMissed: "MQTT_KEEP_ALIVE_TIMEOUT",
 	}
 	for _, r := range append(presence.EndReasons[:], "") {
 		if got := AWSDisconnectReason(r); got != want[r] {
@@ -141,6 +142,7 @@ func TestEMQXReasons(t *testing.T) {
 		presence.EndClean: "normal", presence.EndTimeout: "keepalive_timeout", presence.EndNetwork: "sock_closed",
 		presence.EndTakeover: "takenover", presence.EndKicked: "kicked", presence.EndDrain: "drain",
 		presence.EndShutdown: "shutdown", presence.EndNodeLost: "node_lost", "": "unknown",
+		presence.EndMissed: "missed",
 	}
 	for _, r := range append(presence.EndReasons[:], "") {
 		if got := EMQXReason(r); got != want[r] {

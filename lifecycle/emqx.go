@@ -41,7 +41,9 @@ type emqxEvent struct {
 // one fits (normal, keepalive_timeout, sock_closed, takenover, kicked), and
 // new ones, documented, where none does: drain (the node drained and moved
 // the client), shutdown (its node shut down), node_lost (its node stopped
-// renewing: crashed or cut off); an unknown reason is unknown.
+// renewing: crashed or cut off), missed (a device that sleeps by design
+// did not check in in time; presence/dormant.go); an unknown reason is
+// unknown.
 func EMQXReason(r presence.EndReason) string {
 	switch r {
 	case presence.EndClean:
@@ -60,6 +62,8 @@ func EMQXReason(r presence.EndReason) string {
 		return "shutdown"
 	case presence.EndNodeLost:
 		return "node_lost"
+	case presence.EndMissed: // a sleeping device's check-in did not come
+		return "missed"
 	}
 	return "unknown"
 }

@@ -105,6 +105,7 @@ func Derive(u User, rules Rules) Aggregate {
 			p.Text = u.LastWords
 		}
 		p.Reason = offlineReason(u)
+		dormant(u, &p)
 		return p
 	}
 

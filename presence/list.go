@@ -56,8 +56,8 @@ func (q *ListQuery) Validate() error {
 		return fmt.Errorf("%w: limit %d (1 to %d)", ErrBadQuery, q.Limit, ListMax)
 	}
 	for _, s := range q.Statuses {
-		if !s.SessionStatus() && s != Offline {
-			return fmt.Errorf("%w: status %q (online, idle, away, busy, dnd or offline)", ErrBadQuery, s)
+		if !s.SessionStatus() && s != Offline && s != Dormant {
+			return fmt.Errorf("%w: status %q (online, idle, away, busy, dnd, dormant or offline)", ErrBadQuery, s)
 		}
 	}
 	if q.Group != "" {
@@ -115,6 +115,7 @@ type ListCounts struct {
 	Busy    int `json:"busy"`
 	DND     int `json:"dnd"`
 	Offline int `json:"offline"`
+	Dormant int `json:"dormant"` // devices that sleep by design, expected back (dormant.go)
 }
 
 // Add counts p.
@@ -131,6 +132,8 @@ func (c *ListCounts) Add(p Aggregate) {
 		c.Busy++
 	case DND:
 		c.DND++
+	case Dormant:
+		c.Dormant++
 	default:
 		c.Offline++
 	}

@@ -103,7 +103,7 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 		p.Held = a // the end that made the held change still explains it: same cause, same due time
 		return p, Aggregate{}
 	}
-	left := c.Ended == EndClean || c.Ended == EndKicked // the user left, or was made to: not a flap
+	left := c.Ended == EndClean || c.Ended == EndKicked || c.Ended == EndMissed // the user left, was made to, or slept and did not come back: not a flap
 	goingOffline := a.Status == Offline && shown.Status != Offline && shown.Status != "" &&
 		!(p.Holding() && p.Held.Status == Offline)
 	if goingOffline && !left {
@@ -130,6 +130,9 @@ func (r Pacing) Offer(p Pace, shown Shown, a Aggregate, c Cause, now time.Time) 
 		if a.Status == Offline && !left && r.flapping(p) {
 			hold = max(hold, r.FlapGrace)
 		}
+	}
+	if c.Ended == EndMissed {
+		hold = 0 // a missed check-in waited out its margin already (dormant.go)
 	}
 	due := now.Add(hold)
 	if r.Dwell > 0 && !p.ChangedAt.IsZero() && p.ChangedAt.Add(r.Dwell).After(due) {

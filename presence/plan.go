@@ -35,6 +35,9 @@ type Wanted struct {
 	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide)
 	Net         Conn          // the connection's facts, written with each open of it
 	LastSign    time.Time     // its last sign of life, when its node knows it earlier than the end (EndArgs.LastSign)
+	// Expect and Margin are the check-in period its device declared and
+	// its margin (dormant.go), written with each open of it.
+	Expect, Margin time.Duration
 }
 
 // Written is what the store was last told for one client id.
@@ -123,6 +126,7 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 		return Write{Kind: WriteOpen, Open: OpenArgs{
 			User: w.User, ID: id, Node: p.Node, Device: w.Device,
 			Status: status, Text: w.Text, TTL: p.TTL, Conn: w.Net,
+			Expect: w.Expect, Margin: w.Margin,
 		}}
 	}
 	if h.Open && h.Conn == w.Conn && w.Live {

@@ -47,7 +47,7 @@ const (
 )
 
 // EndReasons are every end reason, in the order counters list them.
-var EndReasons = [...]EndReason{EndClean, EndNetwork, EndTimeout, EndKicked, EndTakeover, EndDrain, EndShutdown, EndNodeLost}
+var EndReasons = [...]EndReason{EndClean, EndNetwork, EndTimeout, EndKicked, EndTakeover, EndDrain, EndShutdown, EndNodeLost, EndMissed}
 
 // Index returns r's index in EndReasons (len(EndReasons) for an unknown one).
 func (r EndReason) Index() int {
@@ -62,7 +62,7 @@ func (r EndReason) Index() int {
 // Valid reports whether r is a known end reason.
 func (r EndReason) Valid() bool {
 	switch r {
-	case EndClean, EndTimeout, EndNetwork, EndTakeover, EndKicked, EndShutdown, EndNodeLost, EndDrain:
+	case EndClean, EndTimeout, EndNetwork, EndTakeover, EndKicked, EndShutdown, EndNodeLost, EndDrain, EndMissed:
 		return true
 	}
 	return false
@@ -100,6 +100,9 @@ type Session struct {
 	// Expect is the check-in period the device declared (OpenArgs.Expect;
 	// zero: none).
 	Expect time.Duration `json:"expect,omitempty"`
+	// Margin is how late past Expect its check-in may come before a
+	// dormant session is missed (OpenArgs.Margin; see dormant.go).
+	Margin time.Duration `json:"margin,omitempty"`
 	// Conn is the session's connection as recorded at its open (lifecycle
 	// outputs); not in the record's JSON.
 	Conn Conn `json:"-"`

@@ -148,6 +148,7 @@ func TestEndReasons(t *testing.T) {
 		{EndShutdown, Expired, false},
 		{EndNodeLost, Expired, false},
 		{EndDrain, Expired, false},
+		{EndMissed, Expired, false},
 	} {
 		t.Run(string(tc.reason), func(t *testing.T) {
 			if !tc.reason.Valid() {

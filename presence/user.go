@@ -41,6 +41,10 @@ type User struct {
 	LastSeen  time.Time `json:"last_seen,omitzero"`
 	LastWords string    `json:"last_words,omitempty"` // text of the will that took the user offline
 	Current   Aggregate `json:"current"`              // the last committed aggregate
+	// Dormant is the session of a device that sleeps by design, kept after
+	// its clean end while its check-in is awaited (dormant.go); zero when
+	// none. Only a user without a live session has one.
+	Dormant Session `json:"dormant,omitzero"`
 }
 
 // OpenArgs describes a new session.
@@ -56,6 +60,9 @@ type OpenArgs struct {
 	// user property expect, or its device label's in the configuration):
 	// a device that sleeps by design. Zero: none.
 	Expect time.Duration
+	// Margin is how late past Expect a check-in may come before the device
+	// is shown offline as missed (DormantMargin); used only with Expect.
+	Margin time.Duration
 	// Conn is the connection's facts, kept with the session (lifecycle
 	// outputs).
 	Conn Conn
@@ -83,7 +90,7 @@ func (a OpenArgs) Validate() error {
 	if a.TTL <= 0 {
 		return fmt.Errorf("%w: session ttl %v", ErrBadTransition, a.TTL)
 	}
-	return nil
+	return validExpect(a.Expect, a.Margin)
 }
 
 func (u User) find(id string) (int, bool) {
@@ -152,6 +159,8 @@ func (u User) Open(a OpenArgs, now time.Time) (User, Session, *Session, error) {
 	}
 	s.Text = a.Text
 	s.Conn = a.Conn
+	s.Expect, s.Margin = a.Expect, a.Margin
+	u.Dormant = Session{} // a new connection is the sleeper's check-in (dormant.go)
 	s, err := s.Establish(s.Epoch, now)
 	if err != nil {
 		return u, Session{}, nil, err
@@ -175,6 +184,7 @@ func (u User) End(id string, epoch uint64, reason EndReason, lastWords *string, 
 	}
 	u.Current.Sessions = slices.Clone(u.Current.Sessions)
 	u.retire(i, ended) // new Sessions and Ended: no clone of them needed
+	u.Dormant = u.sleep(ended)
 	if len(u.Sessions) == 0 {
 		u.LastWords = ""
 		if lastWords != nil && !reason.Clean() {

@@ -22,7 +22,7 @@ import (
 // they accept must be in range.
 func inPayloadRange(p presence.Aggregate) bool {
 	ok := func(t time.Time) bool { return t.IsZero() || (t.Year() >= 0 && t.Year() <= 9999) }
-	if !ok(p.Since) || !ok(p.LastSeen) {
+	if !ok(p.Since) || !ok(p.LastSeen) || !ok(p.NextExpected) {
 		return false
 	}
 	for _, s := range p.Sessions {
@@ -97,10 +97,14 @@ func encodeChange(t *testing.T, p presence.Aggregate) []byte {
 	if len(views) == 0 {
 		ss = map[string]string{} // cjson writes an empty table as {}
 	}
-	b, err := json.Marshal(map[string]any{
+	m := map[string]any{
 		"u": p.User, "v": strconv.FormatUint(p.Version, 10), "st": string(p.Status), "tx": p.Text,
 		"since": wireMs(p.Since), "ls": wireMs(p.LastSeen), "ss": ss,
-	})
+	}
+	if !p.NextExpected.IsZero() {
+		m["nx"] = wireMs(p.NextExpected) // dormant only (common.lua)
+	}
+	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +220,7 @@ func FuzzDecodeUser(f *testing.F) {
 		if v, err := strconv.ParseUint(h["v"], 10, 64); err != nil || v != p.Version {
 			t.Fatalf("%s: version %d, the hash says %q", what, p.Version, h["v"])
 		}
-		if p.Status != presence.Offline && !p.LastSeen.IsZero() || !u.LastSeen.Equal(p.LastSeen) {
+		if p.Status != presence.Offline && p.Status != presence.Dormant && !p.LastSeen.IsZero() || !u.LastSeen.Equal(p.LastSeen) {
 			t.Fatalf("%s: status %s, last seen %v (record %v)", what, p.Status, p.LastSeen, u.LastSeen)
 		}
 		if !slices.IsSortedFunc(u.Sessions, func(a, b presence.Session) int { return strings.Compare(a.ID, b.ID) }) {

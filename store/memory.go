@@ -37,6 +37,7 @@ type Memory struct {
 	retention time.Duration // how long an offline user is kept (Forget's owner asks Retention)
 	reapEvery time.Duration // the reaper's interval (Tasks)
 	reaped    atomic.Int64  // sessions the reaper ended
+	missed    atomic.Int64  // dormant sessions the reaper ended as missed (memory_dormant.go)
 }
 
 // NewMemory returns an empty store. now is the clock (time.Now in
@@ -57,7 +58,7 @@ func (m *Memory) Stop() {}
 func (m *Memory) Ready() bool { return true }
 
 // Stats implements Store.
-func (m *Memory) Stats() Stats { return Stats{Reaped: m.reaped.Load()} }
+func (m *Memory) Stats() Stats { return Stats{Reaped: m.reaped.Load(), Missed: m.missed.Load()} }
 
 // Incarnation implements Store: a name for this run, made at construction.
 func (m *Memory) Incarnation() string { return m.inc }
@@ -193,6 +194,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 		m.reaped.Add(int64(len(reaped)))
 		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout}, reaped...)
 	}
+	m.reapDormant(now)
 	return n, nil
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -111,11 +112,13 @@ type Redis struct {
 
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
 	own           ownWord       // this node's last word recorded (redis_nodes.go)
+	dormantEvery  time.Duration // the dormant reaper's interval (Tasks; redis_dormant.go)
 }
 
 type redisStats struct {
 	outages, resets, nodesLost, swept, tombstones, feedErrors, reloads, reaped atomic.Int64
 	feedMessages, channels, resubscriptions                                    atomic.Int64
+	missed                                                                     atomic.Int64 // redis_dormant.go
 }
 
 // NewRedis returns a Redis store; Start begins its background work.
@@ -201,6 +204,7 @@ func (r *Redis) Stats() Stats {
 		Outages: s.outages.Load(), Resets: s.resets.Load(), NodesLost: s.nodesLost.Load(), Swept: s.swept.Load(),
 		Tombstones: s.tombstones.Load(), FeedErrors: s.feedErrors.Load(), Reloads: s.reloads.Load(), Reaped: s.reaped.Load(),
 		FeedMessages: s.feedMessages.Load(), Channels: s.channels.Load(), Resubscriptions: s.resubscriptions.Load(),
+		Missed: s.missed.Load(),
 	}
 }
 
@@ -223,6 +227,12 @@ func (r *Redis) Tasks() []Task {
 		// presence.renew_interval): it looks every sweep interval whether
 		// one came since its last run.
 		{Name: "reap", Every: r.sweepEvery, Budget: max(r.sweepEvery, r.reapEvery), Run: r.reapAfterRenew},
+		// The dormant sessions whose check-in did not come (redis_dormant.go):
+		// shown offline at most one reap interval after their due time.
+		{Name: "reap_dormant", Every: cmp.Or(r.dormantEvery, time.Second), Budget: max(r.dormantEvery, time.Second), Run: func(ctx context.Context) error {
+			_, err := r.ReapDormant(ctx)
+			return err
+		}},
 	}
 }
 

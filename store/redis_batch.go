@@ -23,10 +23,11 @@ type scriptCall struct {
 func (r *Redis) openCall(a presence.OpenArgs, inc string) scriptCall {
 	return scriptCall{scriptOpen, append(r.k.commitKeys(a.User), r.k.nodeUsers(member(r.node, inc), a.User)),
 		append([]any{a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
-			r.auth, ms(r.retention)}, connArgs(a.Conn)...)}
+			r.auth, ms(r.retention)}, append(connArgs(a.Conn), ms(a.Expect), ms(a.Margin))...)}
 }
 
-// connArgs are open.lua's ARGV[11..18]: the connection's facts, bounded.
+// connArgs are open.lua's ARGV[11..18]: the connection's facts, bounded
+// (ARGV[19..20], the declared check-in period and margin, follow them).
 func connArgs(c presence.Conn) []any {
 	c = c.Bounded()
 	return []any{c.Username, c.IP, strconv.Itoa(c.Port), c.Listener, strconv.Itoa(int(c.ProtoVer)),
@@ -35,7 +36,7 @@ func connArgs(c presence.Conn) []any {
 
 // endCall builds end.lua's call.
 func (r *Redis) endCall(a presence.EndArgs) scriptCall {
-	return scriptCall{scriptEnd, r.k.commitKeys(a.User),
+	return scriptCall{scriptEnd, append(r.k.commitKeys(a.User), r.k.dormantIndex(a.User)),
 		[]any{a.ID, strconv.FormatUint(a.Epoch, 10), string(a.Reason), flag(a.LastWords != nil), deref(a.LastWords),
 			r.auth, ms(r.retention), ms(a.WillDelay), ms(silence(a.LastSign, r.now()))}}
 }

@@ -30,6 +30,9 @@ import (
 //	P:nu:<node>|<inc>{<t>}  set of users an incarnation opened sessions for,
 //	                   one per slot: t hashes to the slot of the users' records
 //	                   (on a single server, one set, without {<t>})
+//	P:dz{<t>}          sorted set of the users of one slot that keep a dormant
+//	                   session, by due time (ms; redis_dormant.go); P:dz on a
+//	                   single server
 //
 // Every script touches only the user's hash, whose hash tag is the user name
 // (one slot per user on a Redis Cluster), and open.lua also the set of its
@@ -206,4 +209,25 @@ func updateArgs(u presence.Update) []any {
 		flag(u.Text != nil), deref(u.Text),
 		flag(u.Device != nil), deref(u.Device),
 	}
+}
+
+// dormantIndex is the sorted set, in user's slot, of the users that keep a
+// dormant session, by due time (redis_dormant.go).
+func (k keys) dormantIndex(user string) string {
+	if !k.cluster {
+		return k.prefix + "dz"
+	}
+	return k.prefix + "dz{" + slotTag(keySlot(k.user(user))) + "}"
+}
+
+// allDormantIndexes lists every dormant index (one per slot on a cluster).
+func (k keys) allDormantIndexes() []string {
+	if !k.cluster {
+		return []string{k.prefix + "dz"}
+	}
+	out := make([]string, slots)
+	for i := range out {
+		out[i] = k.prefix + "dz{" + slotTag(i) + "}"
+	}
+	return out
 }

@@ -75,7 +75,7 @@ func (r *Redis) Open(ctx context.Context, a presence.OpenArgs) (presence.Session
 		st = presence.Online
 	}
 	return presence.Session{User: a.User, ID: a.ID, Epoch: epoch, Node: r.node, Device: a.Device, Status: st, Text: a.Text,
-		State: presence.Active, ConnectedAt: c, RenewedAt: c, ExpiresAt: x, Conn: a.Conn.Bounded()}, nil
+		State: presence.Active, ConnectedAt: c, RenewedAt: c, ExpiresAt: x, Conn: a.Conn.Bounded(), Expect: a.Expect, Margin: a.Margin}, nil
 }
 
 func staleOr(op string, ref presence.SessionRef, n int) error {

@@ -32,6 +32,8 @@ var (
 	luaTombstone string
 	//go:embed lua/own.lua
 	luaOwn string
+	//go:embed lua/dormant.lua
+	luaDormant string
 
 	// The scripts below stand alone: they use nothing of common.lua.
 
@@ -63,6 +65,7 @@ var (
 	scriptEndNode   = script(luaEndNode)
 	scriptTombstone = script(luaTombstone)
 	scriptOwn       = script(luaOwn)
+	scriptDormant   = script(luaDormant)
 
 	scriptReleaseRecord = redis.NewScript(luaReleaseRecord)
 	scriptGroup         = redis.NewScript(luaGroup)
@@ -73,7 +76,7 @@ var (
 
 	// allScripts are loaded on every master at start (pipelined calls use
 	// EVALSHA); the others fall back to EVAL when NOSCRIPT.
-	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn}
+	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn, scriptDormant}
 )
 
 // loadScripts loads every script on every master, so that pipelined EVALSHA

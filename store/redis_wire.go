@@ -27,6 +27,7 @@ type wireChange struct {
 	X     json.RawMessage `json:"x"`  // the sessions the change ended (wireEnded), when it ended some
 	Pv    *wirePrivacy    `json:"pv"` // the privacy setting, when it hides something (redis_privacy.go)
 	Rs    string          `json:"rs"` // why an offline user went (presence.Aggregate.Reason), when known
+	Nx    string          `json:"nx"` // next expected check-in (ms), dormant only (common.lua dormant)
 }
 
 type wireView struct {
@@ -81,6 +82,8 @@ type wireSession struct {
 	X  float64 `json:"x"`
 	R  string  `json:"r"`
 	Ea float64 `json:"ea"`
+	Ex float64 `json:"ex"` // the declared check-in period (ms), when declared
+	Em float64 `json:"em"` // its margin (ms)
 	wireConn
 }
 
@@ -112,7 +115,9 @@ func msString(s string) (time.Time, error) {
 }
 
 // validStatus accepts the statuses an aggregate or a session may carry.
-func validStatus(s presence.Status) bool { return s == presence.Offline || s.SessionStatus() }
+func validStatus(s presence.Status) bool {
+	return s == presence.Offline || s == presence.Dormant || s.SessionStatus()
+}
 
 // decodeChange turns a feed message into the aggregate observers get and
 // what made it.
@@ -177,6 +182,9 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if p.Reason, err = w.reason(); err != nil {
 		return presence.Aggregate{}, err
 	}
+	if p.NextExpected, err = w.nextExpected(); err != nil {
+		return presence.Aggregate{}, err
+	}
 	var views []wireView
 	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
 		if err := json.Unmarshal(w.Ss, &views); err != nil {
@@ -203,7 +211,7 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 		if err != nil {
 			return presence.Aggregate{}, err
 		}
-		if !validStatus(presence.Status(sv.St)) || sv.St == string(presence.Offline) {
+		if !presence.Status(sv.St).SessionStatus() {
 			return presence.Aggregate{}, fmt.Errorf("feed session status %q", sv.St)
 		}
 		conn, err := sv.conn()
@@ -227,8 +235,8 @@ func (w wireChange) reason() (presence.EndReason, error) {
 	if w.Rs == "" {
 		return "", nil
 	}
-	if r := presence.EndReason(w.Rs); r.Valid() && presence.Status(w.St) == presence.Offline {
-		return r, nil
+	if st := presence.Status(w.St); presence.EndReason(w.Rs).Valid() && (st == presence.Offline || st == presence.Dormant) {
+		return presence.EndReason(w.Rs), nil
 	}
 	return "", fmt.Errorf("feed offline reason %q on status %q", w.Rs, w.St)
 }
@@ -327,6 +335,7 @@ func (w wireSession) session(user string) (presence.Session, error) {
 	s := presence.Session{
 		User: user, ID: w.ID, Epoch: e, Node: w.N, Device: w.D, Status: presence.Status(w.St), Text: w.Tx,
 		State: presence.Active, ConnectedAt: msTime(w.C), RenewedAt: msTime(w.Rn), ExpiresAt: msTime(w.X), Conn: conn,
+		Expect: msDuration(w.Ex), Margin: msDuration(w.Em),
 	}
 	if w.R != "" {
 		s.EndReason = presence.EndReason(w.R)
@@ -401,11 +410,14 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		ss = []byte("[]")
 	}
 	w := wireChange{U: user, V: h["v"], St: h["st"], Tx: h["tx"], Since: h["since"], Ss: ss, Pv: hashPrivacy(h)}
-	if presence.Status(h["st"]) == presence.Offline {
+	if st := presence.Status(h["st"]); st == presence.Offline || st == presence.Dormant {
 		w.Ls = h["ls"]
 		if len(u.Ended) > 0 { // common.lua's offline_reason
 			w.Rs = string(u.Ended[0].EndReason)
 		}
+	}
+	if err := decodeDormant(&u, &w, h["dm"]); err != nil {
+		return u, presence.Aggregate{}, false, err
 	}
 	p, err := w.presence()
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"time"
@@ -119,6 +120,9 @@ type Stats struct {
 	FeedMessages    int64 `json:"redis_feed_messages"`
 	Channels        int64 `json:"redis_channels"`
 	Resubscriptions int64 `json:"redis_resubscriptions"`
+	// Missed counts the dormant sessions this node's reaper ended as
+	// missed: their check-in did not come (presence/dormant.go).
+	Missed int64 `json:"-"`
 }
 
 // Config builds a store (Open). A nil Redis is the memory store.
@@ -132,6 +136,10 @@ type Config struct {
 	// Report receives every event (a Feed's Push); it must return at once.
 	Report func(Event)
 	Redis  *RedisConfig
+	// DormantInterval is how often the dormant sessions whose check-in did
+	// not come are looked for (presence.reap_interval; 0: ReapInterval): a
+	// missed check-in is shown at most this long after it was due.
+	DormantInterval time.Duration
 }
 
 // RedisConfig is the redis section of the configuration.
@@ -177,6 +185,7 @@ func Open(c Config) Store {
 	})
 	r.ownClient = own
 	r.sweepEvery, r.reapEvery = c.Redis.SweepInterval, c.ReapInterval
+	r.dormantEvery = cmp.Or(c.DormantInterval, c.ReapInterval)
 	return r
 }
 

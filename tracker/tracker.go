@@ -449,6 +449,13 @@ func (t *Tracker) LastSign(conn presence.ConnID, id string, at time.Time) {
 	t.change(conn, id, func(w *presence.Wanted) { w.LastSign = at })
 }
 
+// Expect records the check-in period a connection's device declared, and
+// its margin (presence/dormant.go), before its CONNACK: its session is
+// opened with them.
+func (t *Tracker) Expect(conn presence.ConnID, id string, period, margin time.Duration) {
+	t.change(conn, id, func(w *presence.Wanted) { w.Expect, w.Margin = period, margin })
+}
+
 // Disconnect is called when the connection has ended.
 func (t *Tracker) Disconnect(conn presence.ConnID, id string, reason presence.EndReason) {
 	t.change(conn, id, func(w *presence.Wanted) {

@@ -186,9 +186,11 @@ type NopTracker struct{}
 
 func (NopTracker) Connect(presence.ConnID, string, string, string, *presence.Activity, presence.Conn) {
 }
-func (NopTracker) Active(presence.ConnID, string)                           {}
-func (NopTracker) WillDelay(presence.ConnID, string, time.Duration)         {}
-func (NopTracker) LastSign(presence.ConnID, string, time.Time)              {}
+func (NopTracker) Active(presence.ConnID, string)                   {}
+func (NopTracker) WillDelay(presence.ConnID, string, time.Duration) {}
+func (NopTracker) LastSign(presence.ConnID, string, time.Time)      {}
+func (NopTracker) Expect(presence.ConnID, string, time.Duration, time.Duration) {
+}
 func (NopTracker) Established(presence.ConnID, string)                      {}
 func (NopTracker) Set(presence.ConnID, string, string, presence.SetRequest) {}
 func (NopTracker) LastWords(presence.ConnID, string, string)                {}

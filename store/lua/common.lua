@@ -32,9 +32,15 @@
 --   session's, offline_reason; its change message says it: rs)
 --   sig    signature of the aggregate (change detection)
 --   ended  JSON list of the last 8 ended sessions, newest first
+--   dm     JSON of the user's dormant session ("" or absent: none): a live
+--          session's record after its clean end, with x its due time
+--          (ms: end + ex + em), kept while its check-in is awaited
+--          (presence/dormant.go; end.lua, dormant.lua)
 --   s:<id> JSON of the live session <id>:
 --          {id, e (epoch, string), n (node), i (incarnation), d (device),
 --           st, tx, c (connected ms), rn (last renewed ms), x (expires ms),
+--           ex and em (the check-in period the device declared and its
+--           margin, ms; only when declared),
 --           and its connection's facts (presence.Conn), each only when not
 --           empty or zero: un (MQTT username), ip (client address),
 --           pt (the listener's local port), l (listener id), pv (protocol
@@ -115,6 +121,29 @@ local function retire(key, rec, sess, id, reason, now)
   return s
 end
 
+-- sleep keeps live session s, just ended for reason, as the user's
+-- dormant session (presence.User.sleep) when it ended cleanly, declared a
+-- check-in period and left no live session: due at its end + ex + em, and
+-- put in the dormant index idx (a sorted set of users by due time, in the
+-- user's slot) for the reaper (dormant.lua).
+local function sleep(rec, sess, s, reason, idx)
+  if reason ~= 'clean' or not s.ex or s.ex <= 0 or next(sess) ~= nil then return end
+  local d = cjson.decode(cjson.encode(s))
+  d.x = s.ea + s.ex + (s.em or 0)
+  rec.dm = cjson.encode(d)
+  redis.call('ZADD', idx, d.x, rec.name)
+end
+
+-- dormant shows p (an aggregate without live sessions) dormant while the
+-- user keeps a dormant session, with nx its next expected check-in (ms):
+-- presence's dormant.
+local function dormant(rec, p)
+  if not rec.dm or rec.dm == '' then return end
+  local d = cjson.decode(rec.dm)
+  p.st = 'dormant'
+  p.nx = fmt(d.ea + d.ex)
+end
+
 -- better: a is more available than b (ties: connected later, greater id).
 local function better(a, b)
   local x, y = avail(a.st), avail(b.st)
@@ -144,6 +173,7 @@ local function aggregate(rec, sess, auth)
     if rec.lw and rec.lw ~= '' then p.tx = rec.lw end
     p.rs = offline_reason(rec)
     p.views = views
+    dormant(rec, p)
     return p
   end
   table.sort(views, function(a, b)
@@ -196,7 +226,7 @@ local function privacy(rec)
 end
 
 local function signature(p)
-  local parts = {p.st, p.tx, p.ls}
+  local parts = {p.st, p.tx, p.ls, p.nx or ''}
   if p.pv then table.insert(parts, table.concat({p.pv.i or '', p.pv.m or '', p.pv.d or '', p.pv.e or ''}, '\1')) end
   for _, s in ipairs(p.views) do
     table.insert(parts, table.concat({s.id, s.e, s.n, s.d, s.st, fmt(s.c)}, '\1'))
@@ -250,6 +280,7 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
     local msg = {u = rec.name, v = rec.v, st = p.st, tx = p.tx, since = rec.since, ls = p.ls, ss = ss}
     msg.pv = p.pv -- nil (absent) when it hides nothing
     if p.rs and p.rs ~= '' then msg.rs = p.rs end
+    if p.nx then msg.nx = p.nx end
     if #retired > 0 then
       local x = {}
       for i, s in ipairs(retired) do

@@ -1,6 +1,7 @@
 -- end.lua: end a live session, only when the epoch is its current one.
 -- KEYS[1] user record  KEYS[2] the user's change channel  KEYS[3] its
--- slot's change channel (see common.lua)
+-- slot's change channel (see common.lua)  KEYS[4] the dormant index of the
+-- user's slot (common.lua sleep)
 -- ARGV[1] session id  ARGV[2] epoch  ARGV[3] reason
 -- ARGV[4] "1" when ARGV[5] holds last words (the will's text)  ARGV[5] text
 -- ARGV[6] authoritative devices  ARGV[7] retention (ms)
@@ -25,6 +26,7 @@ if s == nil or s.e ~= ARGV[2] then return 0 end
 local now = now_ms()
 local ended = retire(key, rec, sess, ARGV[1], ARGV[3], now)
 if next(sess) == nil then rec.ls = last_sign(ended, ARGV[9], now) end
+sleep(rec, sess, ended, ARGV[3], KEYS[4])
 if next(sess) == nil then
   rec.lw = ''
   if ARGV[4] == '1' and ARGV[3] ~= 'clean' then rec.lw = ARGV[5] end

@@ -9,6 +9,10 @@
 -- ARGV[10] retention (ms)
 -- ARGV[11..18] the connection's facts (common.lua: un, ip, pt, l, pv, ka,
 -- cs, se), "" (or "0") for none
+-- ARGV[19] the check-in period the device declared (ms, "0": none)
+-- ARGV[20] its margin (ms)
+-- A new session is the check-in of the user's dormant session, if any: it
+-- is dropped (its entry in the dormant index is dropped by the reaper).
 -- Returns {epoch, connected_at ms, expires_at ms} as strings.
 local key = KEYS[1]
 local rec, sess = load(key)
@@ -19,6 +23,7 @@ local e = stamp(tonumber(rec.e or '0') or 0, now)
 rec.e = fmt(e)
 rec.name = ARGV[1]
 rec.lw = ''
+rec.dm = ''
 local st = ARGV[6]
 if st == '' then st = 'online' end
 local ttl = tonumber(ARGV[8])
@@ -38,6 +43,8 @@ num('pv', ARGV[15])
 num('ka', ARGV[16])
 if ARGV[17] == '1' then s.cs = true end
 num('se', ARGV[18])
+num('ex', ARGV[19] or '0')
+if s.ex then num('em', ARGV[20] or '0') end
 sess[id] = s
 save_session(key, s)
 commit(key, rec, sess, now, ARGV[9], ARGV[10])
