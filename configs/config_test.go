@@ -95,6 +95,7 @@ func TestDefaults(t *testing.T) {
 			IdleAfterDevices:     DeviceDurations{},
 			TakeoverBattle: TakeoverBattleConfig{Takeovers: 5, Window: Duration(30 * time.Second),
 				Backoff: Duration(5 * time.Second), MaxBackoff: Duration(2 * time.Minute)},
+			GroupResumeWindow: ptr(Duration(5 * time.Minute)), GroupResumeDeltas: 1200, GroupResumeBytes: 256 << 10,
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),

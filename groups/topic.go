@@ -237,8 +237,10 @@ func (s *Stage) Apply(d *roster.Delta) {
 		held        uint64
 	)
 	s.step(func(t Topics) {
+		s.serveResumes(t, d.Group) // up to the version held, before the batch after it
 		var snap roster.Snapshot
 		if snap, ok = s.mirror.Apply(*d); ok {
+			s.dlog.Append(*d)
 			s.advance(t, snap, nil, d)
 		}
 		held, watched = s.mirror.Version(d.Group)
@@ -293,12 +295,19 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 			if !s.mirror.Set(snap) {
 				return
 			}
+			s.dlog.Forget(g)      // its batches no longer lead to the version held
 			var to []*mqtt.Client // a resync: every subscriber gets the snapshot live
 			if held == 0 {        // the first here: only those that asked and missed it
+				served := s.serveResumes(t, g) // resumes: sent the snapshot, or nothing
 				to = make([]*mqtt.Client, 0, len(s.waiting[g]))
 				for cl := range s.waiting[g] {
-					to = append(to, cl)
+					if !slices.Contains(served, cl) {
+						to = append(to, cl)
+					}
 				}
+			} else if n := len(s.resumes[g]); n > 0 { // they get the snapshot live with everyone
+				s.Resumes.Fallback[slices.Index(roster.Causes, roster.CauseCold)].Add(int64(n))
+				delete(s.resumes, g)
 			}
 			delete(s.waiting, g)
 			s.advance(t, snap, to, snap)
@@ -391,7 +400,9 @@ func (s *Stage) groupFilter(filter string) (string, bool) {
 func (s *Stage) Unwatch(group string) {
 	s.step(func(t Topics) {
 		s.mirror.Drop(group)
+		s.dlog.Forget(group)
 		delete(s.waiting, group)
+		delete(s.resumes, group)
 		t.Clear(s.topics + group)
 	})
 	s.listen(group, false)
@@ -442,7 +453,9 @@ func (s *Stage) unwatchDeleted() {
 		}
 		s.step(func(t Topics) {
 			s.mirror.Drop(g)
+			s.dlog.Forget(g)
 			delete(s.waiting, g)
+			delete(s.resumes, g)
 			t.Clear(s.topics + g)
 		})
 		s.listen(g, false)
@@ -461,8 +474,10 @@ func (s *Stage) retain(t Topics, snap roster.Snapshot) {
 }
 
 // Refresh stores every watched group's snapshot again as retained (mochi
-// purges retained messages older than its maximum message expiry).
+// purges retained messages older than its maximum message expiry), and
+// drops the batches past the log's age from it.
 func (s *Stage) Refresh() {
+	s.dlog.Prune()
 	for _, g := range s.mirror.Groups() {
 		s.step(func(t Topics) {
 			if snap, ok := s.mirror.Get(g); ok && snap.Version > 0 {
