@@ -170,6 +170,9 @@ func New(o Options) *Stage {
 // into the roster: before Start, so that the first connections find their
 // groups.
 func (s *Stage) Load(ctx context.Context) error {
+	if s.dlog.On() {
+		s.o.Store.KeepBatches(s.o.Resume.MaxDeltas) // read back by a node that begins to watch a group
+	}
 	if s.o.File != "" {
 		file, err := roster.LoadFile(s.o.File)
 		if err != nil {

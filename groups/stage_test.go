@@ -31,6 +31,15 @@ func (s gatedStore) GroupSnapshot(ctx context.Context, g string) (roster.Snapsho
 	return s.Memory.GroupSnapshot(ctx, g)
 }
 
+func (s gatedStore) GroupHistory(ctx context.Context, g string) (roster.Snapshot, []roster.Logged, bool, error) {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return roster.Snapshot{}, nil, false, ctx.Err()
+	}
+	return s.Memory.GroupHistory(ctx, g)
+}
+
 // outlet records what the stage sends to the broker.
 type outlet struct {
 	mu       sync.Mutex

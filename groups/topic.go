@@ -269,7 +269,17 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 	defer cancel()
 	waiting := false
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		snap, ok, err := s.o.Store.GroupSnapshot(ctx, g)
+		var (
+			snap    roster.Snapshot
+			batches []roster.Logged
+			ok      bool
+			err     error
+		)
+		if s.dlog.On() {
+			snap, batches, ok, err = s.o.Store.GroupHistory(ctx, g)
+		} else {
+			snap, ok, err = s.o.Store.GroupSnapshot(ctx, g)
+		}
 		if err != nil {
 			return err
 		}
@@ -295,9 +305,9 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 			if !s.mirror.Set(snap) {
 				return
 			}
-			s.dlog.Forget(g)      // its batches no longer lead to the version held
-			var to []*mqtt.Client // a resync: every subscriber gets the snapshot live
-			if held == 0 {        // the first here: only those that asked and missed it
+			s.dlog.Seed(g, snap.Version, batches) // the log's batches up to it (its own no longer lead there)
+			var to []*mqtt.Client                 // a resync: every subscriber gets the snapshot live
+			if held == 0 {                        // the first here: only those that asked and missed it
 				served := s.serveResumes(t, g) // resumes: sent the snapshot, or nothing
 				to = make([]*mqtt.Client, 0, len(s.waiting[g]))
 				for cl := range s.waiting[g] {

@@ -91,6 +91,57 @@ func (l *DeltaLog) Append(d Delta) {
 	}
 }
 
+// Logged is a batch as a group log keeps it, with when it was logged.
+type Logged struct {
+	Delta Delta
+	At    time.Time
+}
+
+// Seed starts a group's log afresh from batches read from the store's
+// group log with the snapshot at version current (the node just read the
+// group): the run of them that follows on to current, within the bounds.
+func (l *DeltaLog) Seed(group string, current uint64, batches []Logged) {
+	l.Forget(group)
+	if !l.On() || len(batches) == 0 {
+		return
+	}
+	run := slices.Clone(batches)
+	slices.SortFunc(run, func(a, b Logged) int { return cmp.Compare(a.Delta.Version, b.Delta.Version) })
+	end := len(run) - 1
+	for end >= 0 && run[end].Delta.Version > current {
+		end--
+	}
+	if end < 0 || run[end].Delta.Version != current {
+		return
+	}
+	start := end
+	for start > 0 && run[start-1].Delta.Version == run[start].Delta.Follows {
+		start--
+	}
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := &ring{}
+	for _, b := range run[start : end+1] {
+		if b.Delta.Group != group {
+			return
+		}
+		j, err := json.Marshal(b.Delta)
+		if err != nil {
+			return
+		}
+		r.entries = append(r.entries, logged{d: b.Delta, at: b.At, size: len(j)})
+		r.bytes += len(j)
+		l.bytes += len(j)
+		l.deltas++
+	}
+	l.groups[group] = r
+	l.pruneLocked(r, now)
+	if len(r.entries) == 0 {
+		delete(l.groups, group)
+	}
+}
+
 // Forget drops a group's log (the group is no longer kept here, or its
 // snapshot was replaced by one that does not follow the last batch).
 func (l *DeltaLog) Forget(group string) {

@@ -379,3 +379,33 @@ func FuzzResume(f *testing.F) {
 		runResumeModel(t, ops, modelLimits)
 	})
 }
+
+// Seed keeps the run of batches that leads to the snapshot's version,
+// within the bounds: a node that begins to watch a group serves resumes
+// from the store's batches.
+func TestDeltaLogSeed(t *testing.T) {
+	clk := testkit.NewClock(t0)
+	l := NewDeltaLog(LogLimits{MaxAge: time.Minute, MaxDeltas: 100, MaxBytes: 1 << 20}, clk.Now)
+	at := func(ago time.Duration) time.Time { return t0.Add(-ago) }
+	batches := []Logged{
+		{delta(14, presence.Away, "bob"), at(time.Second)}, // after the snapshot read: left out
+		{delta(11, presence.Online, "ann"), at(2 * time.Hour)},
+		{delta(12, presence.Busy, "ann"), at(3 * time.Second)},
+		{delta(13, presence.Online, "cat"), at(2 * time.Second)},
+	}
+	l.Seed("g", 13, batches)
+	if _, out, _ := l.Resume("g", 11, 13); out != SendDelta {
+		t.Fatalf("from 11: %v", out)
+	}
+	if _, _, cause := l.Resume("g", 10, 13); cause != CauseTooOld { // 11 is past the age bound
+		t.Fatalf("from 10: %q", cause)
+	}
+	if s := l.Stats(); s.Deltas != 2 {
+		t.Fatalf("seeded %+v", s)
+	}
+	// Batches that do not lead to the snapshot's version: no log.
+	l.Seed("g", 20, batches)
+	if _, _, cause := l.Resume("g", 13, 20); cause != CauseCold {
+		t.Fatalf("a seed short of the snapshot: %q", cause)
+	}
+}
