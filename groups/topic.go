@@ -64,7 +64,7 @@ func (s *Stage) leadLoop() {
 			if gen := s.index.Gen(); gen != l.gen || !s.leading.Load() {
 				s.lead(true) // the members may have changed: the interest follows
 			}
-			l.gen = s.leadOnce(ctx, l.gen)
+			l.gen = s.leadOnce(ttl/3, l.gen)
 		}
 		cancel()
 	}
@@ -138,13 +138,22 @@ func (s *Stage) unwatchBoard() {
 
 // leadOnce, when the roster changed since gen, opens the groups the Board
 // does not keep yet and drops the deleted ones; then it commits the batches
-// due. It returns the roster's generation it reconciled with.
-func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
+// due. It returns the roster's generation it reconciled with. Each store
+// call has its own deadline (each): opening a large group must not eat the
+// time of the commits after it (a commit that times out has the group
+// read back and opened again, which, sharing one deadline, could time out
+// the next commit the same way for ever).
+func (s *Stage) leadOnce(each time.Duration, gen uint64) uint64 {
+	call := func(fn func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), each)
+		defer cancel()
+		return fn(ctx)
+	}
 	if now := s.index.Gen(); now != gen {
 		kept := s.board.Groups()
 		for _, g := range s.index.Groups() {
 			if _, ok := slices.BinarySearch(kept, g); !ok {
-				if err := s.openGroup(ctx, g); err != nil {
+				if err := call(func(ctx context.Context) error { return s.openGroup(ctx, g) }); err != nil {
 					return gen
 				}
 			}
@@ -152,7 +161,7 @@ func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
 		for _, g := range kept {
 			if !s.index.Has(g) {
 				s.board.Unwatch(g)
-				if err := s.o.Store.DropGroup(ctx, g); err != nil {
+				if err := call(func(ctx context.Context) error { return s.o.Store.DropGroup(ctx, g) }); err != nil {
 					return gen
 				}
 			}
@@ -160,7 +169,8 @@ func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
 		gen = now
 	}
 	for _, d := range s.board.Cut() {
-		ok, err := s.o.Store.CommitBatch(ctx, d)
+		var ok bool
+		err := call(func(ctx context.Context) (err error) { ok, err = s.o.Store.CommitBatch(ctx, d); return err })
 		if err != nil {
 			// Not committed: read the group back and cut again from there.
 			s.board.Unwatch(d.Group)
