@@ -242,9 +242,14 @@ func runResumeModel(t *testing.T, ops []byte, lim LogLimits) map[string]int {
 		}
 		n.queue = nil
 	}
+	var kept []Logged // the latest batches the store's group log keeps
 	cut := func() {
 		for _, d := range board.Cut() {
 			truth, _ = board.Snapshot("g")
+			kept = append(kept, Logged{Delta: d, At: clk.Now()})
+			if len(kept) > lim.MaxDeltas {
+				kept = kept[1:]
+			}
 			for i, n := range nodes {
 				n.queue = append(n.queue, d)
 				if !n.lagging {
@@ -312,10 +317,14 @@ func runResumeModel(t *testing.T, ops []byte, lim LogLimits) map[string]int {
 			if !nodes[1].lagging {
 				apply(nodes[1], 1)
 			}
-		case 8: // node 1 restarts: it reads the snapshot again, its log empty
+		case 8: // node 1 restarts: it reads the snapshot again, and the
+			// batches the store keeps (or not: a log empty)
 			if !nodes[1].lagging {
 				nodes[1] = &resumeNode{mirror: NewMirror(), log: NewDeltaLog(lim, clk.Now)}
 				nodes[1].mirror.Set(truth)
+				if arg%2 == 0 {
+					nodes[1].log.Seed("g", truth.Version, kept)
+				}
 				if c.on == 1 {
 					c.on = -1 // its connections dropped with it
 				}
