@@ -6,6 +6,7 @@ import (
 
 	"github.com/presenced/presenced/configs"
 	"github.com/presenced/presenced/presence"
+	"github.com/presenced/presenced/roster"
 )
 
 // Off, as a duration or a count of Config where the documentation says so,
@@ -128,6 +129,19 @@ type Presence struct {
 	// presence.dormant_devices.
 	DormantDevices map[string]time.Duration
 	DormantMargin  time.Duration
+	// GroupResume bounds each node's log of a group topic's batches, from
+	// which a subscriber coming back with the version it holds is sent
+	// what it missed (presence.group_resume_*): Window (Off: no log, every
+	// resume gets the snapshot), Deltas and Bytes per group; zero: the
+	// default.
+	GroupResume GroupResume
+}
+
+// GroupResume bounds the log of a group topic's batches, per group.
+type GroupResume struct {
+	Window time.Duration // Off: none
+	Deltas int
+	Bytes  int
 }
 
 // Flap is flap control (presence.flap).
@@ -316,6 +330,7 @@ func (c Config) yaml() configs.Config {
 			yp.DormantDevices[k] = d(v)
 		}
 	}
+	yp.GroupResumeWindow, yp.GroupResumeDeltas, yp.GroupResumeBytes = offDuration(p.GroupResume.Window), p.GroupResume.Deltas, p.GroupResume.Bytes
 	if p.IdleAfterDevices != nil {
 		yp.IdleAfterDevices = make(configs.DeviceDurations, len(p.IdleAfterDevices))
 		for k, v := range p.IdleAfterDevices {
@@ -402,6 +417,7 @@ func ConfigFrom(y configs.Config) Config {
 			c.Presence.DormantDevices[k] = v.D()
 		}
 	}
+	c.Presence.GroupResume = GroupResume{Window: onDuration(yp.GroupResumeWindow), Deltas: yp.GroupResumeDeltas, Bytes: yp.GroupResumeBytes}
 	if yp.TakeoverBattle.Takeovers == configs.TakeoversOff {
 		c.Presence.TakeoverBattle.Takeovers = Off
 	}
@@ -459,4 +475,13 @@ func (p Presence) idleRules() presence.IdleRules {
 		r.Devices[label] = d
 	}
 	return r
+}
+
+// groupResume is the groups stage's log bounds (presence.group_resume_*).
+func (p Presence) groupResume() roster.LogLimits {
+	r := p.GroupResume
+	if r.Window < 0 {
+		return roster.LogLimits{}
+	}
+	return roster.LogLimits{MaxAge: r.Window, MaxDeltas: r.Deltas, MaxBytes: r.Bytes}
 }

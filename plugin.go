@@ -246,7 +246,8 @@ func (p *Plugin) build() {
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: p.logFor("groups"),
 		Store: p.store, Presence: p.publisher, Outlet: groupTopics{p.outlet}, Viewer: p.hook.Viewer, Introduce: p.introduce,
-		Lead: func(members []string) { p.interest.Lead(members) },
+		Lead:   func(members []string) { p.interest.Lead(members) },
+		Resume: cfg.Presence.groupResume(),
 	})
 	p.interest = interest.New(interest.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),
@@ -264,7 +265,8 @@ func (p *Plugin) build() {
 
 // addHooks adds the hooks to the server, in the order package hooks gives.
 func (p *Plugin) addHooks() error {
-	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, p.delivery, p.privacy}
+	// The groups' hook before the delivery's: see groups.Hook.
+	list := []mqtt.Hook{p.drain, p.limits, p.hook, &interest.Hook{Stage: p.interest}, &groups.Hook{Stage: p.groups}, p.delivery, p.privacy}
 	if p.notify != nil {
 		list = append(list, &notify.Hook{Stage: p.notify, Viewer: p.hook.Viewer})
 	}

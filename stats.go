@@ -84,7 +84,7 @@ func byLabel(kind stats.Kind, name, help, label string, values []string, read fu
 // buildTable is the plugin's figures, read from the stages' counts.
 func (p *Plugin) buildTable() *stats.Table {
 	return stats.New(append(append(append(append(append(append(p.sessionStats(), p.publishStats()...), p.interestStats()...), p.connectionStats()...), p.limitStats()...), p.monitoringStats()...),
-		append(append(append(p.consoleStats(), p.sparkplugStats()...), p.lifecycleStats()...), p.privacyStats()...)...)...)
+		append(append(append(append(p.consoleStats(), p.sparkplugStats()...), p.lifecycleStats()...), p.privacyStats()...), p.groupResumeStats()...)...)...)
 }
 
 // sessionStats are the figures of the sessions and the store.

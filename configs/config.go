@@ -246,6 +246,14 @@ type PresenceConfig struct {
 	// the device is shown offline (reason missed). Default 0: a tenth of
 	// the period, at least 5s; else 1s..24h.
 	DormantMargin Duration `yaml:"dormant_margin"`
+
+	// A subscriber of presence/groups/{group} coming back with the group
+	// version it holds (the MQTT 5 user property "version" on SUBSCRIBE)
+	// is sent what it missed from this node's log of the group's batches,
+	// bounded per group by these three; otherwise the snapshot.
+	GroupResumeWindow *Duration `yaml:"group_resume_window"` // how long a batch is kept; default 5m; 0 off (every resume gets the snapshot); <= 1h
+	GroupResumeDeltas int       `yaml:"group_resume_deltas"` // at most this many batches per group; default 1200; 1..100000
+	GroupResumeBytes  int       `yaml:"group_resume_bytes"`  // at most this many bytes of batches (JSON) per group; default 262144; 1024..67108864
 }
 
 // FlapConfig is flap control: a user whose ends would have shown them
@@ -547,6 +555,9 @@ const (
 	defaultSetRate             = 5
 	defaultSetBurst            = 10
 	defaultOfflineGrace        = Duration(5 * time.Second)
+	defaultGroupResumeWindow   = Duration(5 * time.Minute)
+	defaultGroupResumeDeltas   = 1200
+	defaultGroupResumeBytes    = 256 << 10
 	defaultDisconnectDebounce  = Duration(time.Second)
 	defaultWillDelayMax        = Duration(time.Minute)
 	defaultMinDwell            = Duration(time.Second)
@@ -669,6 +680,9 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Presence.Visibility, defaultVisibility)
 	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
 	setDuration(&c.Presence.InterestLinger, defaultInterestLinger)
+	setDurationPtr(&c.Presence.GroupResumeWindow, defaultGroupResumeWindow)
+	setInt(&c.Presence.GroupResumeDeltas, defaultGroupResumeDeltas)
+	setInt(&c.Presence.GroupResumeBytes, defaultGroupResumeBytes)
 	if c.Auth.ObserverMethods == nil { // an explicit empty list stays empty
 		c.Auth.ObserverMethods = []string{"password"}
 	}
@@ -984,6 +998,11 @@ func (c Config) validatePresence(v *validator) {
 		v.add("presence.offline_retention", "must be at least 1m (got %s)", c.Presence.OfflineRetention)
 	}
 	pace := c.Presence.Pacing()
+	if w := c.Presence.GroupResumeWindow; w != nil {
+		v.check("presence.group_resume_window", durationBetween(*w, 0, Duration(time.Hour)))
+	}
+	v.check("presence.group_resume_deltas", intBetween(c.Presence.GroupResumeDeltas, 1, 100000))
+	v.check("presence.group_resume_bytes", intBetween(c.Presence.GroupResumeBytes, 1024, 64<<20))
 	v.check("presence.offline_grace", durationBetween(Duration(pace.Grace), 0, Duration(5*time.Minute)))
 	v.check("presence.disconnect_debounce", durationBetween(Duration(pace.Debounce), 0, Duration(10*time.Second)))
 	v.check("presence.will_delay_max", durationBetween(c.Presence.WillDelayMax, Duration(time.Second), Duration(time.Hour)))

@@ -96,7 +96,8 @@ func TestDefaults(t *testing.T) {
 			DormantDevices:       DeviceDurations{},
 			TakeoverBattle: TakeoverBattleConfig{Takeovers: 5, Window: Duration(30 * time.Second),
 				Backoff: Duration(5 * time.Second), MaxBackoff: Duration(2 * time.Minute)},
-			ClockInterval: ptr(Duration(5 * time.Second)),
+			ClockInterval:     ptr(Duration(5 * time.Second)),
+			GroupResumeWindow: ptr(Duration(5 * time.Minute)), GroupResumeDeltas: 1200, GroupResumeBytes: 256 << 10,
 		},
 		Redis: RedisConfig{
 			KeyPrefix: "presenced:", DialTimeout: Duration(2 * time.Second),

@@ -241,6 +241,21 @@ func (d *Delivery) advance(topic string, to []*mqtt.Client, retain func(), live 
 	d.live.Store(nil)
 }
 
+// send runs live, which publishes on topic, for the subscribers in to
+// only, inside the fence, which the caller holds (Outlet.Step). Unlike
+// advance it keeps a subscriber whose SUBSCRIBE is still being processed:
+// a group topic's resume asked for no retained message, so it would read
+// none.
+func (d *Delivery) send(topic string, to []*mqtt.Client, live func()) {
+	p := &publishing{topic: topic, targets: make(map[*mqtt.Client]struct{}, len(to))}
+	for _, cl := range to {
+		p.targets[cl] = struct{}{}
+	}
+	d.live.Store(p)
+	live()
+	d.live.Store(nil)
+}
+
 // settle records what p delivered to the subscribers that are missing
 // something: one that took p (it subscribes to p's topic and p was neither
 // dropped nor held back for it) is making progress, so its backoff ends,

@@ -101,6 +101,15 @@ func (f Fenced) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) 
 	return err
 }
 
+// Send publishes payload live on topic (QoS 1, not retained) for the
+// subscribers in to only (with a Guard; without one, every subscriber of
+// topic gets it), retaining nothing: a group topic's reply to a resume
+// (Delivery.send).
+func (f Fenced) Send(topic string, to []*mqtt.Client, payload []byte) (err error) {
+	f.o.d.send(topic, to, func() { err = f.o.srv.Publish(topic, payload, false, 1) })
+	return err
+}
+
 // Retain stores payload as topic's retained message, delivering nothing.
 func (f Fenced) Retain(topic string, payload []byte) {
 	f.o.srv.Topics.RetainMessage(retained(topic, payload))

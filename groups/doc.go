@@ -41,15 +41,30 @@
 //     first, mochi's reading of the retained messages for its subscription
 //     or the live publish.
 //
+// Resume: a SUBSCRIBE to a group topic with the MQTT 5 user property
+// "version" (the group version the client holds) gets no retained snapshot
+// (the Hook sets its retain handling to 2 in OnSubscribe), and is sent, to
+// that subscriber only (Topics.Send), nothing, one delta merging every
+// batch since that version (from this node's roster.DeltaLog of the
+// batches it applied, which a node that begins to watch a group starts
+// from the batches the store's group log keeps: GroupHistory), or the
+// snapshot. The Hook records the resume in OnSubscribed, while the
+// delivery holds its fence for reading (it is added before the delivery's
+// hook), so no batch is published between mochi's indexing of the
+// subscription and the record; the reply is sent in one step (the resume
+// worker's, or that of the group's next batch, which serves the resumes
+// waiting first): the subscriber gets it before the batch after it.
+//
 // A new leader takes over when the lease of the old one runs out (at most
 // redis.node_ttl after it died); meanwhile the user topics go on, and the
 // group topics pause. Without any group nobody leads, and the lease costs
 // the store nothing.
 //
 // Goroutines (Start; Stop stops and waits for them): the reader (groups and
-// snapshots to read from the store), the claims writer, and the leader
-// loop. Locks: topicMu (a group's snapshot retained, then its delta
-// published, as one step) is taken inside the delivery's fence (Outlet.Step:
+// snapshots to read from the store), the claims writer, the resume worker
+// (the resumes recorded, served), and the leader loop. Locks: topicMu (a
+// group's snapshot retained, then its delta published, as one step; it
+// guards the resumes waiting too) is taken inside the delivery's fence (Outlet.Step:
 // a SUBSCRIBE holds the fence for reading while Watch takes topicMu), and
 // is never held across a store call; readMu guards
 // what the reader is to read, claimsMu the claims to write, fileMu the

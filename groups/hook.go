@@ -5,10 +5,15 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
-// Hook is the mochi hook that tells the stage of each SUBSCRIBE's filters
-// (Watch), so that a group topic is kept from its first subscription on.
-// It never waits on the store, holds no lock of the delivery fence, and so
-// may be added in any order.
+// Hook is the mochi hook of the group topics' resume: a SUBSCRIBE to
+// presence/groups/{group} with the MQTT 5 user property "version" (the
+// group version the client holds) gets no retained snapshot (AskResume, in
+// OnSubscribe), and is sent what it missed (Resumed, in OnSubscribed; the
+// interest stage's hook tells the stage of the group's first subscription,
+// Watch). Add it before the delivery's hook: its OnSubscribed must run
+// while that hook holds the fence for reading, so that no batch is
+// published between mochi's indexing of the subscription and the resume's
+// record.
 type Hook struct {
 	mqtt.HookBase
 	Stage *Stage
@@ -18,17 +23,25 @@ type Hook struct {
 func (h *Hook) ID() string { return "presence-groups" }
 
 // Provides implements mqtt.Hook.
-func (h *Hook) Provides(b byte) bool { return b == mqtt.OnSubscribe }
+func (h *Hook) Provides(b byte) bool {
+	return b == mqtt.OnSubscribe || b == mqtt.OnSubscribed || b == mqtt.OnDisconnect
+}
 
 // OnSubscribe implements mqtt.Hook.
 func (h *Hook) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	if cl.Net.Inline {
 		return pk
 	}
-	for _, f := range pk.Filters {
-		if f.Filter != "" {
-			h.Stage.Watch(cl, f.Filter)
-		}
-	}
-	return pk
+	return h.Stage.AskResume(cl, pk)
 }
+
+// OnSubscribed implements mqtt.Hook.
+func (h *Hook) OnSubscribed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
+	if cl.Net.Inline {
+		return
+	}
+	h.Stage.Resumed(cl, pk, codes)
+}
+
+// OnDisconnect implements mqtt.Hook.
+func (h *Hook) OnDisconnect(cl *mqtt.Client, _ error, _ bool) { h.Stage.Gone(cl) }

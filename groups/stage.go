@@ -54,6 +54,9 @@ type Topics interface {
 	// nothing; Clear removes it.
 	Retain(topic string, payload []byte)
 	Clear(topic string)
+	// Send publishes payload live on topic (QoS 1, not retained) for the
+	// subscribers in to only, retaining nothing (a resume's reply).
+	Send(topic string, to []*mqtt.Client, payload []byte) error
 }
 
 // Visibility is who reads a group's topic, and its members' presence.
@@ -89,6 +92,11 @@ type Options struct {
 	// group topics (the leader needs their presence: the interest stage
 	// shows them), and nil when it stops leading; nil: not told.
 	Lead func(members []string)
+	// Resume bounds this node's log of the batches it applied, per group,
+	// from which a subscriber coming back with the version it holds is
+	// sent what it missed (presence.group_resume_*); zero: no log, every
+	// resume gets the snapshot.
+	Resume roster.LogLimits
 }
 
 // Stage is the groups stage (see the package doc).
@@ -102,7 +110,13 @@ type Stage struct {
 
 	topicMu sync.Mutex                           // a group's snapshot retained, then its delta published
 	waiting map[string]map[*mqtt.Client]struct{} // subscriptions to a group watched at version 0, under topicMu
-	joins   chan []roster.Change                 // membership changes, for the pump
+	resumes map[string]map[*mqtt.Client]uint64   // resumes to serve: group -> subscriber -> version held, under topicMu
+	dlog    *roster.DeltaLog                     // the batches applied here, per group (resume)
+
+	resumeWake chan struct{}
+	// Resumes are the resumes' counts.
+	Resumes ResumeStats
+	joins   chan []roster.Change // membership changes, for the pump
 
 	readMu   sync.Mutex          // guards dirty, resyncs and listens
 	dirty    map[string]struct{} // groups to read again ("": all)
@@ -142,8 +156,9 @@ func New(o Options) *Stage {
 		index:   roster.NewIndex(),
 		mirror:  roster.NewMirror(),
 		waiting: make(map[string]map[*mqtt.Client]struct{}),
-		joins:   make(chan []roster.Change, 16),
-		dirty:   make(map[string]struct{}), resyncs: make(map[string]struct{}), listens: make(map[string]bool), readWake: make(chan struct{}, 1),
+		resumes: make(map[string]map[*mqtt.Client]uint64), dlog: roster.NewDeltaLog(o.Resume, o.Now), resumeWake: make(chan struct{}, 1),
+		joins: make(chan []roster.Change, 16),
+		dirty: make(map[string]struct{}), resyncs: make(map[string]struct{}), listens: make(map[string]bool), readWake: make(chan struct{}, 1),
 		claimsDirty: make(map[string][]string), claimsHeld: make(map[string][]string), claimsWake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
 	}
@@ -155,6 +170,9 @@ func New(o Options) *Stage {
 // into the roster: before Start, so that the first connections find their
 // groups.
 func (s *Stage) Load(ctx context.Context) error {
+	if s.dlog.On() {
+		s.o.Store.KeepBatches(s.o.Resume.MaxDeltas) // read back by a node that begins to watch a group
+	}
 	if s.o.File != "" {
 		file, err := roster.LoadFile(s.o.File)
 		if err != nil {
@@ -172,10 +190,12 @@ func (s *Stage) Load(ctx context.Context) error {
 	return nil
 }
 
-// Start starts the reader, the claims writer and the leader loop.
+// Start starts the reader, the claims writer, the resume worker and the
+// leader loop.
 func (s *Stage) Start() {
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go s.worker(s.readWake, s.readChanged)
+	go s.worker(s.resumeWake, s.serveAllResumes)
 	go s.worker(s.claimsWake, s.writeDirtyClaims)
 	go s.leadLoop()
 }

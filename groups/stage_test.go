@@ -31,6 +31,15 @@ func (s gatedStore) GroupSnapshot(ctx context.Context, g string) (roster.Snapsho
 	return s.Memory.GroupSnapshot(ctx, g)
 }
 
+func (s gatedStore) GroupHistory(ctx context.Context, g string) (roster.Snapshot, []roster.Logged, bool, error) {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return roster.Snapshot{}, nil, false, ctx.Err()
+	}
+	return s.Memory.GroupHistory(ctx, g)
+}
+
 // outlet records what the stage sends to the broker.
 type outlet struct {
 	mu       sync.Mutex
@@ -55,6 +64,8 @@ func (o *outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte)
 }
 
 func (o *outlet) Retain(topic string, payload []byte) {}
+
+func (o *outlet) Send(topic string, to []*mqtt.Client, payload []byte) error { return nil }
 
 func (o *outlet) Clear(topic string) {
 	o.mu.Lock()
@@ -112,7 +123,7 @@ func TestWatchNeverWaitsOnTheStore(t *testing.T) {
 	testkit.Wait(t, 5*time.Second, "the team's snapshot retained", func() error {
 		snap, ok, sent := out.snapshot("presence/groups/team")
 		to = sent
-		return testkit.Why(ok && snap.Version == 1 && len(snap.Members) == 2, "not yet")
+		return testkit.Why(ok && snap.Version > 0 && len(snap.Members) == 2, "not yet")
 	})
 	if len(to) != 1 || len(to[0]) != 1 || to[0][0] != cl {
 		t.Fatalf("live snapshot for %v, want the one subscription that asked, once", to)

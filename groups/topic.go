@@ -64,7 +64,7 @@ func (s *Stage) leadLoop() {
 			if gen := s.index.Gen(); gen != l.gen || !s.leading.Load() {
 				s.lead(true) // the members may have changed: the interest follows
 			}
-			l.gen = s.leadOnce(ctx, l.gen)
+			l.gen = s.leadOnce(ttl/3, l.gen)
 		}
 		cancel()
 	}
@@ -138,13 +138,22 @@ func (s *Stage) unwatchBoard() {
 
 // leadOnce, when the roster changed since gen, opens the groups the Board
 // does not keep yet and drops the deleted ones; then it commits the batches
-// due. It returns the roster's generation it reconciled with.
-func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
+// due. It returns the roster's generation it reconciled with. Each store
+// call has its own deadline (each): opening a large group must not eat the
+// time of the commits after it (a commit that times out has the group
+// read back and opened again, which, sharing one deadline, could time out
+// the next commit the same way for ever).
+func (s *Stage) leadOnce(each time.Duration, gen uint64) uint64 {
+	call := func(fn func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), each)
+		defer cancel()
+		return fn(ctx)
+	}
 	if now := s.index.Gen(); now != gen {
 		kept := s.board.Groups()
 		for _, g := range s.index.Groups() {
 			if _, ok := slices.BinarySearch(kept, g); !ok {
-				if err := s.openGroup(ctx, g); err != nil {
+				if err := call(func(ctx context.Context) error { return s.openGroup(ctx, g) }); err != nil {
 					return gen
 				}
 			}
@@ -152,7 +161,7 @@ func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
 		for _, g := range kept {
 			if !s.index.Has(g) {
 				s.board.Unwatch(g)
-				if err := s.o.Store.DropGroup(ctx, g); err != nil {
+				if err := call(func(ctx context.Context) error { return s.o.Store.DropGroup(ctx, g) }); err != nil {
 					return gen
 				}
 			}
@@ -160,7 +169,8 @@ func (s *Stage) leadOnce(ctx context.Context, gen uint64) uint64 {
 		gen = now
 	}
 	for _, d := range s.board.Cut() {
-		ok, err := s.o.Store.CommitBatch(ctx, d)
+		var ok bool
+		err := call(func(ctx context.Context) (err error) { ok, err = s.o.Store.CommitBatch(ctx, d); return err })
 		if err != nil {
 			// Not committed: read the group back and cut again from there.
 			s.board.Unwatch(d.Group)
@@ -237,8 +247,10 @@ func (s *Stage) Apply(d *roster.Delta) {
 		held        uint64
 	)
 	s.step(func(t Topics) {
+		s.serveResumes(t, d.Group) // up to the version held, before the batch after it
 		var snap roster.Snapshot
 		if snap, ok = s.mirror.Apply(*d); ok {
+			s.dlog.Append(*d)
 			s.advance(t, snap, nil, d)
 		}
 		held, watched = s.mirror.Version(d.Group)
@@ -267,7 +279,17 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 	defer cancel()
 	waiting := false
 	for _, g := range slices.Sorted(maps.Keys(groups)) {
-		snap, ok, err := s.o.Store.GroupSnapshot(ctx, g)
+		var (
+			snap    roster.Snapshot
+			batches []roster.Logged
+			ok      bool
+			err     error
+		)
+		if s.dlog.On() {
+			snap, batches, ok, err = s.o.Store.GroupHistory(ctx, g)
+		} else {
+			snap, ok, err = s.o.Store.GroupSnapshot(ctx, g)
+		}
 		if err != nil {
 			return err
 		}
@@ -293,12 +315,19 @@ func (s *Stage) readSnapshots(groups map[string]struct{}) error {
 			if !s.mirror.Set(snap) {
 				return
 			}
-			var to []*mqtt.Client // a resync: every subscriber gets the snapshot live
-			if held == 0 {        // the first here: only those that asked and missed it
+			s.dlog.Seed(g, snap.Version, batches) // the log's batches up to it (its own no longer lead there)
+			var to []*mqtt.Client                 // a resync: every subscriber gets the snapshot live
+			if held == 0 {                        // the first here: only those that asked and missed it
+				served := s.serveResumes(t, g) // resumes: sent the snapshot, or nothing
 				to = make([]*mqtt.Client, 0, len(s.waiting[g]))
 				for cl := range s.waiting[g] {
-					to = append(to, cl)
+					if !slices.Contains(served, cl) {
+						to = append(to, cl)
+					}
 				}
+			} else if n := len(s.resumes[g]); n > 0 { // they get the snapshot live with everyone
+				s.Resumes.Fallback[slices.Index(roster.Causes, roster.CauseCold)].Add(int64(n))
+				delete(s.resumes, g)
 			}
 			delete(s.waiting, g)
 			s.advance(t, snap, to, snap)
@@ -391,7 +420,9 @@ func (s *Stage) groupFilter(filter string) (string, bool) {
 func (s *Stage) Unwatch(group string) {
 	s.step(func(t Topics) {
 		s.mirror.Drop(group)
+		s.dlog.Forget(group)
 		delete(s.waiting, group)
+		delete(s.resumes, group)
 		t.Clear(s.topics + group)
 	})
 	s.listen(group, false)
@@ -442,7 +473,9 @@ func (s *Stage) unwatchDeleted() {
 		}
 		s.step(func(t Topics) {
 			s.mirror.Drop(g)
+			s.dlog.Forget(g)
 			delete(s.waiting, g)
+			delete(s.resumes, g)
 			t.Clear(s.topics + g)
 		})
 		s.listen(g, false)
@@ -461,8 +494,10 @@ func (s *Stage) retain(t Topics, snap roster.Snapshot) {
 }
 
 // Refresh stores every watched group's snapshot again as retained (mochi
-// purges retained messages older than its maximum message expiry).
+// purges retained messages older than its maximum message expiry), and
+// drops the batches past the log's age from it.
 func (s *Stage) Refresh() {
+	s.dlog.Prune()
 	for _, g := range s.mirror.Groups() {
 		s.step(func(t Topics) {
 			if snap, ok := s.mirror.Get(g); ok && snap.Version > 0 {

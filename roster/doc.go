@@ -10,6 +10,10 @@
 //     batches (Delta), at most one per window per group, the latest change
 //     per member, with consecutive group versions; a Snapshot is a group's
 //     whole state at one version.
+//   - DeltaLog keeps, per group, the latest batches applied, bounded by
+//     time, count and bytes (LogLimits); Resume decides what a subscriber
+//     coming back with the version it holds is sent: nothing, one delta
+//     (Merge of the batches since), or the snapshot, with the cause.
 //   - ParseFile and LoadFile read a groups file (YAML).
 //
 // The package is pure: no MQTT, no Redis. The clock and the members'

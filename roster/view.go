@@ -122,7 +122,7 @@ func (b *Board) Watch(group string) (Snapshot, bool) {
 	defer b.mu.Unlock()
 	v := b.groups[group]
 	if v == nil {
-		v = &view{version: 1, members: make(map[string]Member, len(users)), pending: make(map[string]*Member), last: b.now(), counts: make(map[presence.Status]int)}
+		v = &view{version: FirstVersion(b.now()), members: make(map[string]Member, len(users)), pending: make(map[string]*Member), last: b.now(), counts: make(map[presence.Status]int)}
 		for _, u := range users {
 			m := b.member(u)
 			v.members[u] = m
@@ -132,6 +132,15 @@ func (b *Board) Watch(group string) (Snapshot, bool) {
 	}
 	return v.snapshot(group), true
 }
+
+// FirstVersion is the version a group's history starts at when its log is
+// opened: the time in microseconds (1 before 1970). Each batch adds one, at
+// most one per window (10 ms at least), so a history opened again later
+// (a store that forgot it, a memory store restarted) starts above every
+// version of the one before: a subscriber that comes back with a version of
+// a forgotten history holds a version the new one never had, and is sent
+// the snapshot (Resume), never a delta of another history.
+func FirstVersion(now time.Time) uint64 { return uint64(max(1, now.UnixMicro())) }
 
 // Unwatch stops keeping group.
 func (b *Board) Unwatch(group string) {

@@ -38,9 +38,15 @@ func (w *world) lookup(user string) (presence.Shown, bool) {
 
 const window = 250 * time.Millisecond
 
+// t0 is the boards' clock at start; v0 their groups' first version.
+var (
+	t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	v0 = FirstVersion(t0)
+)
+
 func newBoard(t *testing.T) (*Board, *Index, *world, *testkit.Clock) {
 	t.Helper()
-	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	clk := testkit.NewClock(t0)
 	w := &world{a: map[string]presence.Aggregate{}}
 	idx := NewIndex()
 	return NewBoard(idx, window, clk.Now, w.lookup), idx, w, clk
@@ -65,7 +71,7 @@ func TestBoardSnapshot(t *testing.T) {
 		t.Fatal("a group that does not exist was watched")
 	}
 	s, ok := b.Watch("team")
-	if !ok || s.Version != 1 || s.Group != "team" {
+	if !ok || s.Version != v0 || s.Group != "team" {
 		t.Fatalf("snapshot %+v %v", s, ok)
 	}
 	if got := statuses(s.Members); got != "ann=online@5 bob=away@7 cat=offline@0 " {
@@ -92,7 +98,7 @@ func TestBoardBatchesAndCoalesces(t *testing.T) {
 		t.Fatalf("next %v, want 0", d)
 	}
 	d1 := b.Cut()
-	if len(d1) != 1 || d1[0].Version != 2 || d1[0].Follows != 1 || statuses(d1[0].Changes) != "ann=online@10 " {
+	if len(d1) != 1 || d1[0].Version != v0+1 || d1[0].Follows != v0 || statuses(d1[0].Changes) != "ann=online@10 " {
 		t.Fatalf("first batch %+v", d1)
 	}
 	// Within the window: held.
@@ -109,7 +115,7 @@ func TestBoardBatchesAndCoalesces(t *testing.T) {
 	}
 	clk.Advance(time.Millisecond)
 	d2 := b.Cut()
-	if len(d2) != 1 || d2[0].Version != 3 || d2[0].Follows != 2 || statuses(d2[0].Changes) != "ann=busy@12 bob=online@3 " {
+	if len(d2) != 1 || d2[0].Version != v0+2 || d2[0].Follows != v0+1 || statuses(d2[0].Changes) != "ann=busy@12 bob=online@3 " {
 		t.Fatalf("second batch %+v", d2)
 	}
 	if d2[0].Online != 2 || d2[0].Total != 2 {
@@ -119,7 +125,7 @@ func TestBoardBatchesAndCoalesces(t *testing.T) {
 		t.Fatalf("next with nothing pending: %v", b.Next())
 	}
 	s, _ := b.Snapshot("team")
-	if s.Version != 3 || statuses(s.Members) != "ann=busy@12 bob=online@3 " {
+	if s.Version != v0+2 || statuses(s.Members) != "ann=busy@12 bob=online@3 " {
 		t.Fatalf("snapshot after the batches: %+v", s)
 	}
 }
@@ -188,7 +194,7 @@ func TestBoardMorningBurst(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for i, d := range deltas {
-		if d.Version != uint64(i+2) || d.Follows != uint64(i+1) {
+		if d.Version != v0+uint64(i+1) || d.Follows != v0+uint64(i) {
 			t.Fatalf("batch %d: version %d follows %d", i, d.Version, d.Follows)
 		}
 		for _, m := range d.Changes {
@@ -228,7 +234,7 @@ func TestBoardMembership(t *testing.T) {
 	if d := b.Cut(); len(d) != 0 {
 		t.Fatalf("a join and leave in one window sent %+v", d)
 	}
-	if s, _ := b.Snapshot("team"); s.Version != 3 || statuses(s.Members) != "dan=dnd@4 " {
+	if s, _ := b.Snapshot("team"); s.Version != v0+2 || statuses(s.Members) != "dan=dnd@4 " {
 		t.Fatalf("snapshot %+v", s)
 	}
 }

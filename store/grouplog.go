@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -36,6 +37,14 @@ type GroupLog interface {
 	CommitBatch(ctx context.Context, d roster.Delta) (bool, error)
 	// GroupSnapshot returns the group's snapshot, false when there is none.
 	GroupSnapshot(ctx context.Context, group string) (roster.Snapshot, bool, error)
+	// GroupHistory returns the group's snapshot, as GroupSnapshot, and
+	// the latest batches the log keeps (KeepBatches), read together: a
+	// node that begins to watch the group can then send a subscriber that
+	// comes back with an older version what it missed (resume).
+	GroupHistory(ctx context.Context, group string) (roster.Snapshot, []roster.Logged, bool, error)
+	// KeepBatches has the log keep the latest n batches of each group
+	// (with when each was committed) from now on; 0 (the default): none.
+	KeepBatches(n int)
 	// DropGroup forgets a deleted group's snapshot.
 	DropGroup(ctx context.Context, group string) error
 
@@ -53,12 +62,16 @@ type GroupLog interface {
 // --- memory: one node, always the leader ---
 
 type memoryLog struct {
-	mu     sync.Mutex
-	groups map[string]roster.Snapshot
+	mu      sync.Mutex
+	groups  map[string]roster.Snapshot
+	batches map[string][]roster.Logged // the latest keep batches per group, oldest first
+	keep    int
 }
 
 func (m *Memory) log() *memoryLog {
-	m.logOnce.Do(func() { m.glog = &memoryLog{groups: make(map[string]roster.Snapshot)} })
+	m.logOnce.Do(func() {
+		m.glog = &memoryLog{groups: make(map[string]roster.Snapshot), batches: make(map[string][]roster.Logged)}
+	})
 	return m.glog
 }
 
@@ -78,6 +91,7 @@ func (m *Memory) OpenGroup(_ context.Context, s roster.Snapshot) (roster.Snapsho
 		return cur, nil
 	}
 	l.groups[s.Group] = s
+	delete(l.batches, s.Group)
 	return s, nil
 }
 
@@ -94,6 +108,13 @@ func (m *Memory) CommitBatch(_ context.Context, d roster.Delta) (bool, error) {
 	mir.Set(cur)
 	next, _ := mir.Apply(d)
 	l.groups[d.Group] = next
+	if l.keep > 0 {
+		b := append(l.batches[d.Group], roster.Logged{Delta: d, At: m.now()})
+		if len(b) > l.keep {
+			b = slices.Delete(b, 0, len(b)-l.keep)
+		}
+		l.batches[d.Group] = b
+	}
 	dd := d
 	m.reportLog(Event{Kind: GroupBatch, Delta: &dd})
 	return true, nil
@@ -108,11 +129,29 @@ func (m *Memory) GroupSnapshot(_ context.Context, group string) (roster.Snapshot
 	return s, ok, nil
 }
 
+// GroupHistory implements GroupLog.
+func (m *Memory) GroupHistory(_ context.Context, group string) (roster.Snapshot, []roster.Logged, bool, error) {
+	l := m.log()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.groups[group]
+	return s, slices.Clone(l.batches[group]), ok, nil
+}
+
+// KeepBatches implements GroupLog.
+func (m *Memory) KeepBatches(n int) {
+	l := m.log()
+	l.mu.Lock()
+	l.keep = n
+	l.mu.Unlock()
+}
+
 // DropGroup implements GroupLog.
 func (m *Memory) DropGroup(_ context.Context, group string) error {
 	l := m.log()
 	l.mu.Lock()
 	delete(l.groups, group)
+	delete(l.batches, group)
 	l.mu.Unlock()
 	return nil
 }
@@ -124,7 +163,10 @@ func (m *Memory) reportLog(e Event) { m.report(e) }
 // --- Redis ---
 //
 // A group's log is a hash P:gs:{group} (the group's slot): "=v" its
-// version, "=c" its counts (JSON), "m:<user>" each member (JSON). A batch
+// version, "=c" its counts (JSON), "m:<user>" each member (JSON), and
+// "d:<version>" each of the latest batches kept (KeepBatches: "<unix ms>
+// <delta JSON>", the time Redis committed it), written by the same
+// script as the batch, which deletes the one KeepBatches versions older. A batch
 // is one script on it that checks the version, writes the changed members
 // and publishes the delta with SPUBLISH on P:gb:{group}, the group's own
 // channel in the same slot: only the nodes that listen to the group
@@ -189,7 +231,7 @@ func (r *Redis) CommitBatch(ctx context.Context, d roster.Delta) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	args := []any{strconv.FormatUint(d.Follows, 10), strconv.FormatUint(d.Version, 10), counts, delta, len(d.Changes)}
+	args := []any{strconv.FormatUint(d.Follows, 10), strconv.FormatUint(d.Version, 10), counts, delta, len(d.Changes), r.keepBatches.Load()}
 	for _, m := range d.Changes {
 		b, err := json.Marshal(m)
 		if err != nil {
@@ -220,6 +262,49 @@ func (r *Redis) GroupSnapshot(ctx context.Context, group string) (roster.Snapsho
 	}
 	s, err := decodeGroupLog(group, h)
 	return s, err == nil, err
+}
+
+// GroupHistory implements GroupLog.
+func (r *Redis) GroupHistory(ctx context.Context, group string) (roster.Snapshot, []roster.Logged, bool, error) {
+	h, err := r.c.HGetAll(ctx, r.k.groupLog(group)).Result()
+	if err != nil {
+		return roster.Snapshot{}, nil, false, r.fail("group history", err)
+	}
+	r.up()
+	if len(h) == 0 {
+		return roster.Snapshot{}, nil, false, nil
+	}
+	s, err := decodeGroupLog(group, h)
+	if err != nil {
+		return s, nil, false, err
+	}
+	return s, decodeGroupBatches(group, h), true, nil
+}
+
+// KeepBatches implements GroupLog.
+func (r *Redis) KeepBatches(n int) { r.keepBatches.Store(int64(max(n, 0))) }
+
+// decodeGroupBatches reads the batches kept in a group's log hash; one
+// that does not decode is left out (the node then has no log before it).
+func decodeGroupBatches(group string, h map[string]string) []roster.Logged {
+	var out []roster.Logged
+	for f, v := range h {
+		if !strings.HasPrefix(f, "d:") {
+			continue
+		}
+		ms, js, ok := strings.Cut(v, " ")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		var d roster.Delta
+		if json.Unmarshal([]byte(js), &d) != nil || d.Group != group {
+			continue
+		}
+		out = append(out, roster.Logged{Delta: d, At: time.UnixMilli(n)})
+	}
+	slices.SortFunc(out, func(a, b roster.Logged) int { return cmp.Compare(a.Delta.Version, b.Delta.Version) })
+	return out
 }
 
 // decodeGroupLog reads a group's log hash.

@@ -123,3 +123,45 @@ func TestRedisGroupLog(t *testing.T) {
 		t.Fatal("n1 leads again while n2's lease lives")
 	}
 }
+
+// groupLogKeeps: with KeepBatches(2) the log keeps the latest two batches
+// of a group, with when each was committed, and GroupHistory reads them
+// with the snapshot; a dropped group keeps none.
+func groupLogKeeps(t *testing.T, l GroupLog) {
+	t.Helper()
+	ctx := context.Background()
+	l.KeepBatches(2)
+	defer l.KeepBatches(0)
+	if _, err := l.OpenGroup(ctx, logSnapshot(10, roster.Member{User: "ann", Status: presence.Offline})); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	for v := uint64(11); v <= 13; v++ {
+		d := roster.Delta{Group: "team", Version: v, Follows: v - 1, Changes: []roster.Member{{User: "ann", Status: presence.Online, Version: v}},
+			Counts: roster.Counts{Online: 1, Total: 1, ByStatus: map[presence.Status]int{presence.Online: 1}}}
+		if ok, err := l.CommitBatch(ctx, d); !ok || err != nil {
+			t.Fatalf("commit %d: %v %v", v, ok, err)
+		}
+	}
+	snap, batches, ok, err := l.GroupHistory(ctx, "team")
+	if err != nil || !ok || snap.Version != 13 || len(batches) != 2 || batches[0].Delta.Version != 12 || batches[1].Delta.Version != 13 ||
+		batches[1].Delta.Changes[0].Version != 13 || batches[0].At.Before(before) || batches[0].At.After(time.Now().Add(time.Second)) {
+		t.Fatalf("history: %+v %+v %v %v", snap, batches, ok, err)
+	}
+	if err := l.DropGroup(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, b, ok, _ := l.GroupHistory(ctx, "team"); ok || len(b) != 0 {
+		t.Fatalf("a dropped group's batches remain: %v", b)
+	}
+}
+
+func TestMemoryGroupLogKeeps(t *testing.T) {
+	groupLogKeeps(t, NewMemory(presence.NewRules(nil), time.Now, func(Event) {}))
+}
+
+func TestRedisGroupLogKeeps(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := newRedisStore(t, srv.Client(t), "n1")
+	groupLogKeeps(t, a)
+}

@@ -79,6 +79,8 @@ type Redis struct {
 	started    bool
 	running    atomic.Bool // started, readable without the lock (fail)
 
+	keepBatches atomic.Int64 // batches the group log keeps per group (grouplog.go)
+
 	down atomic.Bool // in an outage (readiness: degraded); out.down, readable without the lock
 	// failoverAt is when Redis last answered again after an outage, or a
 	// cluster master was last seen replaced (unix ns): for a node_ttl after

@@ -1,0 +1,32 @@
+package presenced
+
+import (
+	"github.com/presenced/presenced/roster"
+	"github.com/presenced/presenced/stats"
+)
+
+// groupResumeStats are the figures of the group topics' resume (a
+// SUBSCRIBE with the version the client holds): served from the log,
+// fallbacks to the snapshot by cause, and the log's size.
+func (p *Plugin) groupResumeStats() []stats.Stat {
+	r := &p.groups.Resumes
+	causes := make([]string, 0, len(roster.Causes)+1)
+	for _, c := range roster.Causes {
+		causes = append(causes, string(c))
+	}
+	causes = append(causes, "ambiguous")
+	return []stats.Stat{
+		counter("group_resumes_total", "Group topic resumes (SUBSCRIBE with the version held) served from this node's log: one delta, or nothing when the version held was the current one.", func() int64 { return r.Resumed.Load() + r.Current.Load() }),
+		counter("group_resumes_current_total", "Group topic resumes that held the current version: sent nothing.", r.Current.Load),
+		byLabel(stats.Counter, "group_resume_fallbacks_total", "Group topic resumes sent the snapshot instead, by cause: garbage (not a version), future (above the node's version), too_old (past the log), cold (no log up to the current version on this node), ambiguous (several group filters in one SUBSCRIBE).", "cause",
+			causes, func(c string) int64 {
+				if c == "ambiguous" {
+					return r.Ambiguous.Load()
+				}
+				return r.Fallbacks(roster.Cause(c))
+			}, nil),
+		gauge("group_resume_log_groups", "Groups with batches in this node's resume log.", func() int64 { return int64(p.groups.LogStats().Groups) }),
+		gauge("group_resume_log_deltas", "Batches in this node's resume log, all groups.", func() int64 { return int64(p.groups.LogStats().Deltas) }),
+		gauge("group_resume_log_bytes", "Bytes (JSON) of the batches in this node's resume log, all groups.", func() int64 { return int64(p.groups.LogStats().Bytes) }),
+	}
+}
