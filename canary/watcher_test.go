@@ -65,7 +65,9 @@ func TestWatcher(t *testing.T) {
 		check func(t *testing.T, r slo.Report, c slo.Counts)
 	}{
 		{"shown within bound", []ev{
-			{1 * s, func(now time.Time) presence.Aggregate { return online(u, now.Add(-20*time.Millisecond), planAt(slo.Reset, 20*s)) }},
+			{1 * s, func(now time.Time) presence.Aggregate {
+				return online(u, now.Add(-20*time.Millisecond), planAt(slo.Reset, 20*s))
+			}},
 			{26 * s, func(now time.Time) presence.Aggregate { return offline(u, now) }},
 			{27 * s, nil},
 		}, func(t *testing.T, r slo.Report, c slo.Counts) {
