@@ -73,7 +73,10 @@
 // shards' workers (stopped after the pump, before the webhooks they push
 // through); with webhooks, the hub's lease loop and one sender per
 // endpoint (stopped after the pump, each flushing what waits within its
-// budget).
+// budget). The binary's canary (Broker, broker_canary.go; package canary)
+// runs one goroutine per synthetic user and the observer's: Broker.Start
+// starts them once the listeners serve, and Broker.Stop stops them first,
+// before the admin port and the listeners close.
 //
 // # Lock order
 //

@@ -83,8 +83,10 @@ var floorPlan = map[string][]string{
 	"sparkplug":         {"internal/puback"},
 	"lifecycle":         {"presence"},
 	"webhook":           {"presence"},
+	"slo":               {},
+	"canary":            {"presence", "slo"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify", "slo", "canary"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

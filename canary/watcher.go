@@ -141,6 +141,6 @@ func (w *watcher) close(now time.Time, st *watch, missed bool) {
 	}
 	w.acct.Exposed(now, end.Sub(st.onlineAt), off)
 	if missed {
-		w.acct.Missed(now, st.plan.Kind)
+		w.acct.Missed(now, st.plan.Kind, now.Sub(end))
 	}
 }

@@ -1188,6 +1188,9 @@ func (c Config) validateCanary(v *validator) {
 	if c.MQTT.Addr == Off {
 		v.add("canary.enabled", "needs the TCP listener (mqtt.addr is off): the canary connects to it over loopback")
 	}
+	if c.TLS.RequireClientCert {
+		v.add("canary.enabled", "cannot connect with tls.require_client_cert: the canary has no client certificate")
+	}
 }
 
 type validator struct{ errs []*keyError }

@@ -51,8 +51,9 @@ type Options struct {
 // sample is one measurement at a time.
 type sample struct {
 	at     time.Time
-	v      time.Duration // the latency; for a miss, math.MaxInt64
+	v      time.Duration // the latency; for a miss, how long it was waited for
 	within bool
+	missed bool
 }
 
 // series is a window of samples, oldest first.
@@ -139,8 +140,9 @@ func (a *Accounting) Detected(at time.Time, k Kind, latency, bound time.Duration
 }
 
 // Missed records an end of kind k that was never shown before the synthetic
-// user's next session: late, with an infinite latency.
-func (a *Accounting) Missed(at time.Time, k Kind) {
+// user's next session, waited for waited: late, and its latency at least
+// waited (the quantiles count it as waited: a lower bound).
+func (a *Accounting) Missed(at time.Time, k Kind, waited time.Duration) {
 	i := k.index()
 	if i == len(Kinds) {
 		return
@@ -150,7 +152,7 @@ func (a *Accounting) Missed(at time.Time, k Kind) {
 	a.counts.Ends[i]++
 	a.counts.Late[i]++
 	a.counts.Missed[i]++
-	a.counts.Dropped += int64(a.detect[i].add(sample{at: at, v: math.MaxInt64}, a.o.Window, a.o.MaxSamples))
+	a.counts.Dropped += int64(a.detect[i].add(sample{at: at, v: max(waited, 0), missed: true}, a.o.Window, a.o.MaxSamples))
 }
 
 // Propagated records a change committed on one node shown latency later
@@ -210,7 +212,8 @@ type KindReport struct {
 	// WithinRatio is Within / Ends (1 with no end: no budget spent).
 	WithinRatio float64 `json:"within_bound_ratio"`
 	// P50 and P99 are the detection latencies' quantiles in seconds (-1
-	// with no end; +Inf is written as -1 too, with Missed saying why).
+	// with no end); a missed end counts as the time it was waited for, so
+	// a quantile that falls on one is a lower bound.
 	P50 float64 `json:"p50_seconds"`
 	P99 float64 `json:"p99_seconds"`
 }
@@ -257,13 +260,12 @@ func (a *Accounting) Report(now time.Time) Report {
 	}
 	a.prop.trim(now, a.o.Window)
 	r.Propagations = len(a.prop.s)
-	r.PropagationP50, r.PropagationP99 = quantileJSON(a.prop.s, 0.5), quantileJSON(a.prop.s, 0.99)
+	r.PropagationP50, r.PropagationP99 = quantile(a.prop.s, 0.5), quantile(a.prop.s, 0.99)
 	return r
 }
 
 // Quantiles returns the window's detection p99 per kind (by Kinds index)
-// and the propagation p99, in seconds: -1 with no sample, +Inf when the
-// quantile falls on a miss.
+// and the propagation p99, in seconds: -1 with no sample.
 func (a *Accounting) Quantiles(now time.Time) (detection [4]float64, propagation float64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -276,12 +278,12 @@ func (a *Accounting) Quantiles(now time.Time) (detection [4]float64, propagation
 }
 
 func kindReport(k Kind, s []sample) KindReport {
-	r := KindReport{Kind: k, Ends: len(s), WithinRatio: 1, P50: quantileJSON(s, 0.5), P99: quantileJSON(s, 0.99)}
+	r := KindReport{Kind: k, Ends: len(s), WithinRatio: 1, P50: quantile(s, 0.5), P99: quantile(s, 0.99)}
 	for _, x := range s {
 		if x.within {
 			r.Within++
 		}
-		if x.v == math.MaxInt64 {
+		if x.missed {
 			r.Missed++
 		}
 	}
@@ -291,18 +293,8 @@ func kindReport(k Kind, s []sample) KindReport {
 	return r
 }
 
-// quantileJSON is the nearest-rank q-quantile of the samples' latencies in
-// seconds: -1 with none, and -1 too when it falls on a miss (JSON has no
-// infinity; the report's Missed says so).
-func quantileJSON(s []sample, q float64) float64 {
-	v := quantile(s, q)
-	if math.IsInf(v, 1) {
-		return -1
-	}
-	return v
-}
-
-// quantile is quantileJSON with +Inf for a miss.
+// quantile is the nearest-rank q-quantile of the samples' latencies in
+// seconds: -1 with none.
 func quantile(s []sample, q float64) float64 {
 	if len(s) == 0 {
 		return -1
@@ -314,9 +306,6 @@ func quantile(s []sample, q float64) float64 {
 	slices.Sort(v)
 	rank := int(math.Ceil(q*float64(len(v)))) - 1
 	rank = min(max(rank, 0), len(v)-1)
-	if v[rank] == math.MaxInt64 {
-		return math.Inf(1)
-	}
 	return v[rank].Seconds()
 }
 

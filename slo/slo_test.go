@@ -38,7 +38,7 @@ func run(a *Accounting, steps []step) {
 		case "detect":
 			a.Detected(at, s.kind, s.v, 10*time.Second)
 		case "miss":
-			a.Missed(at, s.kind)
+			a.Missed(at, s.kind, s.v)
 		case "prop":
 			a.Propagated(at, s.v)
 		case "expose":
@@ -89,12 +89,12 @@ func TestReport(t *testing.T) {
 				t.Errorf("counts: %+v", c)
 			}
 		}},
-		{name: "a miss is late and infinite", steps: []step{
+		{name: "a miss is late, and counts as the time waited", steps: []step{
 			{at: 1 * s, do: "detect", kind: Drain, v: 6 * s},
-			{at: 2 * s, do: "miss", kind: Drain},
+			{at: 2 * s, do: "miss", kind: Drain, v: 20 * s},
 		}, now: time.Minute, check: func(t *testing.T, r Report, c Counts) {
 			d := r.Detection[3]
-			if d.Ends != 2 || d.Missed != 1 || d.Within != 1 || d.P50 != 6 || d.P99 != -1 {
+			if d.Ends != 2 || d.Missed != 1 || d.Within != 1 || d.P50 != 6 || d.P99 != 20 {
 				t.Errorf("drain: %+v", d)
 			}
 			if c.Missed[3] != 1 || c.Late[3] != 1 {
@@ -166,15 +166,15 @@ func TestMaxSamples(t *testing.T) {
 	}
 }
 
-// Quantiles gives +Inf where the p99 is a miss, for the gauges.
-func TestQuantilesInf(t *testing.T) {
+// Quantiles gives the p99s for the gauges, a miss as the time waited.
+func TestQuantiles(t *testing.T) {
 	clock := testkit.NewClock(t0)
 	a := New(Options{})
-	a.Missed(clock.Now(), Silence)
+	a.Missed(clock.Now(), Silence, 30*time.Second)
 	a.Propagated(clock.Now(), 40*time.Millisecond)
 	clock.Advance(time.Minute)
 	d, p := a.Quantiles(clock.Now())
-	if !math.IsInf(d[2], 1) || d[0] != -1 || p != 0.04 {
+	if d[2] != 30 || d[0] != -1 || p != 0.04 {
 		t.Errorf("quantiles %v %v", d, p)
 	}
 	clock.Advance(2 * time.Hour)
