@@ -23,7 +23,13 @@ func TestCanaryValidation(t *testing.T) {
 		// 1.5 × 5 s + 5 s + 1 s = 13.5 s: 40.5 s at least.
 		{"interval under 3 bounds", func(c *Config) { c.Canary.Enabled, c.Canary.Interval = true, Duration(40*time.Second) }, "canary.interval"},
 		{"interval under 3 bounds, off", func(c *Config) { c.Canary.Interval = Duration(40 * time.Second) }, ""},
-		{"interval of 3 bounds", func(c *Config) { c.Canary.Enabled, c.Canary.Interval = true, Duration(40500*time.Millisecond) }, ""},
+		{"interval of 3 bounds, no flap control", func(c *Config) {
+			c.Canary.Enabled, c.Canary.Interval = true, Duration(40500*time.Millisecond)
+			*c.Presence.Flap.Ends = 0
+		}, ""},
+		// 3 ends in 2 minutes flap: a user ending every minute would.
+		{"interval that flaps", func(c *Config) { c.Canary.Enabled, c.Canary.Interval = true, Duration(time.Minute) }, "canary.interval"},
+		{"interval that does not flap", func(c *Config) { c.Canary.Enabled, c.Canary.Interval = true, Duration(61*time.Second) }, ""},
 		{"ends", func(c *Config) { c.Canary.Ends = []string{"clean", "kill"} }, "canary.ends"},
 		{"no end", func(c *Config) { c.Canary.Ends = []string{} }, "canary.ends"},
 		{"window", func(c *Config) { c.Canary.Window = Duration(time.Second) }, "canary.window"},

@@ -437,7 +437,7 @@ type NotifyConfig struct {
 type CanaryConfig struct {
 	Enabled   bool     `yaml:"enabled"`   // default false
 	Users     int      `yaml:"users"`     // synthetic users per node (connections: users + 1); default 3; 1..8
-	Interval  Duration `yaml:"interval"`  // each user's cycle: connect, end a third in, connect again; default 60s; at least 3 × the bound, at most 1h
+	Interval  Duration `yaml:"interval"`  // each user's cycle: connect, end a third in, connect again; default 90s; at least 3 × the bound, at most 1h; fewer than presence.flap.ends ends per presence.flap.window
 	KeepAlive Duration `yaml:"keepalive"` // the synthetic users' keep-alive; default 5s; whole seconds, 1s..mqtt.max_keepalive
 	Ends      []string `yaml:"ends"`      // the end kinds, rotated; default [clean, rst, silence, drain]
 	Window    Duration `yaml:"window"`    // the window of GET /api/v1/slo; default 1h; 1m..24h
@@ -740,7 +740,7 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Notify.MaxPayload, defaultNotifyMaxPayload)
 	setInt(&c.Notify.Queue, defaultNotifyQueue)
 	setInt(&c.Canary.Users, 3)
-	setDuration(&c.Canary.Interval, Duration(time.Minute))
+	setDuration(&c.Canary.Interval, Duration(90*time.Second))
 	setDuration(&c.Canary.KeepAlive, Duration(5*time.Second))
 	setDuration(&c.Canary.Window, Duration(time.Hour))
 	if c.Canary.Ends == nil {
@@ -1184,6 +1184,12 @@ func (c Config) validateCanary(v *validator) {
 	if bound := Duration(c.CanaryBound()); k.Interval < 3*bound {
 		v.add("canary.interval", "must be at least 3 × the bound, 1.5 × canary.keepalive + presence.offline_grace + 1s = %s (got %s)",
 			shortDuration(bound), k.Interval)
+	}
+	// A synthetic user that flaps is held for presence.flap.grace: its
+	// ends would be late by design.
+	if n := c.Presence.Flap.Ends; n != nil && *n >= 2 && k.Interval*Duration(*n-1) <= c.Presence.Flap.Window {
+		v.add("canary.interval", "must be more than presence.flap.window / (presence.flap.ends - 1) = %s, or the synthetic users flap (got %s)",
+			shortDuration(c.Presence.Flap.Window/Duration(*n-1)), k.Interval)
 	}
 	if c.MQTT.Addr == Off {
 		v.add("canary.enabled", "needs the TCP listener (mqtt.addr is off): the canary connects to it over loopback")
