@@ -243,6 +243,7 @@ func (b *Broker) canaryStats() []stats.Stat {
 		counter("canary_sessions_total", "Synthetic sessions this node's canary connected.", own(func(s *canary.Stats) int64 { return s.Cycles.Load() })),
 		counter("canary_connect_failures_total", "Synthetic sessions that could not connect (refused, or the listener did not answer).", own(func(s *canary.Stats) int64 { return s.ConnectFailed.Load() })),
 		counter("canary_ends_carried_late_total", "Synthetic sessions ended more than a second after their plan (this node was slow or stopped).", own(func(s *canary.Stats) int64 { return s.Late.Load() })),
+		counter("canary_drain_failures_total", "Drain ends the node could not carry out (it found no such client): the socket was reset instead.", own(func(s *canary.Stats) int64 { return s.MoveFailed.Load() })),
 		counter("canary_observer_reconnects_total", "Observer connections lost and made again.", own(func(s *canary.Stats) int64 { return s.Reconnects.Load() })),
 	}
 }

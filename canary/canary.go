@@ -42,9 +42,9 @@ type Options struct {
 	KeepAlive, Grace time.Duration
 	// Ends are the end kinds, rotated (each user starts one further).
 	Ends []slo.Kind
-	// Move asks this node to move one client (a drain of one); nil: drain
-	// ends are left out.
-	Move func(clientID string) bool
+	// Move asks this node to move one client of a user (a drain of one);
+	// nil: drain ends are left out.
+	Move func(user, clientID string) bool
 	// Nodes lists the ids of the nodes up now (this one's included).
 	Nodes func(ctx context.Context) ([]string, error)
 	// Acct receives the SLIs the observer measures.
@@ -60,6 +60,7 @@ type Stats struct {
 	ConnectFailed atomic.Int64 // synthetic sessions that could not connect
 	Ended         [4]atomic.Int64
 	Late          atomic.Int64 // ends carried out more than a second after their plan (the node was slow or stopped)
+	MoveFailed    atomic.Int64 // drain ends the node could not carry out (no such client): reset instead
 	Observed      atomic.Int64 // presence messages the observer read
 	Reconnects    atomic.Int64 // observer connections lost and made again
 	Watched       atomic.Int64 // synthetic users the observer watches now
@@ -202,10 +203,12 @@ func (c *Canary) session(user string, p Plan) {
 		c.drainUntil(cn, c.o.Now().Add(missAfter*p.Bound))
 		_ = cn.close()
 	case slo.Drain:
-		if c.o.Move != nil && c.o.Move(id) {
+		if c.o.Move != nil && c.o.Move(user, id) {
 			c.drainUntil(cn, c.o.Now().Add(p.Bound))
+		} else {
+			c.Stats.MoveFailed.Add(1) // the socket is reset instead
 		}
-		_ = cn.reset()
+		_ = cn.close()
 	}
 }
 
