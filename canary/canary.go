@@ -163,7 +163,7 @@ func (c *Canary) user(i int) {
 		start := c.o.Now()
 		next = start.Add(c.o.Interval)
 		kind := c.o.Ends[cycle%len(c.o.Ends)]
-		c.session(name, Plan{Kind: kind, End: start.Add(c.o.Interval / 3), Bound: c.Bound()})
+		c.session(name, Plan{Kind: kind, End: start.Add(c.o.Interval / 3), Bound: c.Bound(), Cycle: int64(cycle)})
 	}
 }
 
@@ -265,7 +265,7 @@ func (c *Canary) drainUntil(cn *conn, deadline time.Time) {
 // and hands what it is shown to the watcher.
 func (c *Canary) observe() {
 	defer c.wg.Done()
-	w := newWatcher(c.o.Acct, c.o.Separator)
+	w := newWatcher(c.o.Acct, c.o.Separator, c.o.Ends)
 	backoff := time.Second
 	for first := true; !c.stopped(); first = false {
 		if !first {

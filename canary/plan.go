@@ -43,17 +43,21 @@ func IsUser(user string) bool { return strings.HasPrefix(user, UserPrefix) }
 // Plan is what a synthetic user's session will do, written in its client
 // id (user + separator + plan) so that an observer on any node reads it
 // from the session list of the presence payload: how it will end, when
-// (the origin node's clock), and the detection bound it is held to (the
-// origin's keep-alive and offline grace).
+// (the origin node's clock), the detection bound it is held to (the
+// origin's keep-alive and offline grace), and its cycle number (counted
+// from the origin's start), so that an observer knows how many sessions
+// came and went without being shown to it.
 type Plan struct {
 	Kind  slo.Kind
 	End   time.Time
 	Bound time.Duration
+	Cycle int64
 }
 
-// String is the plan as a client id's device part: {kind}.{end µs}.{bound ms}.
+// String is the plan as a client id's device part:
+// {kind}.{end µs}.{bound ms}.{cycle}.
 func (p Plan) String() string {
-	return fmt.Sprintf("%s.%d.%d", p.Kind, p.End.UnixMicro(), p.Bound.Milliseconds())
+	return fmt.Sprintf("%s.%d.%d.%d", p.Kind, p.End.UnixMicro(), p.Bound.Milliseconds(), p.Cycle)
 }
 
 // ClientID is the client id of user's session that follows p.
@@ -74,13 +78,14 @@ func ParsePlan(user, separator, id string) (Plan, bool) {
 		return Plan{}, false
 	}
 	f := strings.Split(rest, ".")
-	if len(f) != 3 || !slo.Kind(f[0]).Valid() {
+	if len(f) != 4 || !slo.Kind(f[0]).Valid() {
 		return Plan{}, false
 	}
 	end, err1 := strconv.ParseInt(f[1], 10, 64)
 	bound, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || end <= 0 || bound <= 0 {
+	cycle, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || end <= 0 || bound <= 0 || cycle < 0 {
 		return Plan{}, false
 	}
-	return Plan{Kind: slo.Kind(f[0]), End: time.UnixMicro(end), Bound: time.Duration(bound) * time.Millisecond}, true
+	return Plan{Kind: slo.Kind(f[0]), End: time.UnixMicro(end), Bound: time.Duration(bound) * time.Millisecond, Cycle: cycle}, true
 }

@@ -29,15 +29,23 @@ type watch struct {
 	offTotal time.Duration
 }
 
+// maxUnseen bounds the sessions counted as missed for one gap in the
+// cycles an observer was shown.
+const maxUnseen = 1000
+
 // watcher is the observer's state, on the observer's goroutine only.
 type watcher struct {
 	acct      *slo.Accounting
 	separator string
+	ends      []slo.Kind // the rotation, to name the kind of a session never shown
 	users     map[string]*watch
 }
 
-func newWatcher(acct *slo.Accounting, separator string) *watcher {
-	return &watcher{acct: acct, separator: separator, users: make(map[string]*watch)}
+func newWatcher(acct *slo.Accounting, separator string, ends []slo.Kind) *watcher {
+	if len(ends) == 0 {
+		ends = []slo.Kind{slo.Clean}
+	}
+	return &watcher{acct: acct, separator: separator, ends: ends, users: make(map[string]*watch)}
 }
 
 // follow starts watching user (no-op when watched).
@@ -57,6 +65,10 @@ func (w *watcher) shown(now time.Time, a presence.Aggregate) {
 	if st == nil || a.Version <= st.version {
 		return
 	}
+	// The first message after the observer began to follow the user is
+	// its state then (retained, or read on demand), not a change: no
+	// propagation sample.
+	live := st.version != 0
 	st.version = a.Version
 	if a.Status == presence.Offline {
 		w.offline(now, st)
@@ -68,14 +80,30 @@ func (w *watcher) shown(now time.Time, a presence.Aggregate) {
 	}
 	if id != st.id {
 		w.close(now, st, true)
+		w.unseen(now, st, plan)
 		*st = watch{version: st.version, id: id, plan: plan, onlineAt: now}
 		// The first message that shows a session is its open's commit.
-		w.acct.Propagated(now, now.Sub(time.UnixMicro(int64(a.Version))))
+		if live {
+			w.acct.Propagated(now, now.Sub(time.UnixMicro(int64(a.Version))))
+		}
 		return
 	}
 	if !st.offSince.IsZero() { // online again: a false offline ends
 		st.offTotal += now.Sub(st.offSince)
 		st.offSince = time.Time{}
+	}
+}
+
+// unseen counts as missed the sessions between st's and next that the
+// observer was never shown (they came and went while it, or the path to
+// it, stalled): their kind is the rotation's (canary.ends, the same on
+// every node). A cycle number that went back is the origin's restart.
+func (w *watcher) unseen(now time.Time, st *watch, next Plan) {
+	if st.id == "" {
+		return
+	}
+	for c := st.plan.Cycle + 1; c < next.Cycle && c <= st.plan.Cycle+maxUnseen; c++ {
+		w.acct.Missed(now, w.ends[c%int64(len(w.ends))], missAfter*next.Bound)
 	}
 }
 
