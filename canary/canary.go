@@ -76,6 +76,10 @@ type Canary struct {
 	wg    sync.WaitGroup
 	once  sync.Once
 	start sync.Once
+	// conns are the connections open now: Stop closes them, so that no
+	// goroutine wakes up only to see whether it should stop.
+	mu    sync.Mutex
+	conns map[*conn]struct{}
 	Stats Stats
 }
 
@@ -93,7 +97,7 @@ func New(o Options) *Canary {
 	if len(o.Ends) == 0 {
 		o.Ends = []slo.Kind{slo.Clean}
 	}
-	return &Canary{o: o, stop: make(chan struct{})}
+	return &Canary{o: o, stop: make(chan struct{}), conns: make(map[*conn]struct{})}
 }
 
 // Start starts the users' goroutines and the observer's.
@@ -110,8 +114,38 @@ func (c *Canary) Start() {
 
 // Stop ends every connection and waits for the goroutines.
 func (c *Canary) Stop() {
-	c.once.Do(func() { close(c.stop) })
+	c.once.Do(func() {
+		c.mu.Lock()
+		close(c.stop)
+		for cn := range c.conns {
+			_ = cn.close()
+		}
+		c.mu.Unlock()
+	})
 	c.wg.Wait()
+}
+
+// track registers an open connection; false (and closed) once stopped.
+func (c *Canary) track(cn *conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped() {
+		_ = cn.close()
+		return false
+	}
+	c.conns[cn] = struct{}{}
+	c.Stats.Connections.Add(1)
+	return true
+}
+
+// untrack forgets a connection (its owner closes it).
+func (c *Canary) untrack(cn *conn) {
+	c.mu.Lock()
+	if _, ok := c.conns[cn]; ok {
+		delete(c.conns, cn)
+		c.Stats.Connections.Add(-1)
+	}
+	c.mu.Unlock()
 }
 
 // Bound is the detection bound of this node's synthetic users' ends.
@@ -182,8 +216,10 @@ func (c *Canary) session(user string, p Plan) {
 		c.o.Log.Warn("canary: a synthetic user could not connect", "user", user, "err", err)
 		return
 	}
-	c.Stats.Connections.Add(1)
-	defer c.Stats.Connections.Add(-1)
+	if !c.track(cn) {
+		return
+	}
+	defer c.untrack(cn)
 	c.Stats.Cycles.Add(1)
 	if !c.alive(cn, p.End) {
 		_ = cn.close()
@@ -222,18 +258,16 @@ func (c *Canary) stopped() bool {
 	}
 }
 
-// alive pings every half keep-alive until end, reading what comes (false:
-// the connection ended, or the canary stopped).
+// alive pings every three quarters of the keep-alive until end (the
+// broker waits 1.5 × it), reading what comes (false: the connection ended,
+// or the canary stopped: Stop closes it).
 func (c *Canary) alive(cn *conn, end time.Time) bool {
-	every := c.o.KeepAlive / 2
+	every := c.o.KeepAlive * 3 / 4
 	nextPing := c.o.Now().Add(every)
 	for {
 		now := c.o.Now()
 		if !now.Before(end) {
 			return true
-		}
-		if c.stopped() {
-			return false
 		}
 		if !now.Before(nextPing) {
 			if err := cn.ping(); err != nil {
@@ -241,20 +275,17 @@ func (c *Canary) alive(cn *conn, end time.Time) bool {
 			}
 			nextPing = now.Add(every)
 		}
-		// Wake at least every 200 ms to see a Stop.
-		until := earliest(nextPing, end, now.Add(200*time.Millisecond))
-		if _, err := cn.readUntil(until); err != nil && !isTimeout(err) {
+		if _, err := cn.readUntil(earliest(nextPing, end)); err != nil && !isTimeout(err) {
 			return false
 		}
 	}
 }
 
 // drainUntil reads until the broker closes the connection, until
-// deadline, or until the canary stops.
+// deadline, or until the canary stops (Stop closes it).
 func (c *Canary) drainUntil(cn *conn, deadline time.Time) {
-	for !c.stopped() && c.o.Now().Before(deadline) {
-		until := earliest(deadline, c.o.Now().Add(200*time.Millisecond))
-		if _, err := cn.readUntil(until); err != nil && !isTimeout(err) {
+	for c.o.Now().Before(deadline) {
+		if _, err := cn.readUntil(deadline); err != nil && !isTimeout(err) {
 			return
 		}
 	}
@@ -285,9 +316,11 @@ func (c *Canary) observe() {
 			continue
 		}
 		backoff = time.Second
-		c.Stats.Connections.Add(1)
+		if !c.track(cn) {
+			return
+		}
 		c.watchLoop(cn, w)
-		c.Stats.Connections.Add(-1)
+		c.untrack(cn)
 		_ = cn.close()
 	}
 }
@@ -316,7 +349,7 @@ func (c *Canary) watchLoop(cn *conn, w *watcher) {
 		}
 		if !now.Before(nextTick) {
 			w.tick(now)
-			nextTick = now.Add(250 * time.Millisecond)
+			nextTick = earliest(now.Add(refreshEvery), w.next(now))
 		}
 		if !now.Before(nextPing) {
 			if err := cn.ping(); err != nil {
@@ -341,6 +374,7 @@ func (c *Canary) watchLoop(cn *conn, w *watcher) {
 		}
 		c.Stats.Observed.Add(1)
 		w.shown(c.o.Now(), a)
+		nextTick = earliest(nextTick, w.next(c.o.Now()))
 	}
 }
 

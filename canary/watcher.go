@@ -150,6 +150,31 @@ func (w *watcher) tick(now time.Time) {
 	}
 }
 
+// next is when tick next has something to decide (a planned end of a
+// user shown offline before it, or a miss), at least 100 ms after now; a
+// far time when nothing is pending.
+func (w *watcher) next(now time.Time) time.Time {
+	t := now.Add(time.Hour)
+	for _, st := range w.users {
+		switch {
+		case st.id == "" || st.done:
+		case !st.offSince.IsZero():
+			t = earliest(t, st.plan.End)
+		default:
+			t = earliest(t, st.plan.End.Add(missAfter*st.plan.Bound+time.Millisecond))
+		}
+	}
+	return earliest(now.Add(time.Hour), later(t, now.Add(100*time.Millisecond)))
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // close counts st's plan done at now: its exposure (connected from when
 // it was shown to its planned end, of which shown offline), and, when
 // missed, a miss (a plan closed before its end is not counted: the

@@ -66,6 +66,28 @@ func TestWatcherFirstMessage(t *testing.T) {
 	}
 }
 
+// next says when a tick has something to decide.
+func TestWatcherNext(t *testing.T) {
+	const u = "presenced-canary-b-0"
+	w := newWatcher(slo.New(slo.Options{}), "/", slo.Kinds)
+	w.follow(u)
+	if got := w.next(t0); !got.Equal(t0.Add(time.Hour)) {
+		t.Errorf("nothing pending: %v", got)
+	}
+	p := Plan{Kind: slo.Clean, End: t0.Add(10 * time.Second), Bound: 5 * time.Second}
+	w.shown(t0, online(u, t0, p))
+	if got := w.next(t0); !got.Equal(t0.Add(20*time.Second + time.Millisecond)) {
+		t.Errorf("a miss pending: %v", got)
+	}
+	w.shown(t0.Add(2*time.Second), offline(u, t0.Add(2*time.Second)))
+	if got := w.next(t0.Add(2 * time.Second)); !got.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("an early offline: %v", got)
+	}
+	if got := w.next(t0.Add(11 * time.Second)); !got.Equal(t0.Add(11*time.Second + 100*time.Millisecond)) {
+		t.Errorf("overdue: %v", got)
+	}
+}
+
 func TestWatcher(t *testing.T) {
 	const u = "presenced-canary-b-0"
 	s := time.Second
