@@ -110,6 +110,12 @@ func TestCanarySLODrill(t *testing.T) {
 	if s.All.Within == s.All.Ends {
 		t.Fatalf("GET /api/v1/slo shows no late end: %+v", s)
 	}
+	// b, meanwhile, swept a (its record expired: redis.node_ttl 3 s) while
+	// a's synthetic users were in fact connected: false offline, if one was
+	// connected then.
+	sb := sloOf(t, m, b)
+	t.Logf("%s after the fault: %d ends, %d within the bound, false offline %.1f s of %.1f s (%.0f per million)",
+		b.admin, sb.All.Ends, sb.All.Within, sb.FalseOfflineSeconds, sb.ConnectedSeconds, sb.FalseOfflinePerMillion)
 }
 
 // waitCanary polls prometheus until expr returns a series.
@@ -154,6 +160,8 @@ type canarySLO struct {
 	Propagations           int     `json:"propagations"`
 	PropagationP99         float64 `json:"propagation_p99_seconds"`
 	FalseOfflinePerMillion float64 `json:"false_offline_per_million"`
+	FalseOfflineSeconds    float64 `json:"false_offline_seconds"`
+	ConnectedSeconds       float64 `json:"connected_user_seconds"`
 	raw                    string
 }
 
