@@ -34,7 +34,7 @@ GO ?= go
 # -timeout 40m: the integration package's first run takes 6-7 minutes on an
 # idle 2-core machine and more on a busy one; go test's default of 10
 # minutes was reached once on a loaded machine (issue 19).
-ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestMonitoring|TestListMultiNode|TestConsoleBinary|TestLifecycleExampleRule|TestLifecycleMultiNode|TestLifecycleChaos|TestPrivacyMultiNode
+ONCE = TestFailover|TestInterest|TestExamples|TestDocs|TestImage|TestCompose|TestSystemd|TestMonitoring|TestListMultiNode|TestConsoleBinary|TestLifecycleExampleRule|TestLifecycleMultiNode|TestLifecycleChaos|TestPrivacyMultiNode|TestCanarySLODrill
 NOT_EMBEDDED = $(ONCE)|TestNotifyFlapping|TestBinary|TestMultiNode|TestNodeRestart|TestRedisOutage|TestClockSkew|TestCluster|TestHeartbeatCost|TestEmbedExample|TestAuth|TestTLS|TestCaps|TestGroupsMultiNode|TestGroupsLeader|TestGraceMultiNode|TestGraceDrainThreeNodes|TestPprofToken|TestServiceAccounts|TestActions|TestLifecycleOutputs|TestPrivacyMatrix|TestPrivacySetRefused
 test: deps check
 	$(GO) test -race -count=1 -timeout 40m ./...

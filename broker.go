@@ -66,6 +66,8 @@ type Broker struct {
 	drainWG    sync.WaitGroup // a drain started by the admin API
 	drained    chan struct{}
 	drainErr   error
+
+	canary *canaryState // the canary (broker_canary.go); nil while canary.enabled is off
 }
 
 // NewBroker builds the broker of a validated configuration; opts go to
@@ -75,6 +77,9 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	b := &Broker{cfg: cfg, log: log, drained: make(chan struct{})}
 	b.halt, b.cancelHalt = context.WithCancel(context.Background())
 	if err := b.secure(); err != nil {
+		return nil, err
+	}
+	if err := b.newCanaryState(); err != nil {
 		return nil, err
 	}
 	b.server = mqtt.New(serverOptions(cfg.MQTT, mochiLog(log)))
@@ -97,7 +102,7 @@ func NewBroker(cfg configs.Config, log *slog.Logger, opts ...Option) (*Broker, e
 	var service func(*mqtt.Client) bool
 	if b.creds != nil {
 		b.auth = auth.NewHook(auth.HookOptions{
-			Server: b.server, Credentials: b.creds, AllowAnonymous: cfg.Auth.AllowAnonymous,
+			Server: b.server, Credentials: b.canaryCredentials(b.creds), AllowAnonymous: cfg.Auth.AllowAnonymous,
 			FromClientID: cfg.Identity.UserFrom == configs.UserFromClientID, Separator: cfg.Identity.Separator,
 			Groups: func(user string, groups []string) {
 				if b.presence != nil { // set before the server serves
@@ -201,6 +206,7 @@ func (b *Broker) Start(ctx context.Context) error {
 			b.auth.RunRevoke(b.authStop, time.Second) // expired tokens end within a second
 		}()
 	}
+	b.startCanary()
 	if b.admin != nil {
 		b.wg.Add(1)
 		go func() {
@@ -294,6 +300,9 @@ func (b *Broker) adminSource() admin.Source {
 	src.Stats = func() any { return b.Stats() }
 	src.Draining, src.Drain = b.Draining, b.StartDrain
 	src.Log, src.Counts = b.log.With("component", "admin"), &b.adminActions
+	if b.canary != nil {
+		src.SLO = func() any { return b.SLO() }
+	}
 	return src
 }
 
@@ -313,6 +322,7 @@ func (b *Broker) Stop(ctx context.Context) error {
 func (b *Broker) stop(ctx context.Context) error {
 	var err error
 	b.stopOnce.Do(func() {
+		b.stopCanary() // its connections end before the listeners close
 		if b.admin != nil {
 			_ = b.admin.Shutdown(ctx)
 		}

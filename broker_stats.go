@@ -145,5 +145,6 @@ func (b *Broker) buildTable() *stats.Table {
 		authResults, authEnded, adminRefused, passwordChecks, throttledAddrs, adminSite,
 	)
 	t.Add(b.adminActionsStats()...)
+	t.Add(b.canaryStats()...)
 	return t
 }

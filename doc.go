@@ -77,7 +77,11 @@
 // through); with webhooks, the hub's lease loop and one sender per
 // endpoint (stopped after the pump, each flushing what waits within its
 // budget); unless presence.clock_interval is off, the clock's ticker
-// (package clock, stopped before the nodes stage).
+// (package clock, stopped before the nodes stage). The binary's canary
+// (Broker, broker_canary.go; package canary) runs one goroutine per
+// synthetic user and the observer's: Broker.Start starts them once the
+// listeners serve, and Broker.Stop stops them first, before the admin port
+// and the listeners close.
 //
 // # Lock order
 //

@@ -84,8 +84,10 @@ var floorPlan = map[string][]string{
 	"lifecycle":         {"presence"},
 	"webhook":           {"presence"},
 	"clock":             {"presence"},
+	"slo":               {},
+	"canary":            {"presence", "slo"},
 	"": {"presence", "roster", "store", "tracker", "publisher", "groups", "nodes", "interest", "hooks", "delivery",
-		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify", "clock"},
+		"stats", "admin", "auth", "listener", "configs", "acl", "sparkplug", "lifecycle", "webhook", "notify", "clock", "slo", "canary"},
 }
 
 // The floor plan holds: each package imports only what floorPlan allows

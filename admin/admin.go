@@ -81,6 +81,9 @@ type Source struct {
 	// Heartbeat is how often an idle events stream writes a comment
 	// (default admin.Heartbeat).
 	Heartbeat time.Duration
+	// SLO returns the presence SLO the canary measures (GET /api/v1/slo),
+	// as a JSON-encodable value. Nil: the canary is off (404).
+	SLO func() any
 }
 
 // Limits of the admin API.
@@ -254,6 +257,13 @@ func operationRoutes(mux *http.ServeMux, src Source) {
 			list = src.Battles()
 		}
 		writeJSON(w, map[string]any{"battles": nonNil(list)})
+	})
+	mux.HandleFunc("GET /api/v1/slo", func(w http.ResponseWriter, _ *http.Request) {
+		if src.SLO == nil {
+			httpError(w, http.StatusNotFound, "the canary is off on this node (canary.enabled): no SLO is measured")
+			return
+		}
+		writeJSON(w, src.SLO())
 	})
 	if src.Drain != nil {
 		mux.HandleFunc("POST /api/v1/drain", func(w http.ResponseWriter, r *http.Request) {

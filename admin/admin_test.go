@@ -159,6 +159,21 @@ func TestBatch(t *testing.T) {
 	}
 }
 
+// GET /api/v1/slo answers the canary's SLO, and 404 saying why when the
+// canary is off.
+func TestSLO(t *testing.T) {
+	src, _ := fakeSource(false)
+	if w := do(Handler(src), "GET", "/api/v1/slo", ""); w.Code != 404 || !strings.Contains(w.Body.String(), "canary.enabled") {
+		t.Fatalf("off: %d %s", w.Code, w.Body.String())
+	}
+	src.SLO = func() any { return map[string]any{"node": "a", "objective": 0.99} }
+	w := do(Handler(src), "GET", "/api/v1/slo", "")
+	var got map[string]any
+	if w.Code != 200 || w.Header().Get("Content-Type") != "application/json" || json.Unmarshal(w.Body.Bytes(), &got) != nil || got["objective"] != 0.99 {
+		t.Fatalf("on: %d %s", w.Code, w.Body.String())
+	}
+}
+
 // GET /api/v1/battles lists the battles going on, and an empty list (not
 // null) when there are none or no source.
 func TestBattles(t *testing.T) {

@@ -24,6 +24,8 @@ func TestTokenGuardsEverythingButProbes(t *testing.T) {
 		{"GET", "/api/v1/stats", "Bearer s3cret-token", 200},
 		{"GET", "/api/v1/stats", "bearer s3cret-token", 200},
 		{"POST", "/healthz", "", 401},
+		{"GET", "/api/v1/slo", "", 401},
+		{"GET", "/api/v1/slo", "Bearer s3cret-token", 200},
 	}
 	for _, tt := range tests {
 		r := httptest.NewRequest(tt.method, tt.path, nil)
@@ -39,8 +41,8 @@ func TestTokenGuardsEverythingButProbes(t *testing.T) {
 			t.Errorf("%s %s: 401 without WWW-Authenticate", tt.method, tt.path)
 		}
 	}
-	if got := tok.Refused.Load(); got != 5 {
-		t.Errorf("refused %d, want 5", got)
+	if got := tok.Refused.Load(); got != 6 {
+		t.Errorf("refused %d, want 6", got)
 	}
 	// A token changed at run time applies at once; none refuses all.
 	tok.Set("rotated")

@@ -106,6 +106,8 @@ type Config struct {
 	Lifecycle LifecycleConfig `yaml:"lifecycle"`
 	Webhooks  WebhooksConfig  `yaml:"webhooks"`
 	Notify    NotifyConfig    `yaml:"notify"`
+	// Canary measures the presence SLO with synthetic users (docs/slo.md).
+	Canary CanaryConfig `yaml:"canary"`
 }
 
 // LogConfig configures the process logger.
@@ -751,6 +753,13 @@ func (c *Config) ApplyDefaults() {
 	setInt(&c.Notify.MaxPending, defaultNotifyMaxPending)
 	setInt(&c.Notify.MaxPayload, defaultNotifyMaxPayload)
 	setInt(&c.Notify.Queue, defaultNotifyQueue)
+	setInt(&c.Canary.Users, 3)
+	setDuration(&c.Canary.Interval, Duration(90*time.Second))
+	setDuration(&c.Canary.KeepAlive, Duration(5*time.Second))
+	setDuration(&c.Canary.Window, Duration(time.Hour))
+	if c.Canary.Ends == nil {
+		c.Canary.Ends = []string{"clean", "rst", "silence", "drain"}
+	}
 }
 
 func hostnameOr(fallback string) string {
@@ -858,6 +867,7 @@ func (c Config) validate() []*keyError {
 	c.validateLifecycle(&v)
 	c.validateWebhooks(&v)
 	c.validateNotify(&v)
+	c.validateCanary(&v)
 	return v.errs
 }
 
@@ -1368,4 +1378,69 @@ func validDevices(devices []string) string {
 		seen[d] = true
 	}
 	return ""
+}
+
+// CanaryConfig configures the canary (package canary, docs/slo.md): a few
+// synthetic users that each node connects to its own listener and ends
+// every way, and an observer that measures what the other nodes showed.
+type CanaryConfig struct {
+	Enabled   bool     `yaml:"enabled"`   // default false
+	Users     int      `yaml:"users"`     // synthetic users per node (connections: users + 1); default 3; 1..8
+	Interval  Duration `yaml:"interval"`  // each user's cycle: connect, end a third in, connect again; default 90s; at least 3 × the bound, at most 1h; fewer than presence.flap.ends ends per presence.flap.window
+	KeepAlive Duration `yaml:"keepalive"` // the synthetic users' keep-alive; default 5s; whole seconds, 1s..mqtt.max_keepalive
+	Ends      []string `yaml:"ends"`      // the end kinds, rotated; default [clean, rst, silence, drain]
+	Window    Duration `yaml:"window"`    // the window of GET /api/v1/slo; default 1h; 1m..24h
+}
+
+// CanaryBound is the detection bound the canary holds an end to: 1.5 ×
+// canary.keepalive + presence.offline_grace + 1 s (slo.Bound).
+func (c Config) CanaryBound() time.Duration {
+	var grace time.Duration
+	if c.Presence.OfflineGrace != nil {
+		grace = c.Presence.OfflineGrace.D()
+	}
+	return c.Canary.KeepAlive.D()*3/2 + grace + time.Second
+}
+
+// validateCanary checks the canary section.
+func (c Config) validateCanary(v *validator) {
+	k := c.Canary
+	v.check("canary.users", intBetween(k.Users, 1, 8))
+	v.check("canary.keepalive", durationBetween(k.KeepAlive, Duration(time.Second), maxServerKeepAlive))
+	if k.KeepAlive%Duration(time.Second) != 0 {
+		v.add("canary.keepalive", "must be a whole number of seconds (got %s)", k.KeepAlive)
+	}
+	v.check("canary.interval", durationBetween(k.Interval, Duration(time.Second), Duration(time.Hour)))
+	v.check("canary.window", durationBetween(k.Window, Duration(time.Minute), Duration(24*time.Hour)))
+	if len(k.Ends) == 0 {
+		v.add("canary.ends", "must name at least one end kind")
+	}
+	for _, e := range k.Ends {
+		if p := oneOf(e, "clean", "rst", "silence", "drain"); p != "" {
+			v.add("canary.ends", "%s", p)
+		}
+	}
+	if !k.Enabled {
+		return
+	}
+	// What depends on other sections is checked only when the canary runs.
+	if k.KeepAlive > c.MQTT.MaxKeepAlive {
+		v.add("canary.keepalive", "must be at most mqtt.max_keepalive (%s; got %s)", c.MQTT.MaxKeepAlive, k.KeepAlive)
+	}
+	if bound := Duration(c.CanaryBound()); k.Interval < 3*bound {
+		v.add("canary.interval", "must be at least 3 × the bound, 1.5 × canary.keepalive + presence.offline_grace + 1s = %s (got %s)",
+			shortDuration(bound), k.Interval)
+	}
+	// A synthetic user that flaps is held for presence.flap.grace: its
+	// ends would be late by design.
+	if n := c.Presence.Flap.Ends; n != nil && *n >= 2 && k.Interval*Duration(*n-1) <= c.Presence.Flap.Window {
+		v.add("canary.interval", "must be more than presence.flap.window / (presence.flap.ends - 1) = %s, or the synthetic users flap (got %s)",
+			shortDuration(c.Presence.Flap.Window/Duration(*n-1)), k.Interval)
+	}
+	if c.MQTT.Addr == Off {
+		v.add("canary.enabled", "needs the TCP listener (mqtt.addr is off): the canary connects to it over loopback")
+	}
+	if c.TLS.RequireClientCert {
+		v.add("canary.enabled", "cannot connect with tls.require_client_cert: the canary has no client certificate")
+	}
 }

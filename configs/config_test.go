@@ -113,6 +113,8 @@ func TestDefaults(t *testing.T) {
 			EMQX: LifecycleOutput{Mode: "raw", Prefix: "$SYS/brokers"}, QueueDepth: 8192},
 		Webhooks: WebhooksConfig{Replay: 10000},
 		Notify:   NotifyConfig{MaxPendingPerUser: 16, MaxPending: 10000, MaxPayload: 4096, Queue: 4096},
+		Canary: CanaryConfig{Users: 3, Interval: Duration(90 * time.Second), KeepAlive: Duration(5 * time.Second),
+			Ends: []string{"clean", "rst", "silence", "drain"}, Window: Duration(time.Hour)},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Defaults() =\n%+v\nwant\n%+v", c, want)
