@@ -217,7 +217,7 @@ func (b *Broker) canaryStats() []stats.Stat {
 			func(c slo.Counts) [4]int64 { return c.Late }),
 		perKind("canary_ends_missed_total", "Of those, the ends never shown before the synthetic user's next session.",
 			func(c slo.Counts) [4]int64 { return c.Missed }),
-		{Name: "canary_detection_p99_seconds", Kind: stats.Gauge, Labels: []string{"kind"},
+		{Name: "canary_detection_seconds_p99", Kind: stats.Gauge, Labels: []string{"kind"},
 			Help: "The p99 of the detection latency (the end to the offline shown) over canary.window, by end kind; -1 with no end; a missed end counts as the time it was waited for (a lower bound).",
 			Read: func(emit func(float64, ...string)) {
 				d, _ := quantiles(time.Now())
@@ -235,7 +235,7 @@ func (b *Broker) canaryStats() []stats.Stat {
 			func(c slo.Counts) float64 { return c.Propagation }),
 		value("canary_propagation_skewed_total", "Propagation samples below zero (a clock ahead of another), counted as zero.", stats.Counter,
 			func(c slo.Counts) float64 { return float64(c.Skewed) }),
-		{Name: "canary_propagation_p99_seconds", Kind: stats.Gauge,
+		{Name: "canary_propagation_seconds_p99", Kind: stats.Gauge,
 			Help: "The p99 of the cross-node propagation over canary.window; -1 with no sample.",
 			Read: func(emit func(float64, ...string)) { _, p := quantiles(time.Now()); emit(p) }},
 		gauge("canary_connections", "The canary's connections open now (synthetic users and the observer).", own(func(s *canary.Stats) int64 { return s.Connections.Load() })),

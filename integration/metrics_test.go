@@ -177,8 +177,8 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("no %s", name)
 		}
 	}
-	if n := len(s["presenced_users"].GetMetric()); n != 6 {
-		t.Errorf("presenced_users: %d statuses, want 6", n)
+	if n := len(s["presenced_users"].GetMetric()); n != 7 {
+		t.Errorf("presenced_users: %d statuses, want 7 (dormant is one)", n)
 	}
 	obs.check()
 }
