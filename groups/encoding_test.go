@@ -264,3 +264,41 @@ func BenchmarkDeflateReply(b *testing.B) {
 		}
 	})
 }
+
+// bigSnapshot is a snapshot of n members of 12-byte names, one in 100
+// online.
+func bigSnapshot(n int) []byte {
+	s := roster.Snapshot{Group: "team", Version: 1796040000123000 + uint64(n)}
+	for i := range n {
+		m := roster.Member{User: fmt.Sprintf("member-%05d", i), Status: presence.Offline}
+		if i%100 == 0 {
+			m.Status, m.Version = presence.Online, 1796040000123000+uint64(i*37)
+		}
+		s.Members = append(s.Members, m)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// BenchmarkDeflateSnapshot is the CPU cost of a snapshot of 10,000
+// members compressed (a resume that falls back to it), at each level.
+func BenchmarkDeflateSnapshot(b *testing.B) {
+	js := bigSnapshot(10000)
+	for _, lv := range []struct {
+		name  string
+		level int
+	}{{"best", flate.BestCompression}, {"default", flate.DefaultCompression}, {"speed", flate.BestSpeed}} {
+		b.Run(lv.name, func(b *testing.B) {
+			w, _ := flate.NewWriter(nil, lv.level)
+			var buf bytes.Buffer
+			b.SetBytes(int64(len(js)))
+			for b.Loop() {
+				buf.Reset()
+				w.Reset(&buf)
+				w.Write(js)
+				w.Close()
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes/reply")
+		})
+	}
+}
