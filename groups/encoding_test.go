@@ -107,7 +107,7 @@ func TestResumeDeflate(t *testing.T) {
 	out := &fenceOutlet{}
 	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Store: st, Presence: &presenceMap{m: map[string]presence.Shown{}}, Outlet: out,
 		Viewer: func(*mqtt.Client) (string, bool) { return "", true },
-		Resume: roster.LogLimits{MaxAge: time.Minute, MaxDeltas: 1000, MaxBytes: 1 << 20}})
+		Resume: roster.LogLimits{MaxAge: time.Minute, MaxDeltas: 1000, MaxBytes: 1 << 20}, Addressed: true})
 	ctx := context.Background()
 	users := make([]string, 300)
 	members := make([]roster.Member, len(users))
@@ -300,5 +300,48 @@ func BenchmarkDeflateSnapshot(b *testing.B) {
 			}
 			b.ReportMetric(float64(buf.Len()), "bytes/reply")
 		})
+	}
+}
+
+// Without the delivery's Guard (Options.Addressed false) a resume's reply
+// reaches every subscriber of the group on the node: it is never
+// compressed, even when asked.
+func TestResumeDeflateUnaddressed(t *testing.T) {
+	st := store.NewMemory(presence.NewRules(nil), time.Now, func(store.Event) {})
+	out := &fenceOutlet{}
+	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Store: st, Presence: &presenceMap{m: map[string]presence.Shown{}}, Outlet: out,
+		Viewer: func(*mqtt.Client) (string, bool) { return "", true },
+		Resume: roster.LogLimits{MaxAge: time.Minute, MaxDeltas: 1000, MaxBytes: 1 << 20}})
+	users := make([]string, 100)
+	members := make([]roster.Member, len(users))
+	for i := range users {
+		users[i] = fmt.Sprintf("member-%05d", i)
+		members[i] = roster.Member{User: users[i], Status: presence.Offline}
+	}
+	if err := st.SetGroup(context.Background(), "team", users); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.mirror.Set(roster.Snapshot{Group: "team", Version: 10, Members: members})
+	d := &roster.Delta{Group: "team", Version: 11, Follows: 10}
+	for _, u := range users {
+		d.Changes = append(d.Changes, roster.Member{User: u, Status: presence.Online, Version: 11})
+	}
+	s.Apply(d)
+	cl := mqtt.New(nil).NewClient(nil, "t", "back", false)
+	cl.Properties.ProtocolVersion = 5
+	mark := len(out.events)
+	out.subscribe(s, cl, "10", packets.UserProperty{Key: EncodingProperty, Val: EncodingDeflate})
+	s.Apply(&roster.Delta{Group: "team", Version: 12, Follows: 11, Changes: []roster.Member{{User: users[0], Status: presence.Away, Version: 12}}})
+	var r []sent
+	for _, e := range out.events[mark:] {
+		if e.kind == "to" {
+			r = append(r, e)
+		}
+	}
+	if len(r) != 1 || r[0].props.User != nil || !json.Valid(r[0].payload) || s.Resumes.Deflated.Load() != 0 {
+		t.Fatalf("unaddressed: %d replies, %+v", len(r), r)
 	}
 }

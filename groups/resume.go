@@ -272,7 +272,7 @@ func (s *Stage) serveResumes(t Topics, group string) []*mqtt.Client {
 			snapshot = true
 		}
 		var props packets.Properties
-		if r.deflate {
+		if r.deflate && s.o.Addressed {
 			var z *deflated
 			if snapshot {
 				if snapDeflated == nil {

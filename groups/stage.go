@@ -99,6 +99,12 @@ type Options struct {
 	// sent what it missed (presence.group_resume_*); zero: no log, every
 	// resume gets the snapshot.
 	Resume roster.LogLimits
+	// Addressed: what Topics.Send sends reaches the subscribers in its to
+	// only (the server has the delivery's Guard, WithACL). Without it a
+	// resume's reply reaches every subscriber of the group on the node,
+	// so it is never compressed (EncodingProperty): a subscriber that did
+	// not ask would get DEFLATE.
+	Addressed bool
 }
 
 // Stage is the groups stage (see the package doc).
