@@ -246,8 +246,9 @@ func (p *Plugin) build() {
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
 		File: cfg.Presence.GroupsFile, Now: p.now, Log: p.logFor("groups"),
 		Store: p.store, Presence: p.publisher, Outlet: groupTopics{p.outlet}, Viewer: p.hook.Viewer, Introduce: p.introduce,
-		Lead:   func(members []string) { p.interest.Lead(members) },
-		Resume: cfg.Presence.groupResume(),
+		Lead:      func(members []string) { p.interest.Lead(members) },
+		Resume:    cfg.Presence.groupResume(),
+		Addressed: p.acl != nil,
 	})
 	p.interest = interest.New(interest.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),

@@ -25,6 +25,9 @@ func (p *Plugin) groupResumeStats() []stats.Stat {
 				}
 				return r.Fallbacks(roster.Cause(c))
 			}, nil),
+		counter("group_resume_deflated_total", "Group topic resume replies sent in raw DEFLATE (SUBSCRIBE user property encoding=deflate), to that subscriber only.", r.Deflated.Load),
+		counter("group_resume_deflate_saved_bytes_total", "Payload bytes the resume replies sent in raw DEFLATE saved against their plain JSON.", r.DeflateSaved.Load),
+		counter("group_resume_unknown_encoding_total", "Group topic resumes with an encoding user property not known (not deflate): sent plain JSON.", r.UnknownEncoding.Load),
 		gauge("group_resume_log_groups", "Groups with batches in this node's resume log.", func() int64 { return int64(p.groups.LogStats().Groups) }),
 		gauge("group_resume_log_deltas", "Batches in this node's resume log, all groups.", func() int64 { return int64(p.groups.LogStats().Deltas) }),
 		gauge("group_resume_log_bytes", "Bytes (JSON) of the batches in this node's resume log, all groups.", func() int64 { return int64(p.groups.LogStats().Bytes) }),

@@ -101,13 +101,32 @@ func (f Fenced) Advance(topic string, to []*mqtt.Client, snapshot, live []byte) 
 	return err
 }
 
-// Send publishes payload live on topic (QoS 1, not retained) for the
-// subscribers in to only (with a Guard; without one, every subscriber of
-// topic gets it), retaining nothing: a group topic's reply to a resume
-// (Delivery.send).
-func (f Fenced) Send(topic string, to []*mqtt.Client, payload []byte) (err error) {
-	f.o.d.send(topic, to, func() { err = f.o.srv.Publish(topic, payload, false, 1) })
+// Send publishes payload live on topic (QoS 1, not retained) with the
+// MQTT 5 properties props for the subscribers in to only (with a Guard;
+// without one, every subscriber of topic gets it), retaining nothing: a
+// group topic's reply to a resume (Delivery.send), compressed with its
+// content encoding in props when the subscriber asked for it. mochi passes
+// a PUBLISH's properties on to each subscriber (an MQTT 3.1.1 one gets
+// none).
+func (f Fenced) Send(topic string, to []*mqtt.Client, payload []byte, props packets.Properties) (err error) {
+	f.o.d.send(topic, to, func() { err = f.o.publish(topic, payload, props) })
 	return err
+}
+
+// publish is mochi's Server.Publish (QoS 1, not retained, from the
+// server's inline client) with the properties props.
+func (o *Outlet) publish(topic string, payload []byte, props packets.Properties) error {
+	inline, ok := o.srv.Clients.Get(mqtt.InlineClientId)
+	if !ok {
+		return mqtt.ErrInlineClientNotEnabled
+	}
+	return o.srv.InjectPacket(inline, packets.Packet{
+		FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1},
+		TopicName:   topic,
+		Payload:     payload,
+		Properties:  props,
+		PacketID:    1, // as Server.Publish's: never used, valid for QoS 1
+	})
 }
 
 // Retain stores payload as topic's retained message, delivering nothing.

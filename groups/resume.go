@@ -26,6 +26,12 @@ type ResumeStats struct {
 	// refused: several group filters in one SUBSCRIBE (ambiguous).
 	Fallback  [4]atomic.Int64
 	Ambiguous atomic.Int64
+	// Replies in raw DEFLATE (EncodingProperty), the bytes they saved
+	// against the plain JSON, and resumes with an encoding not known
+	// (sent plain JSON).
+	Deflated        atomic.Int64
+	DeflateSaved    atomic.Int64
+	UnknownEncoding atomic.Int64
 }
 
 // fallback counts a fallback to the snapshot.
@@ -55,6 +61,29 @@ const (
 	askGarbage              // the property is not a version
 	askResume               // a resume of one group from a version
 )
+
+// encoding is how a resume's reply is encoded.
+type encoding int
+
+const (
+	encPlain   encoding = iota // JSON, as every group message
+	encDeflate                 // raw DEFLATE of the JSON (EncodingDeflate)
+	encUnknown                 // an encoding property not known: plain JSON
+)
+
+// resumeEncoding reads a SUBSCRIBE's encoding property (the last one).
+func resumeEncoding(pk packets.Packet) encoding {
+	e := encPlain
+	for _, p := range pk.Properties.User {
+		if p.Key == EncodingProperty {
+			e = encUnknown
+			if p.Val == EncodingDeflate {
+				e = encDeflate
+			}
+		}
+	}
+	return e
+}
 
 // resumeAsk reads a SUBSCRIBE's resume: the version property and the
 // SUBSCRIBE's one exact presence/groups/{group} filter (its index).
@@ -100,6 +129,9 @@ func (s *Stage) resumeAsk(cl *mqtt.Client, pk packets.Packet) (i int, group stri
 // a SUBSCRIBE with several group filters (the version would be ambiguous).
 func (s *Stage) AskResume(cl *mqtt.Client, pk packets.Packet) packets.Packet {
 	i, _, _, a := s.resumeAsk(cl, pk)
+	if a != askNone && resumeEncoding(pk) == encUnknown {
+		s.Resumes.UnknownEncoding.Add(1)
+	}
 	switch a {
 	case askNone:
 		return pk
@@ -134,11 +166,18 @@ func (s *Stage) Resumed(cl *mqtt.Client, pk packets.Packet, codes []byte) {
 	}
 	s.topicMu.Lock()
 	if s.resumes[group] == nil {
-		s.resumes[group] = make(map[*mqtt.Client]uint64)
+		s.resumes[group] = make(map[*mqtt.Client]resumeAt)
 	}
-	s.resumes[group][cl] = held
+	s.resumes[group][cl] = resumeAt{held: held, deflate: resumeEncoding(pk) == encDeflate}
 	s.topicMu.Unlock()
 	wake(s.resumeWake)
+}
+
+// resumeAt is a resume waiting: the version held, and whether its reply
+// is to be sent in raw DEFLATE.
+type resumeAt struct {
+	held    uint64
+	deflate bool
 }
 
 // Gone forgets what a connection that closed asked (the Hook's
@@ -168,6 +207,17 @@ func (s *Stage) serveAllResumes() error {
 	return nil
 }
 
+// deflated is a reply in raw DEFLATE, ok when smaller than the JSON.
+type deflated struct {
+	b  []byte
+	ok bool
+}
+
+func deflateReply(b []byte) *deflated {
+	z, ok := deflate(b)
+	return &deflated{b: z, ok: ok}
+}
+
 // serveResumes sends each resume waiting on group what it needs, as of the
 // version the node holds, to that subscriber only (Topics.Send): nothing,
 // one delta from the log, or the snapshot. Inside step, before any batch
@@ -186,13 +236,15 @@ func (s *Stage) serveResumes(t Topics, group string) []*mqtt.Client {
 	delete(s.resumes, group)
 	topic := s.topics + group
 	var snapJSON []byte
+	var snapDeflated *deflated // the snapshot compressed once for all who fall back to it
 	served := make([]*mqtt.Client, 0, len(waiting))
-	for cl, held := range waiting {
+	for cl, r := range waiting {
 		if cl.Closed() {
 			continue
 		}
 		served = append(served, cl)
-		d, out, cause := s.dlog.Resume(group, held, snap.Version)
+		d, out, cause := s.dlog.Resume(group, r.held, snap.Version)
+		snapshot := false
 		var payload []byte
 		switch out {
 		case roster.SendNothing:
@@ -217,8 +269,26 @@ func (s *Stage) serveResumes(t Topics, group string) []*mqtt.Client {
 				snapJSON = b
 			}
 			payload = snapJSON
+			snapshot = true
 		}
-		if err := t.Send(topic, []*mqtt.Client{cl}, payload); err != nil {
+		var props packets.Properties
+		if r.deflate && s.o.Addressed {
+			var z *deflated
+			if snapshot {
+				if snapDeflated == nil {
+					snapDeflated = deflateReply(payload)
+				}
+				z = snapDeflated
+			} else {
+				z = deflateReply(payload)
+			}
+			if z.ok {
+				s.Resumes.Deflated.Add(1)
+				s.Resumes.DeflateSaved.Add(int64(len(payload) - len(z.b)))
+				payload, props = z.b, deflatedProps()
+			}
+		}
+		if err := t.Send(topic, []*mqtt.Client{cl}, payload, props); err != nil {
 			s.o.Log.Warn("group resume not sent", "err", err, "group", group)
 		}
 	}

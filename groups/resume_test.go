@@ -32,6 +32,7 @@ type sent struct {
 	kind    string // live (every subscriber), to (some), sub (a subscription indexed)
 	to      []*mqtt.Client
 	payload []byte
+	props   packets.Properties
 }
 
 func (o *fenceOutlet) Step(fn func(t Topics)) {
@@ -55,8 +56,8 @@ func (o *fenceOutlet) Advance(topic string, to []*mqtt.Client, snapshot, live []
 	return nil
 }
 
-func (o *fenceOutlet) Send(topic string, to []*mqtt.Client, payload []byte) error {
-	o.add(sent{kind: "to", to: to, payload: payload})
+func (o *fenceOutlet) Send(topic string, to []*mqtt.Client, payload []byte, props packets.Properties) error {
+	o.add(sent{kind: "to", to: to, payload: payload, props: props})
 	return nil
 }
 
@@ -66,11 +67,12 @@ func (o *fenceOutlet) Clear(string)          {}
 // subscribe is a SUBSCRIBE to the group topic as mochi runs it with the
 // hooks: AskResume, the index (a "sub" event), then Resumed, under the
 // fence for reading. It returns the filter's retain handling.
-func (o *fenceOutlet) subscribe(s *Stage, cl *mqtt.Client, version string) byte {
+func (o *fenceOutlet) subscribe(s *Stage, cl *mqtt.Client, version string, more ...packets.UserProperty) byte {
 	pk := packets.Packet{Filters: packets.Subscriptions{{Filter: "presence/groups/team", Qos: 1}}}
 	if version != "" {
 		pk.Properties.User = []packets.UserProperty{{Key: "version", Val: version}}
 	}
+	pk.Properties.User = append(pk.Properties.User, more...)
 	o.fence.RLock()
 	defer o.fence.RUnlock()
 	pk = s.AskResume(cl, pk)
@@ -98,7 +100,7 @@ func rebuild(t *testing.T, events []sent, from int, cl *mqtt.Client, state *rost
 			roster.Delta
 			Members []roster.Member `json:"members"`
 		}
-		if err := json.Unmarshal(e.payload, &m); err != nil {
+		if err := json.Unmarshal(plain(t, e), &m); err != nil {
 			t.Fatal(err)
 		}
 		if m.Members != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/presence"
 	"github.com/presenced/presenced/roster"
@@ -54,9 +55,10 @@ type Topics interface {
 	// nothing; Clear removes it.
 	Retain(topic string, payload []byte)
 	Clear(topic string)
-	// Send publishes payload live on topic (QoS 1, not retained) for the
-	// subscribers in to only, retaining nothing (a resume's reply).
-	Send(topic string, to []*mqtt.Client, payload []byte) error
+	// Send publishes payload live on topic (QoS 1, not retained) with the
+	// MQTT 5 properties props (none when zero) for the subscribers in to
+	// only, retaining nothing (a resume's reply).
+	Send(topic string, to []*mqtt.Client, payload []byte, props packets.Properties) error
 }
 
 // Visibility is who reads a group's topic, and its members' presence.
@@ -97,6 +99,12 @@ type Options struct {
 	// sent what it missed (presence.group_resume_*); zero: no log, every
 	// resume gets the snapshot.
 	Resume roster.LogLimits
+	// Addressed: what Topics.Send sends reaches the subscribers in its to
+	// only (the server has the delivery's Guard, WithACL). Without it a
+	// resume's reply reaches every subscriber of the group on the node,
+	// so it is never compressed (EncodingProperty): a subscriber that did
+	// not ask would get DEFLATE.
+	Addressed bool
 }
 
 // Stage is the groups stage (see the package doc).
@@ -110,7 +118,7 @@ type Stage struct {
 
 	topicMu sync.Mutex                           // a group's snapshot retained, then its delta published
 	waiting map[string]map[*mqtt.Client]struct{} // subscriptions to a group watched at version 0, under topicMu
-	resumes map[string]map[*mqtt.Client]uint64   // resumes to serve: group -> subscriber -> version held, under topicMu
+	resumes map[string]map[*mqtt.Client]resumeAt // resumes to serve: group -> subscriber -> version held (and encoding), under topicMu
 	dlog    *roster.DeltaLog                     // the batches applied here, per group (resume)
 
 	resumeWake chan struct{}
@@ -156,7 +164,7 @@ func New(o Options) *Stage {
 		index:   roster.NewIndex(),
 		mirror:  roster.NewMirror(),
 		waiting: make(map[string]map[*mqtt.Client]struct{}),
-		resumes: make(map[string]map[*mqtt.Client]uint64), dlog: roster.NewDeltaLog(o.Resume, o.Now), resumeWake: make(chan struct{}, 1),
+		resumes: make(map[string]map[*mqtt.Client]resumeAt), dlog: roster.NewDeltaLog(o.Resume, o.Now), resumeWake: make(chan struct{}, 1),
 		joins: make(chan []roster.Change, 16),
 		dirty: make(map[string]struct{}), resyncs: make(map[string]struct{}), listens: make(map[string]bool), readWake: make(chan struct{}, 1),
 		claimsDirty: make(map[string][]string), claimsHeld: make(map[string][]string), claimsWake: make(chan struct{}, 1),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -65,7 +66,9 @@ func (o *outlet) Advance(topic string, to []*mqtt.Client, snapshot, live []byte)
 
 func (o *outlet) Retain(topic string, payload []byte) {}
 
-func (o *outlet) Send(topic string, to []*mqtt.Client, payload []byte) error { return nil }
+func (o *outlet) Send(topic string, to []*mqtt.Client, payload []byte, props packets.Properties) error {
+	return nil
+}
 
 func (o *outlet) Clear(topic string) {
 	o.mu.Lock()
