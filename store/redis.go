@@ -115,6 +115,12 @@ type Redis struct {
 	nodeRetention time.Duration // how long a node down stays in the node states (0: presence.NodeRetention)
 	own           ownWord       // this node's last word recorded (redis_nodes.go)
 	dormantEvery  time.Duration // the dormant reaper's interval (Tasks; redis_dormant.go)
+	// dormantArmed: this node has a reason to reap dormant sessions at the
+	// reaper's pace (it opened a session that declared a check-in period,
+	// heard a dormant user, or found dormant sessions in the index);
+	// dormantLast is when an unarmed node last looked (redis_dormant.go).
+	dormantArmed atomic.Bool
+	dormantLast  atomic.Int64
 }
 
 type redisStats struct {

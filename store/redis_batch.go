@@ -21,6 +21,9 @@ type scriptCall struct {
 
 // openCall builds open.lua's call for incarnation inc.
 func (r *Redis) openCall(a presence.OpenArgs, inc string) scriptCall {
+	if a.Expect > 0 {
+		r.dormantArmed.Store(true) // it may sleep: reap at the reaper's pace (redis_dormant.go)
+	}
 	return scriptCall{scriptOpen, append(r.k.commitKeys(a.User), r.k.nodeUsers(member(r.node, inc), a.User)),
 		append([]any{a.User, a.ID, r.node, inc, a.Device, string(a.Status), a.Text, ms(a.TTL),
 			r.auth, ms(r.retention)}, append(connArgs(a.Conn), ms(a.Expect), ms(a.Margin))...)}

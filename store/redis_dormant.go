@@ -24,6 +24,15 @@ import (
 // nodes racing on one user give the result of one. The dormant session's
 // node does not matter: a sweep of that node does not touch it.
 
+// dormantIdle is how often a node that is not armed (it opened no session
+// that declared a check-in period, heard no dormant user and found none in
+// the index) looks at the dormant index: a deployment that never uses
+// dormancy pays two Redis commands per node per dormantIdle for it, not two
+// per reap interval. An armed node reaps every reap interval. A sleeper
+// whose node died before any other was armed is found by this look: at
+// most dormantIdle late.
+const dormantIdle = 30 * time.Second
+
 // dormantChunk is how many due users one pass reads from each index.
 const dormantChunk = 512
 
@@ -37,6 +46,14 @@ const dormantLease = "dormant"
 // holds the dormant lease (kept for three passes, at least 3 s: when that
 // node dies, another takes over within that time).
 func (r *Redis) ReapDormant(ctx context.Context) (int, error) {
+	armed := r.dormantArmed.Load()
+	if !armed {
+		now := time.Now().UnixNano()
+		if last := r.dormantLast.Load(); last != 0 && now-last < int64(dormantIdle) {
+			return 0, nil
+		}
+		r.dormantLast.Store(now)
+	}
 	if r.k.cluster {
 		held, err := r.Lease(ctx, dormantLease, max(3*r.dormantEvery, 3*time.Second))
 		if err != nil || !held {
@@ -59,6 +76,9 @@ func (r *Redis) ReapDormant(ctx context.Context) (int, error) {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, r.fail("reap dormant", err)
 	}
+	if !armed {
+		r.armIfDormant(ctx, cmds)
+	}
 	missed := 0
 	for i, c := range cmds {
 		for _, u := range c.Val() {
@@ -76,6 +96,23 @@ func (r *Redis) ReapDormant(ctx context.Context) (int, error) {
 	r.stats.missed.Add(int64(missed))
 	r.up()
 	return missed, nil
+}
+
+// armIfDormant arms the reaper of a node that was not (ReapDormant) when
+// the index holds a sleeper: one due now (cmds), or, on a single server,
+// any (ZCARD).
+func (r *Redis) armIfDormant(ctx context.Context, cmds []*redis.StringSliceCmd) {
+	for _, c := range cmds {
+		if len(c.Val()) > 0 {
+			r.dormantArmed.Store(true)
+			return
+		}
+	}
+	if !r.k.cluster {
+		if n, err := r.c.ZCard(ctx, r.k.allDormantIndexes()[0]).Result(); err == nil && n > 0 {
+			r.dormantArmed.Store(true)
+		}
+	}
 }
 
 // msDuration reads a duration the scripts write as milliseconds (zero for

@@ -842,6 +842,9 @@ func (l *listener) message(m *redis.Message) {
 		r.log.Error("undecodable change on the feed", "err", err, "channel", m.Channel)
 		return
 	}
+	if e.Kind == Changed && e.Aggregate.Status == presence.Dormant {
+		r.dormantArmed.Store(true) // a sleeper this node may have to reap (redis_dormant.go)
+	}
 	if e.Kind == Changed {
 		user := e.Aggregate.User
 		if m.Channel != r.k.userChannel(user) && m.Channel != r.k.slotChannel(user) {
