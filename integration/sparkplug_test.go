@@ -154,6 +154,11 @@ func TestSparkplugStaleDeathDropped(t *testing.T) {
 	})
 	host := &spReader{t: t, c: dial5(t, n.MQTTAddr(), "scada-1", "scada")}
 	subscribeAll(t, host.c, certs+"#", "spBv1.0/#")
+	// mochi writes the SUBACK, then looks up the retained messages for
+	// the new filters: a certificate retained in between would reach the
+	// host twice, once retained. mochi reads a client's packets one at a
+	// time, so a second SUBACK proves the first lookup is over.
+	subscribeAll(t, host.c, "sync/scada-1")
 
 	edgeA := dial5(t, n.MQTTAddr(), "edge-e1-a", "edge", withWill(spDeath, string(ndeathOf(0)), false))
 	edgeA.publish(t, spBirth, string(nbirthOf(0)), 0, false)
@@ -241,6 +246,11 @@ func TestSparkplugStaleDeathFlagged(t *testing.T) {
 	n := startNode(t, func(c *configs.Config) { c.Sparkplug.Enabled = true })
 	host := &spReader{t: t, c: dial5(t, n.MQTTAddr(), "scada-1", "scada")}
 	subscribeAll(t, host.c, certs+"#", "spBv1.0/#")
+	// mochi writes the SUBACK, then looks up the retained messages for
+	// the new filters: a certificate retained in between would reach the
+	// host twice, once retained. mochi reads a client's packets one at a
+	// time, so a second SUBACK proves the first lookup is over.
+	subscribeAll(t, host.c, "sync/scada-1")
 
 	edgeA := dial5(t, n.MQTTAddr(), "edge-e1-a", "edge", withWill(spDeath, string(ndeathOf(0)), false))
 	edgeA.publish(t, spBirth, string(nbirthOf(0)), 0, false)
