@@ -124,7 +124,6 @@ func (u User) Miss(now time.Time) (User, Session, bool) {
 	rec := make([]Session, 1, min(len(u.Ended)+1, MaxEnded))
 	rec[0] = m
 	u.Ended = append(rec, u.Ended[:cap(rec)-1]...)
-	u.Current.Sessions = append([]SessionView(nil), u.Current.Sessions...)
 	u.Dormant = Session{}
 	u.LastWords = ""
 	return u, m, true

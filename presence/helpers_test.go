@@ -57,18 +57,17 @@ func copyOf[T any](s []T) []T {
 	return c
 }
 
-// scribble mutates every element of every slice of u (and appends to them),
-// to show that a result shares no memory with the receiver it came from.
+// scribble mutates every element of u's live sessions and appends to every
+// slice of u, to show that a result can be changed where an operation may
+// change it without touching the receiver it came from. Ended and Current's
+// sessions are shared between a user and the results of its operations:
+// they are never written in place (see User.clone), so scribble leaves their
+// elements alone (issue 23: copying them on every operation was 13 % of the
+// bytes a churning broker allocated).
 func scribble(u User) {
 	for i := range u.Sessions {
 		u.Sessions[i].Status = "scribbled"
 		u.Sessions[i].Text = "scribbled"
-	}
-	for i := range u.Ended {
-		u.Ended[i].Text = "scribbled"
-	}
-	for i := range u.Current.Sessions {
-		u.Current.Sessions[i].Node = "scribbled"
 	}
 	_ = append(u.Sessions, Session{ID: "appended"})
 	_ = append(u.Ended, Session{ID: "appended"})
