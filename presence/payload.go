@@ -3,9 +3,7 @@ package presence
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -250,14 +248,14 @@ func ParseSetRequest(b []byte) (SetRequest, error) {
 	if err := setKeys(b); err != nil {
 		return SetRequest{}, err
 	}
+	// setKeys refused every unknown field up to the first value that is
+	// not a string, a boolean or null, and every field of wireSet is one of
+	// those, so json.Unmarshal (which refuses data after the object) needs
+	// no DisallowUnknownFields: a Decoder for it cost 6 of the 18
+	// allocations of a set (issue 23).
 	var w wireSet
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&w); err != nil {
+	if err := json.Unmarshal(b, &w); err != nil {
 		return SetRequest{}, fmt.Errorf("%w: %v", ErrBadPayload, err)
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return SetRequest{}, fmt.Errorf("%w: data after the JSON object", ErrBadPayload)
 	}
 	if bytes.HasPrefix(bytes.TrimSpace(b), []byte("null")) {
 		return SetRequest{}, fmt.Errorf("%w: payload is null, want an object", ErrBadPayload)

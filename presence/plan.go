@@ -130,15 +130,20 @@ func (p Plan) Next(id string, w Wanted, h Written) Write {
 		}}
 	}
 	if h.Open && h.Conn == w.Conn && w.Live {
+		// Pointers to copies, not into w: &w.Text would move all of w (a
+		// few hundred bytes) to the heap on every call (issue 23).
 		var upd Update
 		if status != h.Status {
-			upd.Status = &status
+			st := status
+			upd.Status = &st
 		}
 		if w.Text != h.Text {
-			upd.Text = &w.Text
+			text := w.Text
+			upd.Text = &text
 		}
 		if w.Device != h.Device {
-			upd.Device = &w.Device
+			device := w.Device
+			upd.Device = &device
 		}
 		if !upd.Empty() {
 			return Write{Kind: WriteUpdate, Ref: SessionRef{User: h.User, ID: id, Epoch: h.Epoch}, Update: upd}
