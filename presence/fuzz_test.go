@@ -119,3 +119,35 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeFlatSet holds the set payload's fast path to encoding/json:
+// whatever decodeFlatSet accepts, json.Unmarshal accepts too, with the
+// same fields.
+func FuzzDecodeFlatSet(f *testing.F) {
+	for _, tc := range validSetPayloads {
+		f.Add([]byte(tc.payload))
+	}
+	for _, tc := range invalidSetPayloads {
+		f.Add([]byte(tc.payload))
+	}
+	for _, s := range []string{`{}`, ` { } `, `{"text":null}`, `{"activity":"true"}`, `{"status":true}`, `{"text":"a\u00e9"}`,
+		`{"text":"tab	here"}`, `{"status":"away",}`, `{"status":"away"} x`, `{"invisible":false,"last_seen":"quarter"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) || setKeys(b) != nil {
+			return // ParseSetRequest refuses these before either decoder
+		}
+		fast, ok := decodeFlatSet(b)
+		if !ok {
+			return
+		}
+		var slow wireSet
+		if err := json.Unmarshal(b, &slow); err != nil {
+			t.Fatalf("decodeFlatSet accepted %q, json.Unmarshal refuses it: %v", b, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q: decodeFlatSet %+v, json.Unmarshal %+v", b, fast, slow)
+		}
+	})
+}
