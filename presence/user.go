@@ -105,9 +105,8 @@ func (u User) find(id string) (int, bool) {
 	})
 }
 
-//
-// Only the live sessions are copied: they are the one array an operation
-// changes in place (UpdateSession, Renew). Ended and Current's sessions are
+// clone returns u with a copy of its live sessions: they are the only array
+// an operation changes in place (UpdateSession, Renew). Ended and Current's sessions are
 // never changed in place: retire and Miss build a new Ended, and Commit
 // replaces Current with sessions Derive made anew, so the receiver's stay
 // as they were and the copies would buy nothing (they were 13 % of the
