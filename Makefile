@@ -195,7 +195,12 @@ image: build
 #   4. the standard scenarios and the throughput ceiling, 3 rounds, systems
 #      side by side in each round; parts 1 (all watched) and 2 join the
 #      report (--include). Every figure is the median of the 3 rounds with
-#      min–max.
+#      min–max. mochi-bare runs bare mochi's cycle in churn and ceiling
+#      (presence off, its devices on the classic last-will pattern), so the
+#      ceiling searches presenced-memory, presenced-redis, mochi-bare and
+#      mosquitto-lastwill in each round, and the report gives presenced's
+#      ceiling and CPU per change as ratios to mochi-bare's, round by round
+#      (issue 23; bench/README.md "Ceilings as ratios").
 # It takes about 30 minutes on 2 cores. It is not part of `make test`. The
 # team scenario has a target of its own: make bench-team.
 BENCH = bin/presence-bench --presenced bin/presenced --out-dir bench/results

@@ -112,6 +112,7 @@ func Markdown(f result.File) []byte {
 	var b bytes.Buffer
 	b.WriteString("# presenced benchmark\n\n")
 	writeHeader(&b, f)
+	all := f // every round, for the figures taken round by round
 	f, rs := Collapse(f)
 	if n := rs.maxRounds(); n > 1 {
 		fmt.Fprintf(&b, "Every scenario ran %d times against every system, round after round. Each figure is the **median of the rounds**, followed by the rounds' (min–max) when they differ; the correctness counts are the worst round's.\n\n", n)
@@ -145,7 +146,8 @@ func Markdown(f result.File) []byte {
 		writeRatios(&b, f)
 		writeTargets(&b, f)
 	}
-	writeCapacityTargets(&b, f)
+	writeCeilingCompare(&b, all)
+	writeCapacityTargets(&b, all)
 
 	if notes > 0 {
 		b.WriteString("## Run notes\n\n")
@@ -395,7 +397,7 @@ func writeTable(b *bytes.Buffer, runs []result.Run, foot int, rs rounds) int {
 			for i, n := range correctness(r.Correct) {
 				// The bare broker has no presence to be wrong about, and
 				// only presenced has versions.
-				if r.System == result.SystemMochi || (i == 3 && !isPresenced(r.System)) {
+				if (r.System == result.SystemMochi && !classicScenario(r.Scenario)) || (i == 3 && !isPresenced(r.System)) {
 					cells = append(cells, "–")
 					continue
 				}
@@ -491,10 +493,39 @@ func writeRatios(b *bytes.Buffer, f result.File) {
 			signed(pk-mk), fmtNum(pk/mk))
 		lines++
 	}
+	for _, sys := range []string{result.SystemMemory, result.SystemRedis} {
+		p, okP := find(f, result.ScenarioChurn, sys)
+		m, okM := find(f, result.ScenarioChurn, result.SystemMochi)
+		pc, mc := p.Extra["cpu_us_per_change"], m.Extra["cpu_us_per_change"]
+		if !okP || !okM || pc <= 0 || mc <= 0 {
+			continue
+		}
+		fmt.Fprintf(b, "- churn: CPU per change of %s is %s µs vs %s µs for %s's cycle (the classic last-will pattern, presence off): **%s** of it, presence's share %s %%",
+			sys, fmtNum(pc), fmtNum(mc), result.SystemMochi, fmtPct(100*pc/mc)+" %", signedPct(100*(pc-mc)/mc))
+		if rc := p.Extra["redis_cpu_us_per_change"]; rc > 0 {
+			fmt.Fprintf(b, " (%s %% with redis-server's %s µs)", signedPct(100*(pc+rc-mc)/mc), fmtNum(rc))
+		}
+		b.WriteString(".\n")
+		lines++
+	}
 	if lines == 0 {
 		b.WriteString("Not measured: no successful runs of presenced and mochi-bare with the same figure.\n")
 	}
 	b.WriteString("\n")
+}
+
+func signedPct(v float64) string {
+	if v >= 0 {
+		return "+" + fmtPct(v)
+	}
+	return "−" + fmtPct(-v)
+}
+
+// classicScenario tells whether mochi-bare's devices follow the classic
+// last-will pattern in the scenario (bare mochi's cycle): it then has
+// correctness counts, shown for reference as mosquitto-lastwill's are.
+func classicScenario(scenario string) bool {
+	return scenario == result.ScenarioChurn || scenario == ScenarioCeiling
 }
 
 func signed(v float64) string {

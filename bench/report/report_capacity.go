@@ -17,9 +17,10 @@ const (
 )
 
 // CapacityTargets checks the memory and throughput targets against the
-// medians of the memory and ceiling scenarios; it is empty when neither
-// ran.
+// medians of the memory and ceiling scenarios, and the ceiling's ratios to
+// bare mochi's cycle round by round; it is empty when neither ran.
 func CapacityTargets(f result.File) []Target {
+	ratios := ceilingRatioTargets(f) // round by round
 	f, _ = Collapse(f)
 	var out []Target
 	_, haveMem := find(f, ScenarioMemory, result.SystemMemory)
@@ -67,7 +68,7 @@ func CapacityTargets(f result.File) []Target {
 		}
 		out = append(out, t)
 	}
-	return out
+	return append(out, ratios...)
 }
 
 func writeCapacityTargets(b *bytes.Buffer, f result.File) {

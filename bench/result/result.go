@@ -36,6 +36,10 @@ type File struct {
 	// by side in each round; reports give the median and the spread.
 	Repeat int   `json:"repeat,omitempty"`
 	Runs   []Run `json:"runs"`
+	// Ceiling is the ceiling scenario's systems side by side, computed
+	// from Runs when the file is written (bench/report.CeilingCompare);
+	// absent without ceiling runs.
+	Ceiling *CeilingCompare `json:"ceiling_compare,omitempty"`
 }
 
 // Machine describes where it ran.
@@ -77,12 +81,23 @@ type Point struct {
 	CPUUsPerChange float64 `json:"cpu_us_per_change"`                 // broker user+sys CPU per change made
 	RedisCPUUs     float64 `json:"redis_cpu_us_per_change,omitempty"` // redis-server's, presenced-redis only
 	LoadCPUUs      float64 `json:"load_cpu_us_per_change"`            // the load generator's (this process)
+	// LoadShare is the load generator's CPU over the step (its load and
+	// convergence) as a share of the machine's (0–1: its CPU time ÷ wall
+	// time × CPUs); MachineBusy the share of the machine's CPU time busy
+	// over the same window, every process included (/proc/stat): what the
+	// broker, the generator and anything else running left idle.
+	LoadShare   float64 `json:"load_share,omitempty"`
+	MachineBusy float64 `json:"machine_busy,omitempty"`
 	// TapPerSec is how many messages per second the tap (--ceiling-tap:
 	// a subscriber to other topics, such as the lifecycle outputs')
 	// received during the step's load; TapPerChange the same per change.
 	TapPerSec    float64 `json:"tap_per_s,omitempty"`
 	TapPerChange float64 `json:"tap_per_change,omitempty"`
 	Sustained    bool    `json:"sustained"` // p99 within the bound and the rate achieved
+	// Common: a step offered after the search, on a fresh broker, at the
+	// round's common rate (the lowest ceiling of the round's systems), so
+	// that CPU per change compares every system at one rate.
+	Common bool `json:"common,omitempty"`
 }
 
 // Metrics: every figure a scenario measures; zero-valued ones were not
@@ -119,4 +134,59 @@ type Correctness struct {
 	WrongOffline    int `json:"wrong_offline"`     // shown offline while a device was live
 	StaleOverwrites int `json:"stale_overwrites"`  // an older connection's will or status shown after a newer one
 	BackwardVersion int `json:"backward_versions"` // a version lower than one already seen (presenced only)
+}
+
+// CeilingCompare is the ceiling scenario's systems side by side (issue
+// 23), computed by bench/report from the runs and written with them: each
+// system's ceiling and CPU per change, and presenced's against bare
+// mochi's cycle (mochi-bare), round by round.
+type CeilingCompare struct {
+	Rounds  int             `json:"rounds"` // rounds with a successful ceiling run of mochi-bare
+	Systems []CeilingSystem `json:"systems"`
+	Ratios  []CeilingRatio  `json:"ratios,omitempty"` // per presenced system, against mochi-bare
+}
+
+// CeilingSystem is one system's ceiling: the median of its rounds.
+type CeilingSystem struct {
+	System         string  `json:"system"`
+	CeilingPerSec  float64 `json:"ceiling_per_s"` // achieved at the highest sustained step (p99 within the bound)
+	P99Ms          float64 `json:"p99_ms"`
+	CPUUsPerChange float64 `json:"cpu_us_per_change"` // the broker's, at its ceiling step
+	RedisCPUUs     float64 `json:"redis_cpu_us_per_change,omitempty"`
+	LoadCPUUs      float64 `json:"load_cpu_us_per_change"` // the load generator's
+	LoadShare      float64 `json:"load_share"`             // the generator's share of the machine's CPU at the ceiling step (0–1)
+	MachineBusy    float64 `json:"machine_busy"`           // the machine's busy share over that step, every process (0–1)
+	// At the common rate: the highest rate offered that every system of
+	// the round sustained, where CPU per change compares like with like.
+	CommonPerSec     float64 `json:"common_per_s,omitempty"`
+	CommonCPUUs      float64 `json:"common_cpu_us_per_change,omitempty"`
+	CommonRedisCPUUs float64 `json:"common_redis_cpu_us_per_change,omitempty"`
+	CommonLoadCPUUs  float64 `json:"common_load_cpu_us_per_change,omitempty"`
+}
+
+// CeilingRatio is a presenced system against mochi-bare, each figure
+// taken round by round (both systems of the same round) and given as the
+// median of the rounds with their min and max.
+type CeilingRatio struct {
+	System string `json:"system"`
+	// CeilingPct: 100 × presenced's ceiling ÷ mochi-bare's.
+	CeilingPct Spread `json:"ceiling_pct"`
+	// CPUPct: 100 × presenced's CPU per change ÷ mochi-bare's, both at
+	// the round's common rate (the broker process alone).
+	CPUPct Spread `json:"cpu_pct"`
+	// SharePct: presence's share of a change, 100 × (presenced's µs per
+	// change − mochi-bare's) ÷ mochi-bare's, at the common rate.
+	SharePct Spread `json:"share_pct"`
+	// ShareWithRedisPct: the same with redis-server's CPU counted as
+	// presence's (presenced-redis only).
+	ShareWithRedisPct *Spread `json:"share_with_redis_pct,omitempty"`
+}
+
+// Spread is a figure over rounds: the median (the lower middle one for an
+// even count), min and max of N rounds; N 0: not measured.
+type Spread struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+	N      int     `json:"n"`
 }

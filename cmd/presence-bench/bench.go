@@ -34,8 +34,11 @@ func applies(sys, scenario string) bool {
 	return sys != systemGroup || scenario == scenarioTeam
 }
 
-// bareScenarios are the scenarios that need no presence.
-var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true, scenarioMemory: true}
+// bareScenarios are the scenarios mochi-bare runs: those that need no
+// presence, and those where its devices follow the classic last-will
+// pattern (classicScenarios: bare mochi's cycle).
+var bareScenarios = map[string]bool{result.ScenarioSteady: true, result.ScenarioStorm: true, scenarioMemory: true,
+	result.ScenarioChurn: true, scenarioCeiling: true}
 
 // runBench runs every (system, scenario) of cfg, one after the other.
 func runBench(cfg config) (result.File, error) {
@@ -96,6 +99,9 @@ func runBench(cfg config) (result.File, error) {
 			}
 		}
 		teamCompare(f.Runs[first:], cfg.Team.Batch) // within the round
+		if cfg.Ceiling.Common {
+			ceilingCommonSteps(cfg, f.Runs[first:], limit)
+		}
 	}
 	f.Duration = math.Round(time.Since(start).Seconds()*10) / 10
 	return f, nil
@@ -255,6 +261,7 @@ func runOne(cfg config, sysName, scenario string, fdLimit uint64) (r result.Run)
 		r.Error = err.Error()
 		return r
 	}
+	sys.classic = classicCycle(sysName, scenario)
 	return runOn(cfg, sys, scenario, fdLimit, r)
 }
 
@@ -345,6 +352,14 @@ func runOn(cfg config, sys *system, scenario string, fdLimit uint64, in result.R
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// patternParam records, for mochi-bare running bare mochi's cycle, that
+// its devices follow the classic last-will pattern.
+func (e *runEnv) patternParam() {
+	if e.sys.classic {
+		e.run.Params["pattern"] = "last-will"
+	}
 }
 
 // runScenario runs the scenario (a panic is its error) and records the
@@ -597,7 +612,7 @@ func (e *runEnv) evaluateObservers(end time.Duration, obs ...*observer) {
 	}
 	ev := evaluate(e.tr.intervals(), views, end)
 	e.run.Correct = ev.Correctness
-	if !e.sys.isPresenced() {
+	if !e.sys.isPresenced() || e.sys.lastWill() {
 		e.run.Correct.BackwardVersion = 0
 	}
 	if ev.Duplicates > 0 {
@@ -697,7 +712,7 @@ func summaryLine(r result.Run, took time.Duration) string {
 			fmt.Fprintf(&b, " %s=%g", k, v)
 		}
 	}
-	if r.System != result.SystemMochi {
+	if r.System != result.SystemMochi || classicScenarios[r.Scenario] {
 		c := r.Correct
 		fmt.Fprintf(&b, " | ghosts=%d wrong_offline=%d stale=%d backward=%d", c.Ghosts, c.WrongOffline, c.StaleOverwrites, c.BackwardVersion)
 	}

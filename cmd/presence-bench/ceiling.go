@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,11 +34,19 @@ type ceilingConfig struct {
 	// sends at each rate. Empty: no tap.
 	Tap     string
 	TapUser string
+	// Common: after every round, each system whose search did not sustain
+	// the round's common rate (the lowest ceiling of the round) offers it
+	// once more on a fresh broker, so that CPU per change is compared at
+	// one rate every system sustained (--ceiling-common).
+	Common bool
+	// Fixed: offer Start only (one step, tried twice at most): the step at
+	// the common rate.
+	Fixed bool
 }
 
 func ceilingDefaults(c *config) {
 	c.Ceiling = ceilingConfig{Start: 2000, Max: 64000, Step: 3 * time.Second, P99: 50 * time.Millisecond,
-		Bisect: 2, Budget: 60 * time.Second, Converge: 20 * time.Second}
+		Bisect: 2, Budget: 60 * time.Second, Converge: 20 * time.Second, Common: true}
 }
 
 func ceilingFlags(fs *flag.FlagSet, c *config) {
@@ -48,6 +58,7 @@ func ceilingFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.Ceiling.Budget, "ceiling-budget", c.Ceiling.Budget, "ceiling: no new step starts after this much of one system's search")
 	fs.StringVar(&c.Ceiling.Tap, "ceiling-tap", "", "ceiling: comma-separated topic filters a second subscriber counts the messages of (e.g. the lifecycle outputs' topics); empty: none")
 	fs.StringVar(&c.Ceiling.TapUser, "ceiling-tap-user", "", "ceiling: the user name the tap connects with (a service account)")
+	fs.BoolVar(&c.Ceiling.Common, "ceiling-common", c.Ceiling.Common, "ceiling: after each round, a system that did not sustain the round's lowest ceiling offers that rate once more on a fresh broker, so that CPU per change is compared at one rate every system sustained")
 	fs.DurationVar(&c.Ceiling.Converge, "ceiling-converge", c.Ceiling.Converge, "ceiling: after a step's load stops, how long to wait for the observer to show every user's truth")
 }
 
@@ -104,6 +115,7 @@ func (e *runEnv) ceiling() error {
 	r.Params["p99_bound_ms"] = ms(cfg.P99)
 	r.Params["bisect"] = cfg.Bisect
 	r.Params["observers"] = 1
+	e.patternParam()
 	obs, err := e.newObserver("obs-ceiling", topicPrefix+"+", observerBuf)
 	if err != nil {
 		return err
@@ -154,8 +166,9 @@ func (c *ceilingSearch) try(rate float64) (bool, error) {
 		}
 	}
 	r.Curve = append(r.Curve, p)
-	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change tap %.0f/s (%.2f/change)%s",
-		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, p.TapPerSec, p.TapPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
+	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change load %.1f µs/change (%.0f %% of the machine, busy %.0f %%) tap %.0f/s (%.2f/change)%s",
+		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, p.LoadCPUUs, 100*p.LoadShare, 100*p.MachineBusy,
+		p.TapPerSec, p.TapPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
 	if p.Sustained && rate > c.good {
 		c.good, c.goodPoint, c.goodLat = rate, &r.Curve[len(r.Curve)-1], lat
 	}
@@ -173,13 +186,13 @@ func (c *ceilingSearch) double() error {
 		}
 		if !ok {
 			c.bad = rate
-			if c.good == 0 && rate/2 >= 250 {
+			if c.good == 0 && rate/2 >= 250 && !cfg.Fixed {
 				rate /= 2
 				continue
 			}
 			break
 		}
-		if rate >= cfg.Max || (c.bad > 0 && rate*2 >= c.bad) {
+		if cfg.Fixed || rate >= cfg.Max || (c.bad > 0 && rate*2 >= c.bad) {
 			break
 		}
 		rate = math.Min(rate*2, cfg.Max)
@@ -225,6 +238,12 @@ func (c *ceilingSearch) report() {
 		r.Metrics.Latency = c.goodLat
 		r.Extra["ceiling_offered_per_s"] = c.good
 		r.Extra["cpu_us_per_change_at_ceiling"] = c.goodPoint.CPUUsPerChange
+		r.Extra["load_cpu_us_per_change_at_ceiling"] = c.goodPoint.LoadCPUUs
+		r.Extra["load_share_at_ceiling"] = c.goodPoint.LoadShare
+		r.Extra["machine_busy_at_ceiling"] = c.goodPoint.MachineBusy
+		if c.goodPoint.RedisCPUUs > 0 {
+			r.Extra["redis_cpu_us_per_change_at_ceiling"] = c.goodPoint.RedisCPUUs
+		}
 		if c.tap != nil {
 			r.Extra["tap_per_s_at_ceiling"] = c.goodPoint.TapPerSec
 			r.Extra["tap_per_change_at_ceiling"] = c.goodPoint.TapPerChange
@@ -279,6 +298,7 @@ func (e *runEnv) ceilingStep(obs *observer, tp *tap, step int, rate float64) (re
 	cpu0, _ := e.sys.cpu()
 	rcpu0 := e.redisCPU()
 	lcpu0, _ := procCPU(os.Getpid())
+	busy0, total0, _ := machineCPU()
 	tap0, t0 := tp.count(), mono()
 	stopped := s.load()
 	n, err := s.achieved(&p)
@@ -289,6 +309,13 @@ func (e *runEnv) ceilingStep(obs *observer, tp *tap, step int, rate float64) (re
 	cpu1, _ := e.sys.cpu()
 	rcpu1 := e.redisCPU()
 	lcpu1, _ := procCPU(os.Getpid())
+	busy1, total1, _ := machineCPU()
+	if wall := mono() - t0; wall > 0 {
+		p.LoadShare = round3(float64(lcpu1-lcpu0) / float64(wall) / float64(runtime.NumCPU()))
+	}
+	if total1 > total0 {
+		p.MachineBusy = round3(float64(busy1-busy0) / float64(total1-total0))
+	}
 	p.CPUUsPerChange = round3(float64((cpu1 - cpu0).Microseconds()) / float64(n))
 	if rcpu0 >= 0 && rcpu1 >= 0 {
 		p.RedisCPUUs = round3(float64((rcpu1 - rcpu0).Microseconds()) / float64(n))
@@ -454,4 +481,99 @@ func (e *runEnv) redisCPU() time.Duration {
 		return -1
 	}
 	return d
+}
+
+// machineCPU reads the machine's CPU time from the first line of
+// /proc/stat, in clock ticks: busy (everything but idle and iowait) and
+// total.
+func machineCPU() (busy, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseMachineCPU(line)
+}
+
+// parseMachineCPU reads /proc/stat's "cpu  user nice system idle iowait
+// irq softirq steal …" line.
+func parseMachineCPU(line string) (busy, total int64, err error) {
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: %q", line)
+	}
+	// guest and guest_nice (fields 9 and 10) are already in user and nice.
+	for i, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %q", line)
+		}
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total, nil
+}
+
+// ceilingCompared are the systems the ceiling puts side by side.
+var ceilingCompared = map[string]bool{result.SystemMemory: true, result.SystemRedis: true, result.SystemMochi: true, result.SystemMosquitto: true}
+
+// ceilingCommonSteps gives the ceiling runs of a round one rate every
+// system sustained: the lowest ceiling of the round (each system sustained
+// its own). A system whose search did not offer it, or did not sustain it
+// there, offers it once more on a fresh broker (a step tried twice at
+// most); the point joins its curve marked common. A system with no
+// ceiling is left out.
+func ceilingCommonSteps(cfg config, runs []result.Run, fdLimit uint64) {
+	var idx []int
+	rate := 0.0
+	for i, r := range runs {
+		c := r.Extra["ceiling_offered_per_s"]
+		if r.Scenario != scenarioCeiling || r.Error != "" || !ceilingCompared[r.System] || c <= 0 {
+			continue
+		}
+		idx = append(idx, i)
+		if rate == 0 || c < rate {
+			rate = c
+		}
+	}
+	if len(idx) < 2 {
+		return
+	}
+	for _, i := range idx {
+		r := &runs[i]
+		if sustainedAt(r.Curve, rate) {
+			continue
+		}
+		c := cfg
+		c.Ceiling.Start, c.Ceiling.Max, c.Ceiling.Bisect, c.Ceiling.Fixed = rate, rate, 0, true
+		logf(cfg, "  ceiling %s: the round's common rate, %.0f/s, on a fresh broker ...", r.System, rate)
+		x := runOne(c, r.System, scenarioCeiling, fdLimit)
+		if r.Extra == nil {
+			r.Extra = map[string]float64{}
+		}
+		r.Extra["common_rate_per_s"] = rate
+		for _, n := range x.Notes {
+			r.Notes = append(r.Notes, fmt.Sprintf("the step at the common rate %.0f/s: %s", rate, n))
+		}
+		if x.Error != "" || len(x.Curve) == 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("the step at the common rate %.0f/s failed: %s", rate, x.Error))
+			continue
+		}
+		for _, p := range x.Curve {
+			p.Common = true
+			r.Curve = append(r.Curve, p)
+		}
+	}
+}
+
+// sustainedAt tells whether curve has a sustained point at rate.
+func sustainedAt(curve []result.Point, rate float64) bool {
+	for _, p := range curve {
+		if p.Sustained && p.OfferedPerSec == rate {
+			return true
+		}
+	}
+	return false
 }

@@ -136,6 +136,7 @@ func cli(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "presence-bench: %v\n", err)
 		return 1
 	}
+	f.Ceiling = report.CeilingCompare(f)
 	paths, err := writeOutputsNamed(cfg.OutDir, cfg.OutName, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "presence-bench: %v\n", err)

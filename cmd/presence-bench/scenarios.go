@@ -308,6 +308,7 @@ func (s *churnRun) setup() error {
 	r.Params["duration_s"] = cfg.Duration.Seconds()
 	r.Params["cycle_s"] = s.period.Seconds()
 	r.Params["observers"] = 1
+	e.patternParam()
 	var err error
 	s.obs, err = e.newObserver("obs-churn", topicPrefix+"+", observerBuf)
 	return err

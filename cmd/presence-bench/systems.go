@@ -71,6 +71,11 @@ type system struct {
 	extra      string // YAML merged into the config file (--presenced-config-extra)
 	nodeID     string // --node-id; "bench" when empty
 
+	// classic: the devices follow the classic last-will pattern
+	// (mosquitto-lastwill's) on a broker that is not mosquitto: mochi-bare
+	// in the churn and ceiling scenarios (classicCycle).
+	classic bool
+
 	portWait  time.Duration // how long start waits for the MQTT port; 15 s when zero
 	startedAt time.Duration // monotonic time just before the process was started
 }
@@ -85,7 +90,12 @@ func (s *system) hasPresence() bool { return s.name != result.SystemMochi }
 func (s *system) isPresenced() bool {
 	return s.name == result.SystemMemory || s.name == result.SystemRedis || s.name == result.SystemMochi || s.name == systemGroup
 }
-func (s *system) lastWill() bool { return s.name == result.SystemMosquitto }
+
+// lastWill tells whether the devices follow the classic last-will pattern
+// (will "offline", retained "online", statuses and "offline" published on
+// presence/users/{user}): on mosquitto-lastwill always, on mochi-bare in
+// the scenarios of classicCycle.
+func (s *system) lastWill() bool { return s.name == result.SystemMosquitto || s.classic }
 func (s *system) addr() string   { return "127.0.0.1:" + strconv.Itoa(s.mqttPort) }
 func (s *system) pid() int       { return s.proc.Process.Pid }
 
@@ -94,6 +104,20 @@ func (s *system) parser() parser {
 		return parseLastWill
 	}
 	return parsePresenced
+}
+
+// classicScenarios are the scenarios where mochi-bare runs bare mochi's
+// cycle: the same churn of connects, status changes and disconnects as
+// the other systems, with presence off, so that nothing publishes
+// presence/users/{user} but the devices themselves, as on
+// mosquitto-lastwill. Its other scenarios (steady, storm, memory) measure
+// sessions without a will or retained messages.
+var classicScenarios = map[string]bool{result.ScenarioChurn: true, scenarioCeiling: true}
+
+// classicCycle tells whether sys runs the classic last-will pattern in
+// scenario although it is not mosquitto: mochi-bare in classicScenarios.
+func classicCycle(sys, scenario string) bool {
+	return sys == result.SystemMochi && classicScenarios[scenario]
 }
 
 // startSystem starts name fresh, with presenced's config o.
