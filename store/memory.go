@@ -22,8 +22,14 @@ type Memory struct {
 	rules  presence.Rules
 	report func(Event) // called under mu, in commit order; must not block
 
-	mu     sync.Mutex
-	users  map[string]presence.User
+	mu    sync.Mutex
+	users map[string]presence.User
+	// due holds, for each user with a live or dormant session, the
+	// earliest time the reaper has something to do for it (index), so
+	// that a reap reads a small entry per such user instead of copying
+	// every whole user (issue 23: a reaper's pass over 5,000 idle users
+	// was 7.5 % of an idle node's CPU).
+	due    map[string]time.Time
 	groups map[string]map[string]struct{} // group -> members (groups.go)
 	claims map[string][]string            // user -> groups its last token claimed
 
@@ -44,7 +50,7 @@ type Memory struct {
 // production); report receives every committed change, in commit order, while
 // the store's lock is held, so it must return at once (a Feed's Push does).
 func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
-	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), names: newIndex(), inc: newIncarnation(),
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), due: make(map[string]time.Time), names: newIndex(), inc: newIncarnation(),
 		retention: 30 * 24 * time.Hour, reapEvery: time.Second}
 }
 
@@ -90,6 +96,7 @@ func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause, en
 		m.indexAdd(u.Name)
 	}
 	m.users[u.Name] = u
+	m.index(u)
 	if changed {
 		p.Ended = presence.EndedViews(ended) // the report's, not Current's
 		m.report(Event{Kind: Changed, Aggregate: p, Cause: cause})
@@ -174,6 +181,7 @@ func (m *Memory) Renew(_ context.Context, refs []presence.SessionRef, ttl time.D
 			continue
 		}
 		m.users[r.User] = u // a renewal changes no aggregate
+		m.index(u)
 	}
 	return stale, nil
 }
@@ -184,18 +192,39 @@ func (m *Memory) Reap(context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	n := 0
-	for _, u := range m.users {
-		if d, ok := u.NextDeadline(); !ok || now.Before(d) {
-			continue
+	var due []string
+	for name, d := range m.due {
+		if !now.Before(d) {
+			due = append(due, name)
 		}
-		u, reaped := u.Reap(now)
-		n += len(reaped)
-		m.reaped.Add(int64(len(reaped)))
-		m.commit(u, now, presence.Cause{Ended: presence.EndTimeout}, reaped...)
 	}
-	m.reapDormant(now)
+	n := 0
+	for _, name := range due {
+		u := m.users[name]
+		if d, ok := u.NextDeadline(); ok && !now.Before(d) {
+			var reaped []presence.Session
+			u, reaped = u.Reap(now)
+			n += len(reaped)
+			m.reaped.Add(int64(len(reaped)))
+			m.commit(u, now, presence.Cause{Ended: presence.EndTimeout}, reaped...)
+		}
+		m.reapDormant(m.users[name], now)
+	}
 	return n, nil
+}
+
+// index keeps u's entry in due: the earlier of its live sessions' first
+// expiry and its dormant session's due time, none when it has neither.
+func (m *Memory) index(u presence.User) {
+	d, ok := u.NextDeadline()
+	if dd, dok := u.DormantDeadline(); dok && (!ok || dd.Before(d)) {
+		d, ok = dd, true
+	}
+	if ok {
+		m.due[u.Name] = d
+	} else {
+		delete(m.due, u.Name)
+	}
 }
 
 // Forget drops the users who are offline and were last seen before
@@ -210,6 +239,7 @@ func (m *Memory) Forget(before time.Time) int {
 	for name, u := range m.users {
 		if len(u.Sessions) == 0 && u.Current.Status == presence.Offline && u.LastSeen.Before(before) {
 			delete(m.users, name)
+			delete(m.due, name)
 			m.indexDelete(name)
 			n++
 		}
