@@ -9,7 +9,8 @@
 // allocs/op) has a column per file, headed by the file's name without
 // .txt, and ns/op a column of the change in per cent. A median is that of
 // every run of the benchmark in the file (go test -count); a benchmark
-// missing from a file shows "–". benchstat (make bench-go) says whether a
+// missing from a file shows "–", and one with none of the units in either
+// file no row. benchstat (make bench-go) says whether a
 // difference is more than noise; this table only shows the figures.
 package main
 
@@ -116,6 +117,16 @@ func (r *results) median(name, unit string) (float64, bool) {
 	return median(r.values[name][unit])
 }
 
+// has reports whether benchmark name has a figure in any of units.
+func (r *results) has(name string, units []string) bool {
+	for _, u := range units {
+		if len(r.values[name][u]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // table writes the Markdown table of files (old, new) for units.
 func table(w io.Writer, labels [2]string, files [2]*results, units []string) {
 	names := slices.Clone(files[0].names)
@@ -139,6 +150,9 @@ func table(w io.Writer, labels [2]string, files [2]*results, units []string) {
 	}
 	fmt.Fprintln(w, "|"+strings.Join(sep, "|")+"|")
 	for _, n := range names {
+		if !files[0].has(n, units) && !files[1].has(n, units) {
+			continue // none of the units
+		}
 		row := []string{"`" + n + "`"}
 		for _, u := range units {
 			a, okA := files[0].median(n, u)

@@ -39,3 +39,19 @@ func TestTable(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// A benchmark without any of the units has no row.
+func TestTableUnits(t *testing.T) {
+	a, err := parse(strings.NewReader(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	table(&out, [2]string{"a", "b"}, [2]*results{a, a}, []string{"allocs/change"})
+	want := "| benchmark | allocs/change a | allocs/change b |\n" +
+		"|---|--:|--:|\n" +
+		"| `TrackerCycle` | 9.67 | 9.67 |\n"
+	if got := out.String(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
