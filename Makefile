@@ -143,6 +143,29 @@ check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# bench-go: the regression guard of docs/performance.md, the first step of
+# make bench: the Go benchmarks of the hot paths (the hook, the tracker, the
+# publisher and its pacer, the pure core, the memory store), 6 runs each,
+# into bench/results/gobench/current.txt; then benchstat's comparison with
+# the last release's figures (GOBENCH_RELEASE: bench/results/gobench/
+# $(GOBENCH_RELEASE).txt) and the docs' table of both, current.md (made by
+# bench/gobench). benchstat is run at a pinned version from the module proxy
+# (go run pkg@version: nothing added to go.mod). -benchtime 500ms keeps the
+# whole under 2 minutes on 2 cores (84 s); the 6 runs give benchstat its
+# confidence intervals.
+GOBENCH_PKGS = ./hooks/ ./tracker/ ./publisher/ ./presence/ ./store/
+GOBENCH_RELEASE ?= 0.9.0
+GOBENCH_DIR = bench/results/gobench
+BENCHSTAT = $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+.PHONY: bench-go
+bench-go:
+	@mkdir -p $(GOBENCH_DIR)
+	$(GO) test -run '^$$' -bench . -benchtime 500ms -benchmem -count 6 $(GOBENCH_PKGS) > $(GOBENCH_DIR)/current.txt.tmp || { cat $(GOBENCH_DIR)/current.txt.tmp; rm -f $(GOBENCH_DIR)/current.txt.tmp; exit 1; }
+	@mv $(GOBENCH_DIR)/current.txt.tmp $(GOBENCH_DIR)/current.txt
+	$(BENCHSTAT) $(GOBENCH_DIR)/$(GOBENCH_RELEASE).txt $(GOBENCH_DIR)/current.txt
+	{ $(GO) run ./bench/gobench $(GOBENCH_DIR)/$(GOBENCH_RELEASE).txt $(GOBENCH_DIR)/current.txt && echo && \
+	  $(GO) run ./bench/gobench -units ns/change,allocs/change $(GOBENCH_DIR)/$(GOBENCH_RELEASE).txt $(GOBENCH_DIR)/current.txt; } > $(GOBENCH_DIR)/current.md
+
 # build: bin/presenced, static (CGO_ENABLED=0) and without this machine's
 # paths (-trimpath), stamped with the version of the VERSION file and the git
 # revision, its commit time (not the build's: two builds of one commit are the
@@ -204,7 +227,7 @@ image: build
 # It takes about 30 minutes on 2 cores. It is not part of `make test`. The
 # team scenario has a target of its own: make bench-team.
 BENCH = bin/presence-bench --presenced bin/presenced --out-dir bench/results
-bench: deps
+bench: deps bench-go
 	$(GO) build -buildvcs=auto -o bin/presenced ./cmd/presenced && $(GO) build -o bin/presence-bench ./cmd/presence-bench
 	$(BENCH) --scenarios memory --parallel --repeat 3 --out-name memory
 	$(BENCH) --systems presenced-memory,presenced-redis,mochi-bare --scenarios memory --memory-watch none --parallel --repeat 3 --out-name memory-nowatch
