@@ -12,6 +12,14 @@ import (
 	"github.com/presenced/presenced/presence"
 )
 
+// mochi's reason codes are struct values: boxed once here, not on every
+// end (issue 23: two allocations of each connection's end).
+var (
+	errTakenOver      error = packets.ErrSessionTakenOver
+	errShuttingDown   error = packets.ErrServerShuttingDown
+	errDisconnectWill error = packets.CodeDisconnectWillMessage
+)
+
 // EndReason maps what mochi says about a finished connection to a presence
 // end reason:
 //
@@ -24,15 +32,15 @@ import (
 //   - anything else (EOF, reset, a broken packet): network.
 func EndReason(readErr, stopCause error) presence.EndReason {
 	switch {
-	case errors.Is(stopCause, packets.ErrSessionTakenOver):
+	case errors.Is(stopCause, errTakenOver):
 		return presence.EndTakeover
-	case errors.Is(stopCause, packets.ErrServerShuttingDown):
+	case errors.Is(stopCause, errShuttingDown):
 		return presence.EndShutdown
 	case errors.Is(stopCause, ErrDrained):
 		return presence.EndDrain
 	case readErr == nil:
 		return presence.EndClean
-	case errors.Is(readErr, packets.CodeDisconnectWillMessage):
+	case errors.Is(readErr, errDisconnectWill):
 		return presence.EndClean
 	case errors.Is(readErr, os.ErrDeadlineExceeded):
 		return presence.EndTimeout
