@@ -28,7 +28,7 @@ type gate struct {
 
 type gateEntry struct {
 	owner *mqtt.Client
-	done  chan struct{}
+	done  chan struct{} // made by the first waiter (under mu): most ids have none
 }
 
 const (
@@ -47,14 +47,18 @@ func (g *gate) enter(cl *mqtt.Client) {
 		}
 		e := g.held[cl.ID]
 		if e == nil || e.owner.Closed() || time.Since(start) > gateMaxWait {
-			g.held[cl.ID] = &gateEntry{owner: cl, done: make(chan struct{})}
+			g.held[cl.ID] = &gateEntry{owner: cl}
 			g.mu.Unlock()
 			return
 		}
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
+		done := e.done
 		g.mu.Unlock()
 		t := time.NewTimer(gatePoll)
 		select {
-		case <-e.done:
+		case <-done:
 		case <-t.C:
 		}
 		t.Stop()
@@ -67,7 +71,7 @@ func (g *gate) leave(cl *mqtt.Client) {
 	defer g.mu.Unlock()
 	if e := g.held[cl.ID]; e != nil && e.owner == cl {
 		delete(g.held, cl.ID)
-		close(e.done)
+		e.release()
 	}
 }
 
@@ -84,6 +88,13 @@ func (g *gate) leaveWith(cl *mqtt.Client, fn func()) {
 	fn()
 	if e != nil {
 		delete(g.held, cl.ID)
+		e.release()
+	}
+}
+
+// release wakes the waiters, if any (under mu).
+func (e *gateEntry) release() {
+	if e.done != nil {
 		close(e.done)
 	}
 }
@@ -97,13 +108,18 @@ func (g *gate) await(cl *mqtt.Client) {
 	for {
 		g.mu.Lock()
 		e := g.held[cl.ID]
-		g.mu.Unlock()
 		if e == nil || e.owner == cl || e.owner.Closed() || time.Since(start) > gateMaxWait {
+			g.mu.Unlock()
 			return
 		}
+		if e.done == nil {
+			e.done = make(chan struct{})
+		}
+		done := e.done
+		g.mu.Unlock()
 		t := time.NewTimer(gatePoll)
 		select {
-		case <-e.done:
+		case <-done:
 		case <-t.C:
 		}
 		t.Stop()
