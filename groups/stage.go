@@ -146,6 +146,7 @@ type Stage struct {
 	applyMu sync.Mutex
 
 	leading atomic.Bool // this node leads the group topics
+	looks   atomic.Int64 // the leader loop's looks (wake-ups), for its test
 
 	stop chan struct{}
 	wg   sync.WaitGroup

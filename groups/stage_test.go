@@ -132,3 +132,46 @@ func TestWatchNeverWaitsOnTheStore(t *testing.T) {
 		t.Fatalf("live snapshot for %v, want the one subscription that asked, once", to)
 	}
 }
+
+// The leader sleeps while nothing is due: an idle leader looks about once
+// a third of the lease's TTL (3 s with the memory store), not every 5 ms;
+// a member's change still wakes it, and its batch is cut.
+func TestLeaderSleepsWhenIdle(t *testing.T) {
+	ms := store.NewMemory(presence.NewRules(nil), time.Now, func(store.Event) {})
+	out := &outlet{retained: map[string]roster.Snapshot{}}
+	const window = 20 * time.Millisecond
+	s := New(Options{Prefix: "presence", Window: window, Log: nil, Store: ms, Presence: published{}, Outlet: out,
+		Viewer: func(*mqtt.Client) (string, bool) { return "", true }})
+	ctx := context.Background()
+	if err := ms.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Stop()
+	testkit.Wait(t, 5*time.Second, "leading", func() error { return testkit.Why(s.leading.Load(), "not leading") })
+	s.Watch(&mqtt.Client{ID: "watcher"}, "presence/groups/team")
+	testkit.Wait(t, 5*time.Second, "the team's snapshot retained", func() error {
+		_, ok, _ := out.snapshot("presence/groups/team")
+		return testkit.Why(ok, "not yet")
+	})
+
+	// Idle: the measured span is the point of the test, so it sleeps; a
+	// slow machine can only make it look less.
+	before := s.looks.Load()
+	const idle = 600 * time.Millisecond
+	time.Sleep(idle)
+	if n := s.looks.Load() - before; n > 2 {
+		t.Fatalf("the idle leader looked %d times in %v (a 5 ms tick: about %d; want at most 2)", n, idle, idle/leadTick)
+	}
+
+	// A change wakes it: the batch carrying it is cut and committed (this
+	// store's feed goes nowhere, so the board's count tells).
+	cut := s.board.Stats().Batches
+	s.board.NoteShown("ann", presence.Shown{Version: 7, Status: presence.Busy})
+	testkit.Wait(t, 5*time.Second, "ann's change cut", func() error {
+		return testkit.Why(s.board.Stats().Batches > cut, "no batch yet")
+	})
+}

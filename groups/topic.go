@@ -15,37 +15,47 @@ import (
 	"github.com/presenced/presenced/roster"
 )
 
-// leadTick is how often the leader looks for batches due while there are
-// groups: a batch is cut at most this long after its window ends.
+// leadTick is the least time between two looks of the leader while
+// something is left to do (a group to open again after a failed write).
 const leadTick = 5 * time.Millisecond
 
 // leadLoop runs the leader's side: it takes or keeps the lease, keeps every
-// group of the roster on the Board, and commits the batches due. Without a
-// group it sleeps until the roster changes: a node without groups wakes
-// for nothing (a 5 ms tick kept an idle broker's threads waking 200 times a
-// second, which made a peer's PUBLISH overtake a SUBSCRIBE sent before it:
-// the paho test_request_response, issue 18).
+// group of the roster on the Board, and commits the batches due. It sleeps
+// until there is something to do: the roster changes, the leader's Board
+// gets a pending change (Board.Noted; then until its batch is due), or the
+// lease is to be kept (a third of its TTL after the last try). Without a
+// group it sleeps until the roster changes. (A 5 ms tick kept a broker
+// with groups waking 200 times a second for nothing (issue 23); without
+// groups it made a peer's PUBLISH overtake a SUBSCRIBE sent before it: the
+// paho test_request_response, issue 18.)
 func (s *Stage) leadLoop() {
 	defer s.wg.Done()
-	tick := time.NewTicker(leadTick)
-	defer tick.Stop()
+	wake := time.NewTimer(0) // the first look at once
+	defer wake.Stop()
 	ttl := s.o.Store.LeaseTTL()
 	var l leader
 	for {
 		if s.index.Len() == 0 && !l.leading {
-			tick.Stop()
+			wake.Stop()
 			select {
 			case <-s.stop:
 				return
 			case <-s.index.Changed():
 			}
-			tick.Reset(leadTick)
+		} else {
+			var noted <-chan struct{} // only the leader cuts batches
+			if l.leading {
+				noted = s.board.Noted()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-wake.C:
+			case <-s.index.Changed():
+			case <-noted:
+			}
 		}
-		select {
-		case <-s.stop:
-			return
-		case <-tick.C:
-		}
+		s.looks.Add(1)
 		if s.index.Len() == 0 { // no group: nothing to lead, no lease to keep
 			if l.leading {
 				l.leading = false
@@ -67,7 +77,25 @@ func (s *Stage) leadLoop() {
 			l.gen = s.leadOnce(ttl/3, l.gen)
 		}
 		cancel()
+		wake.Reset(s.nextLook(&l, ttl))
 	}
+}
+
+// nextLook is how long the leader loop may sleep: until the lease is to be
+// kept, and, on the leader, until the next batch is due, or leadTick while
+// the roster is not all on the Board yet (a write failed).
+func (s *Stage) nextLook(l *leader, ttl time.Duration) time.Duration {
+	wait := max(ttl/3-time.Since(l.triedAt), leadTick)
+	if !l.leading {
+		return wait
+	}
+	if l.gen != s.index.Gen() {
+		return leadTick
+	}
+	if d, pending := s.board.Due(); pending {
+		wait = min(wait, max(d, leadTick))
+	}
+	return wait
 }
 
 // leader is the leader loop's state.

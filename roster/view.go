@@ -79,6 +79,8 @@ type Board struct {
 	groups map[string]*view
 	dirty  map[string]struct{} // groups with pending changes: Cut and Next look only at them
 	stats  BoardStats
+
+	noted chan struct{} // signalled (1 kept) when a group gets a pending change
 }
 
 // BoardStats are the board's counts.
@@ -100,7 +102,7 @@ type view struct {
 // NewBoard returns a board over idx's groups, cutting batches every window,
 // reading a member's current presence (as published) with lookup.
 func NewBoard(idx *Index, window time.Duration, now func() time.Time, lookup func(string) (presence.Shown, bool)) *Board {
-	return &Board{idx: idx, window: window, now: now, lookup: lookup, groups: make(map[string]*view), dirty: make(map[string]struct{})}
+	return &Board{idx: idx, window: window, now: now, lookup: lookup, groups: make(map[string]*view), dirty: make(map[string]struct{}), noted: make(chan struct{}, 1)}
 }
 
 // member is user's entry now: offline at version 0 when never seen.
@@ -198,7 +200,7 @@ func (b *Board) NoteShown(user string, shown presence.Shown) {
 		}
 		m := MemberShown(user, shown)
 		v.pending[user] = &m
-		b.dirty[g] = struct{}{}
+		b.mark(g)
 	}
 }
 
@@ -212,7 +214,7 @@ func (b *Board) Joined(changes []Change) {
 		if v == nil {
 			continue
 		}
-		b.dirty[c.Group] = struct{}{}
+		b.mark(c.Group)
 		if c.Added {
 			m := b.member(c.User)
 			v.pending[c.User] = &m
@@ -221,6 +223,21 @@ func (b *Board) Joined(changes []Change) {
 		v.pending[c.User] = nil
 	}
 }
+
+// mark notes that group g has pending changes, and signals Noted. b.mu is
+// held.
+func (b *Board) mark(g string) {
+	b.dirty[g] = struct{}{}
+	select {
+	case b.noted <- struct{}{}:
+	default:
+	}
+}
+
+// Noted is signalled when a group gets a pending change (one signal is kept
+// for a reader that was busy): the leader waits on it, then for Next,
+// instead of looking every few milliseconds.
+func (b *Board) Noted() <-chan struct{} { return b.noted }
 
 // Cut returns the batches due now: one per kept group with changes whose
 // last batch is at least a window old, in group order.
@@ -276,18 +293,26 @@ func (b *Board) Cut() []Delta {
 // Next returns how long until a batch may be due: zero when one is due now,
 // the window when nothing is pending.
 func (b *Board) Next() time.Duration {
+	next, _ := b.Due()
+	return next
+}
+
+// Due returns how long until a batch may be due (zero: one is due now),
+// and whether any is pending at all (false: nothing is, and the duration
+// is the window).
+func (b *Board) Due() (time.Duration, bool) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	next := b.window
+	next, pending := b.window, false
 	for g := range b.dirty {
 		v := b.groups[g]
 		if v == nil || len(v.pending) == 0 {
 			continue
 		}
-		next = min(next, max(0, v.last.Add(b.window).Sub(now)))
+		next, pending = min(next, max(0, v.last.Add(b.window).Sub(now))), true
 	}
-	return next
+	return next, pending
 }
 
 // Repair rebuilds every kept group's occupancy from its members and returns
