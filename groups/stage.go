@@ -145,7 +145,7 @@ type Stage struct {
 	// member the claim added. Lock order: applyMu, then claimsMu.
 	applyMu sync.Mutex
 
-	leading atomic.Bool // this node leads the group topics
+	leading atomic.Bool  // this node leads the group topics
 	looks   atomic.Int64 // the leader loop's looks (wake-ups), for its test
 
 	stop chan struct{}
