@@ -241,6 +241,7 @@ func (p *Plugin) build() {
 		},
 		Privy: p.privacy,
 	})
+	p.delivery.Serve(p.publisher) // the retained store of presence/users/{user}
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
@@ -573,6 +574,9 @@ func (p *Plugin) Subscribe(filter string, id int, handler mqtt.InlineSubFn) erro
 		p.interest.Unfollow(strconv.Itoa(id), filter)
 		return err
 	}
+	// mochi handed it the retained messages it holds; presence/users/...
+	// is presence's own (delivery.Snapshots).
+	p.delivery.InlineRetained(filter, id, p.privacy.Inline(handler))
 	return nil
 }
 

@@ -97,7 +97,6 @@ func (p *Plugin) pump() {
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
-			p.publisher.Refresh()
 			p.groups.Refresh()
 			p.nodes.Refresh()
 		case changes := <-p.groups.Joins():
