@@ -25,10 +25,13 @@ import (
 //
 // Two paths deliver presence to a subscriber: live, from the publisher, and
 // retained, when it subscribes (mochi indexes the subscription, writes the
-// SUBACK, then reads the retained messages). Interleaved, they could hand
-// it an older retained version after a newer live one, and mochi's reading
-// of the retained store races with its writing (Topics.Messages reads
-// without the lock RetainMessage writes under). So a SUBSCRIBE whose filters
+// SUBACK, then reads the retained messages it holds: the group topics';
+// then, in OnPacketProcessed, this hook delivers the retained
+// presence/users/{user} from presence's own store, Snapshots, which mochi
+// does not hold). Interleaved, they could hand it an older retained version
+// after a newer live one, and mochi's reading of the retained store races
+// with its writing (Topics.Messages reads without the lock RetainMessage
+// writes under). So a SUBSCRIBE whose filters
 // can match presence/users/... or presence/groups/... holds a read fence,
 // and every publish or retain of presence holds it for writing (Publish,
 // Exclusive, Outlet.Step):
@@ -42,7 +45,8 @@ import (
 //     nobody; a version delivered live to it meanwhile is noted, and its
 //     retained copy refused (with a Guard);
 //   - from OnPacketSent of the SUBACK to OnPacketProcessed: mochi reads and
-//     queues the retained messages.
+//     queues the retained messages, and this hook queues the retained
+//     presence/users/{user} (deliverRetained), the same way.
 //
 // Inside the fence there is only memory work: no socket write of a client
 // that might not read, so no client can hold every publish up.

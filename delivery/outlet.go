@@ -82,7 +82,8 @@ func (o *Outlet) Send(topic string, payload []byte) error {
 
 // Retain stores payload as topic's retained message with a fresh creation
 // time, delivering nothing, so mochi's purge of retained messages older than
-// Capabilities.MaximumMessageExpiryInterval never removes presence.
+// Capabilities.MaximumMessageExpiryInterval never removes a node topic's
+// (users' retained presence is not mochi's: Snapshots).
 func (o *Outlet) Retain(topic string, payload []byte) {
 	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(retained(topic, payload)) })
 }
