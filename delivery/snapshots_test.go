@@ -325,3 +325,32 @@ func TestUsersOfMatchesMochi(t *testing.T) {
 		t.Error("a shared filter is delivered retained presence")
 	}
 }
+
+// A change is published live, not retained: a subscriber sees retain 0 on
+// it, Retain As Published included (the flag as published), and retain 1
+// only on the copy delivered on SUBSCRIBE.
+func TestRetainFlagLiveAndRetained(t *testing.T) {
+	s := &snapStore{m: map[string]uint64{"amy": 1}}
+	srv, d, addr := retainedServer(t, s, true)
+	o := NewOutlet(srv, d)
+	for _, rap := range []bool{false, true} {
+		c := dialSub(t, addr, fmt.Sprintf("c-%v", rap))
+		c.sub(t, paho.SubscribeOptions{Topic: "presence/users/amy", QoS: 1, RetainAsPublished: rap})
+		if got := c.take(t, 1); len(got) != 1 || !got[0].Retain {
+			t.Fatalf("rap %v: retained copy %+v", rap, got)
+		}
+		v := uint64(2)
+		if rap {
+			v = 3
+		}
+		if err := o.Publish("amy", v, "presence/users/amy", fmt.Appendf(nil, `{"user":"amy","version":%d}`, v), func() { s.set("amy", v) }); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.take(t, 1); len(got) != 1 || got[0].Retain {
+			t.Fatalf("rap %v: live copy %+v", rap, got)
+		}
+	}
+	if n := len(srv.Topics.Messages("presence/users/#")); n != 0 {
+		t.Fatalf("mochi retains %d presence/users messages", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	mqtt3 "github.com/eclipse/paho.mqtt.golang"
+	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/internal/testkit"
@@ -216,5 +217,36 @@ func TestRetainedOverWebSocket(t *testing.T) {
 	rtSubscribe(t, c, paho.SubscribeOptions{Topic: "flush/" + id, QoS: 0}, paho.SubscribeOptions{Topic: "presence/users/+", QoS: 0})
 	if got, want := fmt.Sprint(rtVersions(t, "websocket", 0, rtTake(t, n, c, id))), fmt.Sprintf("[ann@%d]", a.Version); got != want {
 		t.Errorf("websocket: %s, want %s", got, want)
+	}
+}
+
+// An inline subscription of the embedding program (Plugin.Subscribe) gets
+// the retained presence of the users its filter matches, as mochi hands it
+// every other topic's retained messages.
+func TestRetainedToInlineSubscription(t *testing.T) {
+	n := startNode(t, nil)
+	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
+	dial5(t, n.MQTTAddr(), "ann-phone", "ann")
+	a := obs.waitStatus("ann", presence.Online)
+	testkit.Wait(t, waitTimeout, "ann held", func() error {
+		r, ok := itRetained(n, "ann")
+		return testkit.Why(ok && r.Version == a.Version, "not yet")
+	})
+	var mu sync.Mutex
+	var got []string
+	err := n.Presence.Subscribe("presence/users/+", 77, func(_ *mqtt.Client, _ packets.Subscription, pk packets.Packet) {
+		mu.Lock()
+		defer mu.Unlock()
+		p, _ := presence.ParseAggregate(pk.Payload)
+		got = append(got, fmt.Sprintf("%s@%d retain=%v", p.User, p.Version, pk.FixedHeader.Retain))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Presence.Unsubscribe("presence/users/+", 77) })
+	mu.Lock()
+	defer mu.Unlock()
+	if want := fmt.Sprintf("[ann@%d retain=true]", a.Version); fmt.Sprint(got) != want {
+		t.Fatalf("inline subscription got %v, want %s", got, want)
 	}
 }
