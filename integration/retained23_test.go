@@ -95,8 +95,8 @@ func rtVersions(t *testing.T, what string, qos byte, ms []*paho.Publish) []strin
 // Retained presence/users/{user} is presence's own (issue 23): mochi's
 // retained store holds none of it, and a late subscriber, after many
 // changes, gets exactly the current version of each user its filter
-// matches, once, with the retain flag: exact topics, "+" and "#", over TCP
-// and WebSocket, an MQTT 3.1.1 client too; a shared subscription gets
+// matches, once, with the retain flag: exact topics, "+" and "#", an MQTT
+// 3.1.1 client too; a shared subscription gets
 // none; retain handling 1 only for a new subscription, 2 never.
 func TestRetainedServedByPresence(t *testing.T) {
 	n := startNode(t, nil)
@@ -126,21 +126,15 @@ func TestRetainedServedByPresence(t *testing.T) {
 		{"presence/+/ann", "[" + wantAnn + "]"},
 		{"$share/g/presence/users/+", "[]"},
 	} {
-		for _, ws := range []bool{false} { // WebSocket: TestRetainedOverWebSocket
-			id := fmt.Sprintf("late-%d-%v", time.Now().UnixNano(), ws)
-			var c *client5
-			if ws {
-				c = dialWS(t, n.WSAddr(), id, "")
-			} else {
-				c = dial5(t, n.MQTTAddr(), id, "")
-			}
-			rtSubscribe(t, c, paho.SubscribeOptions{Topic: "flush/" + id, QoS: 0})
-			if r := rtSubscribe(t, c, paho.SubscribeOptions{Topic: tc.filter, QoS: 1}); len(r) != 1 || r[0] != 1 {
-				t.Errorf("%s (websocket %v): SUBACK %v", tc.filter, ws, r)
-			}
-			if got := fmt.Sprint(rtVersions(t, tc.filter, 1, rtTake(t, n, c, id))); got != tc.want {
-				t.Errorf("%s (websocket %v): %s, want %s", tc.filter, ws, got, tc.want)
-			}
+		// (Over WebSocket: TestRetainedOverWebSocket.)
+		id := fmt.Sprintf("late-%d", time.Now().UnixNano())
+		c := dial5(t, n.MQTTAddr(), id, "")
+		rtSubscribe(t, c, paho.SubscribeOptions{Topic: "flush/" + id, QoS: 0})
+		if r := rtSubscribe(t, c, paho.SubscribeOptions{Topic: tc.filter, QoS: 1}); len(r) != 1 || r[0] != 1 {
+			t.Errorf("%s: SUBACK %v", tc.filter, r)
+		}
+		if got := fmt.Sprint(rtVersions(t, tc.filter, 1, rtTake(t, n, c, id))); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.filter, got, tc.want)
 		}
 	}
 
