@@ -241,6 +241,7 @@ func (p *Plugin) build() {
 		},
 		Privy: p.privacy,
 	})
+	p.delivery.Serve(p.publisher) // the retained store of presence/users/{user}
 	p.pacer = publisher.NewPacer(cfg.Presence.pacing(), cfg.Presence.PublishRate, cfg.Presence.PublishBurst, p.publisher)
 	p.groups = groups.New(groups.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: visibility(cfg.Presence.Visibility), Window: cfg.Presence.GroupBatch,
@@ -441,6 +442,17 @@ func (p *Plugin) Config() Config { return p.cfg }
 // NodeState returns this node's state: up, draining or down.
 func (p *Plugin) NodeState() presence.NodeState { return p.nodes.State() }
 
+// Snapshot returns what this node delivers a new subscriber of
+// presence/users/{user} as its retained message (the public view: the
+// entitled get the truth at delivery, delivery.Privacy), when it shows the
+// user. mochi's retained store holds nothing of presence/users/...: the
+// publisher's views are its retained store (delivery.Snapshots).
+func (p *Plugin) Snapshot(user string) ([]byte, bool) {
+	var b []byte
+	p.publisher.Snapshots(user, false, func(_ string, _ uint64, payload []byte) { b = payload })
+	return b, b != nil
+}
+
 // Retained returns the presence payload of user, as observers receive
 // it: the retained one when this node shows the user, else read from the
 // store (the admin API's: not on the packet path).
@@ -573,6 +585,9 @@ func (p *Plugin) Subscribe(filter string, id int, handler mqtt.InlineSubFn) erro
 		p.interest.Unfollow(strconv.Itoa(id), filter)
 		return err
 	}
+	// mochi handed it the retained messages it holds; presence/users/...
+	// is presence's own (delivery.Snapshots).
+	p.delivery.InlineRetained(filter, id, p.privacy.Inline(handler))
 	return nil
 }
 

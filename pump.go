@@ -57,6 +57,10 @@ func (p *Plugin) pump() {
 			pace.Reset(max(next.Sub(p.now()), 0))
 		}
 	}
+	// The group and node topics' retained messages are mochi's, which
+	// purges those older than MaximumMessageExpiryInterval: they are stored
+	// again every quarter of it. (Users' retained presence is presence's
+	// own, delivery.Snapshots: nothing to refresh.)
 	var refresh <-chan time.Time
 	if max := p.srv.Options.Capabilities.MaximumMessageExpiryInterval; max > 0 {
 		t := time.NewTicker(time.Duration(max) * time.Second / 4)
@@ -97,7 +101,6 @@ func (p *Plugin) pump() {
 		case <-forget.C:
 			p.forget(p.now().Add(-retention))
 		case <-refresh:
-			p.publisher.Refresh()
 			p.groups.Refresh()
 			p.nodes.Refresh()
 		case changes := <-p.groups.Joins():
@@ -115,7 +118,8 @@ func (p *Plugin) pump() {
 }
 
 // forget drops the users offline since before: from the memory store, and
-// their retained presence (every node forgets by the same rule).
+// the publisher's views, their retained presence (every node forgets by the
+// same rule).
 func (p *Plugin) forget(before time.Time) {
 	p.store.Forget(before)
 	p.lifecycleForget(before)

@@ -25,10 +25,13 @@ import (
 //
 // Two paths deliver presence to a subscriber: live, from the publisher, and
 // retained, when it subscribes (mochi indexes the subscription, writes the
-// SUBACK, then reads the retained messages). Interleaved, they could hand
-// it an older retained version after a newer live one, and mochi's reading
-// of the retained store races with its writing (Topics.Messages reads
-// without the lock RetainMessage writes under). So a SUBSCRIBE whose filters
+// SUBACK, then reads the retained messages it holds: the group topics';
+// then, in OnPacketProcessed, this hook delivers the retained
+// presence/users/{user} from presence's own store, Snapshots, which mochi
+// does not hold). Interleaved, they could hand it an older retained version
+// after a newer live one, and mochi's reading of the retained store races
+// with its writing (Topics.Messages reads without the lock RetainMessage
+// writes under). So a SUBSCRIBE whose filters
 // can match presence/users/... or presence/groups/... holds a read fence,
 // and every publish or retain of presence holds it for writing (Publish,
 // Exclusive, Outlet.Step):
@@ -42,7 +45,8 @@ import (
 //     nobody; a version delivered live to it meanwhile is noted, and its
 //     retained copy refused (with a Guard);
 //   - from OnPacketSent of the SUBACK to OnPacketProcessed: mochi reads and
-//     queues the retained messages.
+//     queues the retained messages, and this hook queues the retained
+//     presence/users/{user} (deliverRetained), the same way.
 //
 // Inside the fence there is only memory work: no socket write of a client
 // that might not read, so no client can hold every publish up.
@@ -65,6 +69,8 @@ type Delivery struct {
 	now       func() time.Time
 	log       *slog.Logger
 
+	snapshots Snapshots // the retained store of presence/users/{user} (Serve)
+
 	fence       sync.RWMutex
 	subscribing sync.Map                   // *mqtt.Client -> *subscription
 	live        atomic.Pointer[publishing] // the publish in progress, under the fence
@@ -84,6 +90,7 @@ type Stats struct {
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
 	SlowExpelled atomic.Int64 // subscribers disconnected for taking no presence for SlowAfter while missing some
 	Lagging      atomic.Int64 // subscribers missing presence now
+	Retained     atomic.Int64 // retained presence/users/{user} delivered on SUBSCRIBE (Snapshots)
 	// Application-topic accesses the Guard's Topics rule refused: reads
 	// (a subscription's filter, or a delivery) and writes (a PUBLISH).
 	TopicReadsRefused  atomic.Int64
@@ -104,6 +111,18 @@ type subscription struct {
 	held     bool                // holds the fence for reading
 	retained bool                // mochi is queueing its retained messages
 	live     map[string]struct{} // users delivered live while it did not hold the fence
+	// users are the SUBSCRIBE's filters (as the hooks before this one
+	// left them) that are delivered the retained presence/users/{user}
+	// (Snapshots) if granted, by index in the packet's filters, whose
+	// reason codes OnSubscribed gives.
+	users []retainFilter
+	codes []byte
+}
+
+// retainFilter is a filter of a SUBSCRIBE, and its index.
+type retainFilter struct {
+	i   int
+	sub packets.Subscription
 }
 
 // publishing is the publish of one user's presence in progress.
@@ -306,27 +325,56 @@ func (d *Delivery) OnSubscribe(cl *mqtt.Client, pk packets.Packet) packets.Packe
 	if cl.Net.Inline {
 		return pk
 	}
-	for _, f := range pk.Filters {
+	var s *subscription
+	for i, f := range pk.Filters {
 		if d.canMatchUsers(f.Filter) || d.canMatch(f.Filter, d.groups) {
-			d.fence.RLock()
-			d.subscribing.Store(cl, &subscription{held: true})
-			break
+			if s == nil {
+				d.fence.RLock()
+				s = &subscription{held: true}
+				d.subscribing.Store(cl, s)
+			}
+			if d.retainsUsers(cl, f) {
+				s.users = append(s.users, retainFilter{i, f})
+			}
 		}
 	}
 	return pk
 }
 
+// retainsUsers reports whether filter f of a SUBSCRIBE of cl is delivered
+// the retained presence/users/{user} it matches once granted, as mochi's
+// publishRetainedToClient decides for every other topic: never for a
+// shared subscription (MQTT 5 §4.8.2), nor with retain handling 2, nor
+// with 1 when cl already had the subscription. Called before mochi
+// indexes it.
+func (d *Delivery) retainsUsers(cl *mqtt.Client, f packets.Subscription) bool {
+	if _, _, ok := d.usersOf(f.Filter); !ok {
+		return false
+	}
+	switch f.RetainHandling {
+	case 2:
+		return false
+	case 1:
+		_, existed := cl.State.Subscriptions.Get(f.Filter)
+		return !existed
+	}
+	return true
+}
+
 // OnSubscribed runs after the index, before the SUBACK is written: the
 // fence stays held through that write only if it cannot block.
-func (d *Delivery) OnSubscribed(cl *mqtt.Client, _ packets.Packet, _ []byte) {
+func (d *Delivery) OnSubscribed(cl *mqtt.Client, _ packets.Packet, codes []byte) {
 	v, ok := d.subscribing.Load(cl)
 	if !ok {
 		return
 	}
+	s := v.(*subscription)
+	s.mu.Lock()
+	s.codes = codes
+	s.mu.Unlock()
 	if wire.NeverBlocks(cl) || wire.Idle(cl) {
 		return
 	}
-	s := v.(*subscription)
 	s.mu.Lock()
 	s.held = false
 	s.mu.Unlock()
@@ -355,20 +403,31 @@ func (d *Delivery) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
 	s.mu.Unlock()
 }
 
-// OnPacketProcessed releases the fence after a SUBSCRIBE. It is called for
-// every packet, so it returns at once for everything else.
+// OnPacketProcessed delivers, once mochi has delivered the retained
+// messages it holds, the retained presence/users/{user} the SUBSCRIBE's
+// granted filters match (deliverRetained), still inside the fence, then
+// releases it. It is called for every packet, so it returns at once for
+// everything else.
 func (d *Delivery) OnPacketProcessed(cl *mqtt.Client, pk packets.Packet, _ error) {
 	if pk.FixedHeader.Type != packets.Subscribe {
 		return
 	}
-	v, ok := d.subscribing.LoadAndDelete(cl)
+	v, ok := d.subscribing.Load(cl)
 	if !ok {
 		return
 	}
 	s := v.(*subscription)
 	s.mu.Lock()
-	held := s.held
+	held, retained, codes := s.held, s.retained, s.codes
 	s.mu.Unlock()
+	if held && retained { // the SUBACK is written: mochi delivered its retained messages
+		for _, f := range s.users {
+			if f.i < len(codes) && codes[f.i] < packets.ErrUnspecifiedError.Code {
+				d.deliverRetained(cl, f.sub)
+			}
+		}
+	}
+	d.subscribing.Delete(cl)
 	if held {
 		d.fence.RUnlock()
 	}

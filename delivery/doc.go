@@ -8,7 +8,10 @@
 // what mochi dropped for a full queue, and disconnects a subscriber that
 // cannot take it as a slow consumer. Its fence orders every publish and
 // retain of presence against each SUBSCRIBE that reads retained presence
-// (see Delivery).
+// (see Delivery). It also serves the retained presence/users/{user}: mochi
+// holds none of it (the publisher publishes each change live), and on
+// SUBSCRIBE the hook delivers the publisher's current views (Snapshots)
+// as mochi delivers retained messages (snapshots.go).
 //
 // Guard is the server's one OnACLCheck when presence is its access
 // authority: the program's decision first, then presence's, so that what is

@@ -23,9 +23,18 @@ type Outlet struct {
 func NewOutlet(srv *mqtt.Server, d *Delivery) *Outlet { return &Outlet{srv: srv, d: d} }
 
 // Publish publishes version of user's presence from the server's inline
-// client, QoS 1, retained.
-func (o *Outlet) Publish(user string, version uint64, topic string, payload []byte) (err error) {
-	o.d.Publish(user, version, nil, func() { err = o.srv.Publish(topic, payload, true, 1) })
+// client, QoS 1, live: not retained, so mochi keeps nothing of it (the
+// publisher's views are the retained store of presence/users/{user},
+// delivered on SUBSCRIBE by the Delivery hook: Snapshots). commit, which
+// stores the publisher's view, runs after a successful publish in the same
+// step of the fence, so a SUBSCRIBE reads either the view before the live
+// message or the new one after it (publisher.Broker).
+func (o *Outlet) Publish(user string, version uint64, topic string, payload []byte, commit func()) (err error) {
+	o.d.Publish(user, version, nil, func() {
+		if err = o.srv.Publish(topic, payload, false, 1); err == nil && commit != nil {
+			commit()
+		}
+	})
 	return err
 }
 
@@ -73,7 +82,8 @@ func (o *Outlet) Send(topic string, payload []byte) error {
 
 // Retain stores payload as topic's retained message with a fresh creation
 // time, delivering nothing, so mochi's purge of retained messages older than
-// Capabilities.MaximumMessageExpiryInterval never removes presence.
+// Capabilities.MaximumMessageExpiryInterval never removes a node topic's
+// (users' retained presence is not mochi's: Snapshots).
 func (o *Outlet) Retain(topic string, payload []byte) {
 	o.d.Exclusive(func() { o.srv.Topics.RetainMessage(retained(topic, payload)) })
 }

@@ -3,8 +3,10 @@
 // Publisher: it holds back a change that would only blink (the offline
 // grace, the disconnect debounce, flap control, the dwell) and paces what
 // is ready at a rate per node, coalesced per user. The Publisher turns what
-// the pacer lets out into retained presence/users/{user} messages, through
-// one port (Broker: package delivery's Outlet). It publishes an aggregate
+// the pacer lets out into presence/users/{user} messages, published live
+// through one port (Broker: package delivery's Outlet), and its views are
+// the retained store of those topics (Snapshots: delivery.Delivery delivers
+// them on SUBSCRIBE; mochi keeps no retained message of them). It publishes an aggregate
 // only when its version is above the one already published for that user,
 // so a late, duplicated or reloaded change can never move a status
 // backwards, and it keeps what it published: the payload, which the admin

@@ -44,33 +44,45 @@ func (p *Publisher) privateView(a presence.Aggregate, old view, had bool, truth 
 	if a.Privacy.IsZero() {
 		agg := a
 		agg.Privacy = presence.Privacy{}
-		return privateView{public: truth, agg: agg, truth: truth, changed: true, forget: old.private}
+		return privateView{public: truth, agg: agg, truth: truth, changed: true, forget: old.pub != nil}
 	}
 	pub := a.Public()
-	if had && presence.SamePublic(old.publicAgg, pub) {
-		return privateView{public: old.public, agg: old.publicAgg, truth: truth, private: true}
+	if had {
+		if old.pub == nil {
+			// The user had no setting: its view is the truth, whose
+			// aggregate the view does not keep (rare: read it back).
+			if agg, err := presence.ParseAggregate(old.payload); err == nil {
+				old.pub = &publicView{payload: old.payload, agg: agg}
+			}
+		}
+		if old.pub != nil && presence.SamePublic(old.pub.agg, pub) {
+			return privateView{public: old.pub.payload, agg: old.pub.agg, truth: truth, private: true}
+		}
 	}
 	return privateView{public: pub.AppendJSON(nil), agg: pub, truth: truth, private: true, changed: true}
 }
 
-// show publishes a's views: the public one retained, to everyone, when it
-// changed (the truth kept first, for the entitled), else the truth to the
-// entitled only. A user whose setting went back to nothing is forgotten by
+// show publishes a's views: the public one to everyone, when it changed
+// (the truth kept first, for the entitled), running commit (which stores
+// the view, the retained presence) with the publish; else the truth to the
+// entitled only, commit run first (the public view it stores is the one
+// before). A user whose setting went back to nothing is forgotten by
 // the Privy once its true (now public) view is out. Without a Privy, a
 // change of the truth alone is shown to nobody.
-func (p *Publisher) show(a presence.Aggregate, pv privateView) error {
+func (p *Publisher) show(a presence.Aggregate, pv privateView, commit func()) error {
 	topic := p.Topic(a.User)
 	if pv.private && p.privy != nil {
 		p.privy.Keep(a.User, pv.public, pv.truth)
 	}
 	if !pv.changed {
 		p.Stats.Private.Add(1)
+		commit()
 		if p.privy == nil {
 			return nil
 		}
 		return p.privy.Send(a.User, a.Version, topic, pv.truth)
 	}
-	err := p.broker.Publish(a.User, a.Version, topic, pv.public)
+	err := p.broker.Publish(a.User, a.Version, topic, pv.public, commit)
 	if pv.forget && p.privy != nil {
 		p.privy.Forget(a.User)
 	}
@@ -80,7 +92,7 @@ func (p *Publisher) show(a presence.Aggregate, pv privateView) error {
 // unkeep forgets what the Privy keeps of user, shown as v, when anything.
 // Called with mu held (lock order: the publisher's, then the Privy's).
 func (p *Publisher) unkeep(user string, v view) {
-	if v.private && p.privy != nil {
+	if v.pub != nil && p.privy != nil {
 		p.privy.Forget(user)
 	}
 }

@@ -64,6 +64,9 @@ func TestPublisherPrivacy(t *testing.T) {
 	if b, _ := p.Get("amy"); !strings.Contains(string(b), "secret") {
 		t.Fatalf("Get: %s", b)
 	}
+	if r := retained(p)["presence/users/amy"]; "presence/users/amy "+r != got[1] {
+		t.Fatalf("retained %q, want the public view %q", r, got[1])
+	}
 	if p.Stats.Private.Load() != 1 {
 		t.Fatalf("private changes: %d", p.Stats.Private.Load())
 	}

@@ -12,15 +12,13 @@ import (
 
 // Broker is how the publisher reaches subscribers.
 type Broker interface {
-	// Publish publishes payload, version of user's presence, as the
-	// retained QoS 1 message of topic, from the broker itself.
-	Publish(user string, version uint64, topic string, payload []byte) error
-	// Retain stores payload as topic's retained message again, without
-	// delivering it, so that the broker's purge of old retained messages
-	// never removes presence that is still true.
-	Retain(topic string, payload []byte)
-	// Clear removes topic's retained message, delivering nothing.
-	Clear(topic string)
+	// Publish publishes payload, version of user's presence, live (not
+	// retained: the broker keeps nothing of it) as a QoS 1 message of
+	// topic, from the broker itself, and runs commit, when the publish
+	// succeeded, in the same step of the delivery fence: a SUBSCRIBE
+	// reading the publisher's views (Snapshots) reads either the view
+	// before the live message, or the new one after it.
+	Publish(user string, version uint64, topic string, payload []byte, commit func()) error
 }
 
 // Publisher publishes presence. Its methods are called from one goroutine;
@@ -55,20 +53,43 @@ type Stats struct {
 	Private atomic.Int64
 }
 
+// view is what is published of one user: the publisher's state, and the
+// retained store of presence/users/{user} (Snapshots: mochi keeps no
+// retained message of it). It is kept compact (about 120 bytes beside the
+// payload): the payload, and the few values the pacer, the group topics,
+// the figures and Forget read.
 type view struct {
+	payload  []byte // the true payload (the admin API's, byte for byte)
 	version  uint64
-	payload  []byte
 	status   presence.Status
 	since    time.Time
 	text     string
-	lastSeen time.Time
-	gone     time.Time // last seen, while offline; zero while online
-	// What everyone else is shown (presence.Aggregate.Public): the
-	// retained payload and its aggregate; the same as the truth above for
-	// a user without a privacy setting (privacy.go).
-	public    []byte
-	publicAgg presence.Aggregate
-	private   bool // the user has a privacy setting (Privy keeps the truth)
+	lastSeen time.Time // while offline: when Forget may forget the user
+	// pub is what everyone else is shown (presence.Aggregate.Public) of a
+	// user with a privacy setting (privacy.go), whose truth the Privy
+	// keeps; nil without one: everyone is shown the truth above.
+	pub *publicView
+}
+
+// publicView is the public view of a user with a privacy setting.
+type publicView struct {
+	payload []byte
+	agg     presence.Aggregate
+}
+
+// public returns the payload everyone but the user and service accounts
+// is shown, and its version.
+func (v *view) public() ([]byte, uint64) {
+	if v.pub != nil {
+		return v.pub.payload, v.pub.agg.Version
+	}
+	return v.payload, v.version
+}
+
+// offline reports whether v shows its user offline, and since when it was
+// last seen.
+func (v *view) offline() (time.Time, bool) {
+	return v.lastSeen, v.status == presence.Offline
 }
 
 // Options configure a publisher.
@@ -121,23 +142,15 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	payload := append([]byte(nil), p.buf...)
 	pv := p.privateView(a, old, had, payload)
 	p.mu.Unlock()
-	if err := p.show(a, pv); err != nil {
+	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen}
+	if pv.private {
+		v.pub = &publicView{payload: pv.public, agg: pv.agg}
+	}
+	if err := p.show(a, pv, func() { p.store(a.User, v) }); err != nil {
 		p.Stats.Errors.Add(1)
-		p.log.Error("retained publish failed", "err", err, "user", a.User)
+		p.log.Error("publish failed", "err", err, "user", a.User)
 		return
 	}
-	p.mu.Lock()
-	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen,
-		public: pv.public, publicAgg: pv.agg, private: pv.private}
-	if a.Status == presence.Offline {
-		v.gone = a.LastSeen
-	}
-	if old, ok := p.views[a.User]; ok {
-		p.byStatus[old.status]--
-	}
-	p.byStatus[v.status]++
-	p.views[a.User] = v
-	p.mu.Unlock()
 	p.Stats.Published.Add(1)
 	if pv.changed && p.public != nil {
 		p.public(pv.agg)
@@ -145,6 +158,17 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	if p.published != nil {
 		p.published(a, before)
 	}
+}
+
+// store records v as user's view.
+func (p *Publisher) store(user string, v view) {
+	p.mu.Lock()
+	if old, ok := p.views[user]; ok {
+		p.byStatus[old.status]--
+	}
+	p.byStatus[v.status]++
+	p.views[user] = v
+	p.mu.Unlock()
 }
 
 // shown is what v shows (a zero Shown for a zero view).
@@ -165,7 +189,8 @@ func (p *Publisher) Resend(user string, send func(version uint64, topic string, 
 	if !ok {
 		return false
 	}
-	if err := send(v.version, p.Topic(user), v.public); err != nil { // the entitled get the truth (delivery.Privacy)
+	payload, version := v.public()
+	if err := send(version, p.Topic(user), payload); err != nil { // the entitled get the truth (delivery.Privacy)
 		p.Stats.Errors.Add(1)
 		return false
 	}
@@ -173,17 +198,32 @@ func (p *Publisher) Resend(user string, send func(version uint64, topic string, 
 	return true
 }
 
-// Refresh stores every published presence as retained again (see
-// Broker.Retain). It never delivers anything.
-func (p *Publisher) Refresh() {
+// Snapshots calls fn with the public payload and its version of user
+// (all false), or of every user (all), as its retained message on topic
+// Topic(user): what a SUBSCRIBE is delivered with the retain flag
+// (delivery.Delivery). The views are read under the publisher's lock and
+// fn is called outside it, in no particular order.
+func (p *Publisher) Snapshots(user string, all bool, fn func(user string, version uint64, payload []byte)) {
+	type snap struct {
+		user    string
+		version uint64
+		payload []byte
+	}
+	var out []snap
 	p.mu.Lock()
-	all := make(map[string][]byte, len(p.views))
-	for u, v := range p.views {
-		all[u] = v.public
+	if all {
+		out = make([]snap, 0, len(p.views))
+		for u, v := range p.views {
+			payload, version := v.public()
+			out = append(out, snap{u, version, payload})
+		}
+	} else if v, ok := p.views[user]; ok {
+		payload, version := v.public()
+		out = append(out, snap{user, version, payload})
 	}
 	p.mu.Unlock()
-	for u, payload := range all {
-		p.broker.Retain(p.Topic(u), payload)
+	for _, s := range out {
+		fn(s.user, s.version, s.payload)
 	}
 }
 
@@ -194,37 +234,34 @@ func (p *Publisher) Online() map[string]uint64 {
 	defer p.mu.Unlock()
 	m := make(map[string]uint64)
 	for u, v := range p.views {
-		if v.gone.IsZero() {
+		if _, off := v.offline(); !off {
 			m[u] = v.version
 		}
 	}
 	return m
 }
 
-// Forget removes the retained presence of every user who is offline and
-// was last seen before before, and forgets it, so that presence held for
+// Forget forgets every user who is offline and was last seen before
+// before (its retained presence with it: Snapshots), so that presence held for
 // users who never come back cannot grow without bound. The store forgets
 // them by the same rule (store.Memory.Forget; Redis expires their keys),
 // and versions are stamps of the clock, so a user who comes back later
 // still gets versions above every one published before. It returns how
 // many it forgot.
 func (p *Publisher) Forget(before time.Time) int {
-	var topics []string
+	n := 0
 	p.mu.Lock()
 	for u, v := range p.views {
-		if !v.gone.IsZero() && v.gone.Before(before) {
+		if seen, off := v.offline(); off && seen.Before(before) {
 			p.unkeep(u, v)
 			delete(p.views, u)
 			p.byStatus[v.status]--
-			topics = append(topics, p.Topic(u))
+			n++
 		}
 	}
 	p.mu.Unlock()
-	for _, t := range topics {
-		p.broker.Clear(t)
-	}
-	p.Stats.Forgotten.Add(int64(len(topics)))
-	return len(topics)
+	p.Stats.Forgotten.Add(int64(n))
+	return n
 }
 
 // Shown returns what is published of user (a zero Shown when nothing): its
@@ -244,7 +281,10 @@ func (p *Publisher) Current(user string) (presence.Shown, bool) {
 	if !ok {
 		return presence.Shown{}, false
 	}
-	return v.publicAgg.Shown(), true
+	if v.pub != nil {
+		return v.pub.agg.Shown(), true
+	}
+	return v.shown(), true
 }
 
 // Get returns the true payload published for user (the admin API's and
@@ -274,25 +314,22 @@ func (p *Publisher) Versions() map[string]uint64 {
 	return m
 }
 
-// Drop forgets users (nobody on this node shows them any more): their
-// retained message is removed and what was published of them is
+// Drop forgets users (nobody on this node shows them any more): what was
+// published of them (their retained presence with it: Snapshots) is
 // forgotten, so that a later publish of any version shows them again.
 func (p *Publisher) Drop(users []string) {
-	var topics []string
+	n := 0
 	p.mu.Lock()
 	for _, u := range users {
 		if v, ok := p.views[u]; ok {
 			p.unkeep(u, v)
 			delete(p.views, u)
 			p.byStatus[v.status]--
-			topics = append(topics, p.Topic(u))
+			n++
 		}
 	}
 	p.mu.Unlock()
-	for _, t := range topics {
-		p.broker.Clear(t)
-	}
-	p.Stats.Dropped.Add(int64(len(topics)))
+	p.Stats.Dropped.Add(int64(n))
 }
 
 // List returns every user with a published presence.

@@ -11,19 +11,15 @@ import (
 
 // sink is a Broker that records what it is asked to publish.
 type sink struct {
-	mu       sync.Mutex
-	got      []string
-	retained map[string]string
+	mu  sync.Mutex
+	got []string
 }
 
-func (s *sink) Publish(_ string, _ uint64, topic string, payload []byte) error {
+func (s *sink) Publish(_ string, _ uint64, topic string, payload []byte, commit func()) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.got = append(s.got, topic+" "+string(payload))
-	if s.retained == nil {
-		s.retained = map[string]string{}
-	}
-	s.retained[topic] = string(payload)
+	s.mu.Unlock()
+	commit()
 	return nil
 }
 
@@ -36,16 +32,12 @@ func (s *sink) resend(_ uint64, topic string, payload []byte) error {
 	return nil
 }
 
-func (s *sink) Retain(topic string, payload []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.retained[topic] = "refreshed " + string(payload)
-}
-
-func (s *sink) Clear(topic string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.retained, topic)
+// retained returns what p holds as retained presence (Snapshots), by
+// topic.
+func retained(p *Publisher) map[string]string {
+	m := map[string]string{}
+	p.Snapshots("", true, func(user string, _ uint64, payload []byte) { m[p.Topic(user)] = string(payload) })
+	return m
 }
 
 func (s *sink) snapshot() []string {
@@ -82,13 +74,10 @@ func TestPublisherVersionsAndResend(t *testing.T) {
 	if vs := p.Versions(); vs["amy"] != 6 || p.Users() != 1 {
 		t.Fatalf("versions %v users %d", vs, p.Users())
 	}
-	// A refresh stores the same payload again and delivers nothing.
-	p.Refresh()
-	if n := len(s.snapshot()); n != 3 {
-		t.Fatalf("refresh delivered: %d publishes", n)
-	}
-	if v, _ := p.Get("amy"); s.retained["presence/users/amy"] != "refreshed "+string(v) {
-		t.Fatalf("retained after refresh: %q", s.retained["presence/users/amy"])
+	// The retained presence is the publisher's own: the current payload,
+	// which no broker is asked to keep (there is no refresh any more).
+	if v, _ := p.Get("amy"); retained(p)["presence/users/amy"] != string(v) {
+		t.Fatalf("retained %q", retained(p)["presence/users/amy"])
 	}
 }
 
@@ -107,11 +96,11 @@ func TestPublisherForget(t *testing.T) {
 	if _, ok := p.Get("old"); ok {
 		t.Fatal("old is still published")
 	}
-	if _, ok := s.retained["presence/users/old"]; ok {
+	if _, ok := retained(p)["presence/users/old"]; ok {
 		t.Fatal("old is still retained")
 	}
 	for _, u := range []string{"recent", "online"} {
-		if _, ok := s.retained["presence/users/"+u]; !ok {
+		if _, ok := retained(p)["presence/users/"+u]; !ok {
 			t.Fatalf("%s was removed", u)
 		}
 	}
@@ -195,7 +184,9 @@ func TestPublished(t *testing.T) {
 // failBroker fails every publish.
 type failBroker struct{ sink }
 
-func (*failBroker) Publish(string, uint64, string, []byte) error { return errors.New("broker down") }
+func (*failBroker) Publish(string, uint64, string, []byte, func()) error {
+	return errors.New("broker down")
+}
 
 // Drop removes a user's retained presence and forgets it: a later publish
 // of any version shows the user again (the store's version is then at or
@@ -209,7 +200,7 @@ func TestPublisherDrop(t *testing.T) {
 	if _, ok := p.Get("ann"); ok || p.Users() != 1 || p.Statuses()[presence.Online] != 0 {
 		t.Fatalf("after Drop: ann kept %v, users %d, online %d", ok, p.Users(), p.Statuses()[presence.Online])
 	}
-	if _, ok := s.retained["presence/users/ann"]; ok {
+	if _, ok := retained(p)["presence/users/ann"]; ok {
 		t.Fatal("ann's retained message kept")
 	}
 	if got := p.Stats.Dropped.Load(); got != 1 {
