@@ -80,6 +80,7 @@ var floorPlan = map[string][]string{
 	"schema":            {},
 	"bench/result":      {},
 	"bench/report":      {"bench/result"},
+	"bench/gobench":     {},
 	"sparkplug":         {"internal/puback"},
 	"lifecycle":         {"presence"},
 	"webhook":           {"presence"},
