@@ -175,6 +175,7 @@ func (p *Plugin) publishStats() []stats.Stat {
 		counter("held_released_total", "Held changes shown at their due time.", pc.Released.Load, "held_released"),
 		counter("publish_coalesced_total", "Changes waiting for the publish rate replaced by a newer one.", pc.Coalesced.Load, "publish_queue_coalesced"),
 		counter("deliveries_dropped_total", "Presence deliveries dropped for a subscriber's full queue (sent again later).", d.Dropped.Load, "dropped_full_queue"),
+		counter("deliveries_inflight_full_total", "Presence deliveries mochi refused a subscriber whose unacknowledged-message store was full (mqtt.max_inflight_messages; sent again later).", d.InflightFull.Load, "inflight_full"),
 		counter("deliveries_resent_total", "Presence messages sent again to subscribers that missed them.", d.Resent.Load, "resent"),
 		counter("retained_repeats_refused_total", "Retained copies refused to a subscriber that had them live.", d.Repeats.Load, "retained_repeats_refused"),
 		counter("slow_subscribers_disconnected_total", "Subscribers disconnected for falling too far behind.", d.SlowExpelled.Load, "slow_subscribers_disconnected"),

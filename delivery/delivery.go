@@ -86,6 +86,7 @@ type Delivery struct {
 // Stats are the hook's counts, read with atomic loads.
 type Stats struct {
 	Dropped      atomic.Int64 // presence messages mochi dropped for a full subscriber queue
+	InflightFull atomic.Int64 // presence messages mochi refused a subscriber for its full inflight store (noted, sent again)
 	Repeats      atomic.Int64 // retained copies refused to a subscriber that had them live (Guard)
 	Resent       atomic.Int64 // presence messages sent again to subscribers that missed them
 	SlowExpelled atomic.Int64 // subscribers disconnected for taking no presence for SlowAfter while missing some
@@ -208,13 +209,58 @@ func (d *Delivery) Publish(user string, version uint64, targets []*mqtt.Client, 
 	}
 	d.fence.Lock()
 	d.live.Store(p)
+	refused := d.inflightRefused()
 	fn()
+	if d.inflightRefused() != refused {
+		d.inflightFull(p)
+	}
 	d.live.Store(nil)
 	d.fence.Unlock()
 	if targets != nil {
 		d.Stats.Resent.Add(int64(len(targets)))
 	}
 	d.settle(p)
+}
+
+// inflightRefused is mochi's count of QoS 1 and 2 deliveries it refused
+// because the client's inflight store was full (Capabilities.
+// MaximumInflight, mqtt.max_inflight_messages). mochi calls no hook for
+// those (v2.7.9 publishToClient returns ErrQuotaExceeded), so a
+// subscriber that is slow to acknowledge would miss that version for good.
+func (d *Delivery) inflightRefused() int64 {
+	if d.server == nil {
+		return 0
+	}
+	return atomic.LoadInt64(&d.server.Info.InflightDropped)
+}
+
+// inflightFull notes, after a publish during which mochi refused some
+// delivery for a full inflight store, the subscribers of p's topic whose
+// store is full as having missed p's version: the pump sends it again
+// once they acknowledge (issue 23: a firehose observer at QoS 1 lost
+// thousands of users in a burst of 45,000 changes). The count is
+// mochi's, across every topic, so a refusal elsewhere costs this scan and
+// nothing else; a subscriber that took this very version as the last
+// slot of its store is noted too, and is sent it once more. Shared
+// subscriptions are left out: mochi picks one member per message, and
+// noting every full member would send the version to several.
+func (d *Delivery) inflightFull(p *publishing) {
+	limit := int(d.server.Options.Capabilities.MaximumInflight)
+	for id := range d.server.Topics.Subscribers(p.topic).Subscriptions {
+		cl, ok := d.server.Clients.Get(id)
+		if !ok || cl.Net.Inline || cl.State.Inflight.Len() < limit {
+			continue
+		}
+		if _, target := p.targets[cl]; p.targets != nil && !target {
+			continue
+		}
+		d.Stats.InflightFull.Add(1)
+		if p.missed == nil {
+			p.missed = make(map[*mqtt.Client]struct{})
+		}
+		p.missed[cl] = struct{}{}
+		d.miss(cl, p.user, p.version)
+	}
 }
 
 // Exclusive runs fn, which writes retained presence, inside the fence.

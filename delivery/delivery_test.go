@@ -8,6 +8,7 @@ import (
 	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/presenced/presenced/hooks"
@@ -157,5 +158,43 @@ func TestCanMatchUsers(t *testing.T) {
 		if got := d.canMatchUsers(filter); got != want {
 			t.Errorf("canMatchUsers(%q) = %v, want %v", filter, got, want)
 		}
+	}
+}
+
+// A subscriber whose inflight store is full (mochi's MaximumInflight) is
+// refused a QoS 1 delivery with no hook called: the publish notes it as a
+// miss of that version, to be sent again (issue 23); the versions it took
+// are not noted.
+func TestDeliveryInflightFullIsAMiss(t *testing.T) {
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumInflight = 2
+	srv := mqtt.New(&mqtt.Options{InlineClient: true, Capabilities: caps, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
+	a, b := net.Pipe()
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	cl := srv.NewClient(a, "t", "slow-acker", false) // nobody reads: its queue holds what it is sent
+	srv.Clients.Add(cl)
+	srv.Topics.Subscribe(cl.ID, packets.Subscription{Filter: "presence/users/+", Qos: 1})
+	for i, u := range []string{"amy", "bob", "cat"} {
+		d.Publish(u, uint64(i+1), nil, func() {
+			if err := srv.Publish("presence/users/"+u, []byte(`{"user":"`+u+`","version":`+string(rune('1'+i))+`}`), false, 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if n := cl.State.Inflight.Len(); n != 2 {
+		t.Fatalf("inflight %d, want 2 (amy and bob)", n)
+	}
+	if got := d.Stats.InflightFull.Load(); got != 1 {
+		t.Fatalf("InflightFull %d, want 1 (cat)", got)
+	}
+	clk.Advance(minBackoff)
+	got := d.TakeMissing(10, clk.Now())
+	if len(got) != 1 || len(got["cat"]) != 1 || got["cat"][0] != cl {
+		t.Fatalf("missing %v, want cat for the slow acker only", got)
 	}
 }

@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"errors"
 	"strings"
 	"time"
 	_ "unsafe" // go:linkname: mochi's publishToClient (deliverRetained)
@@ -107,7 +108,7 @@ func (d *Delivery) deliverRetained(cl *mqtt.Client, sub packets.Subscription) {
 		sub.Identifiers = map[string]int{sub.Filter: sub.Identifier}
 	}
 	created := time.Now().Unix()
-	d.snapshots.Snapshots(user, all, func(u string, _ uint64, payload []byte) {
+	d.snapshots.Snapshots(user, all, func(u string, version uint64, payload []byte) {
 		pk := packets.Packet{
 			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
 			TopicName:   d.users + u,
@@ -115,6 +116,10 @@ func (d *Delivery) deliverRetained(cl *mqtt.Client, sub packets.Subscription) {
 			Created:     created,
 		}
 		if _, err := publishToClient(d.server, cl, sub, pk); err != nil {
+			if errors.Is(err, packets.ErrQuotaExceeded) {
+				d.Stats.InflightFull.Add(1)
+				d.miss(cl, u, version) // its inflight store is full: sent again once it acknowledges
+			}
 			return // refused (ACL, repeat), dropped (noted), or the client is gone
 		}
 		d.Stats.Retained.Add(1)
@@ -142,7 +147,7 @@ func (d *Delivery) InlineRetained(filter string, id int, handler mqtt.InlineSubF
 	sub := packets.Subscription{Identifier: id, Filter: filter}
 	d.fence.RLock()
 	defer d.fence.RUnlock()
-	d.snapshots.Snapshots(user, all, func(u string, _ uint64, payload []byte) {
+	d.snapshots.Snapshots(user, all, func(u string, version uint64, payload []byte) {
 		handler(inline, sub, packets.Packet{
 			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
 			TopicName:   d.users + u,
