@@ -351,9 +351,17 @@ function listPage(seq) {
   poll(seq, POLL_LIST, load);
 }
 
+// newer returns u, or what the page holds of u's user when that is newer: a
+// read of the API answered before a change whose event the stream has
+// already brought must not undo it (versions only grow).
+function newer(u) {
+  const held = S.shown.get(u.user);
+  return held && held.version > u.version ? held : u;
+}
+
 function showList(d) {
   const L = S.list;
-  L.users = d.users || [];
+  L.users = (d.users || []).map(newer);
   L.next = d.next || '';
   S.shown.clear();
   for (const u of L.users) S.shown.set(u.user, u);
@@ -413,7 +421,11 @@ function userPage(seq) {
   const load = async () => {
     const u = await api('GET', '/api/v1/users/' + enc(name)).catch((e) => { if (e.status === 404) return null; throw e; });
     if (seq !== S.seq) return;
-    if (u) { S.shown.set(name, u); userHead(u); } else { S.shown.set(name, { user: name, version: 0 }); }
+    if (u) {
+      const shown = newer(u);
+      S.shown.set(name, shown);
+      userHead(shown);
+    } else S.shown.set(name, { user: name, version: 0 });
     await sessions(seq);
   };
   poll(seq, POLL_OTHER, load).then(() => follow([name], () => load().catch(() => {})));
