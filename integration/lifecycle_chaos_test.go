@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -156,6 +157,8 @@ func lcClass(id string) string {
 	switch {
 	case id == "chaos-battle":
 		return "battle"
+	case id == "chaos-drain":
+		return "drain"
 	case strings.HasSuffix(id, "-d0") && lcSharedUser(id):
 		return "shared"
 	}
@@ -337,7 +340,24 @@ func TestLifecycleChaos(t *testing.T) {
 	t.Logf("master %s killed; replica promoted at %s", victim.Addr(), promoted.UTC().Format("15:04:05.000"))
 	waitEvents(50, "events flow after the failover")
 
-	// 3. Node B drains (SIGTERM): its devices are moved off.
+	// 3. Node B drains (SIGTERM): its devices are moved off. One device
+	// stays on B until then, its open told, so that the drain ends at
+	// least one stored session: the others' sessions last 50–300 ms, and
+	// all of B's may have ended by the time the drain reaches them.
+	drained := mqtt3.NewClient(mqtt3.NewClientOptions().AddBroker("tcp://" + b.mqtt).SetClientID("chaos-drain").SetUsername("chaos-drain").
+		SetProtocolVersion(4).SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).SetKeepAlive(2 * time.Second))
+	if tok := drained.Connect(); !tok.WaitTimeout(waitTimeout) || tok.Error() != nil {
+		t.Fatalf("chaos-drain: connect to B: %v", tok.Error())
+	}
+	t.Cleanup(func() { drained.Disconnect(0) })
+	testkit.Wait(t, 4*waitTimeout, "chaos-drain's open told", func() error {
+		for _, ev := range rec.snapshot() {
+			if ev.ClientID == "chaos-drain" && ev.EventType == "connected" {
+				return nil
+			}
+		}
+		return errors.New("no connected event of chaos-drain yet")
+	})
 	nodes.set(a2.mqtt, c.mqtt)
 	b.term(t, 4*waitTimeout)
 	t.Logf("node B drained")
