@@ -263,7 +263,13 @@ func (s *scaleRun) allOnline() error {
 	for i, o := range s.obs {
 		if got, done := e.waitProgressEvery(250*time.Millisecond, mono()+2*time.Minute, 20*time.Second, ok, func() int { return o.count(s.all, online) }); !done {
 			s.noteNodeStats()
-			return fmt.Errorf("observer on node %d showed %d of %d users online (%s)", i+1, got, ok, o.state())
+			var missing []string
+			for _, u := range s.all {
+				if o.count([]string{u}, online) == 0 && len(missing) < 5 {
+					missing = append(missing, u)
+				}
+			}
+			return fmt.Errorf("observer on node %d showed %d of %d users online (%s; not online: %s)", i+1, got, ok, o.state(), strings.Join(missing, " "))
 		}
 	}
 	var allOnline time.Duration
