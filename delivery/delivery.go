@@ -132,6 +132,9 @@ type publishing struct {
 	version     uint64
 	targets     map[*mqtt.Client]struct{} // nil: every subscriber
 	missed      map[*mqtt.Client]struct{} // dropped or held back during this publish (nil: none)
+
+	mu   sync.Mutex     // took's (OnQosPublish may run on another goroutine)
+	took []*mqtt.Client // the subscribers that took it (OnQosPublish)
 }
 
 // lag is what one subscriber missed.
@@ -189,7 +192,7 @@ func (d *Delivery) ID() string { return "presence-delivery" }
 func (d *Delivery) Provides(b byte) bool {
 	switch b {
 	case mqtt.OnSubscribe, mqtt.OnSubscribed, mqtt.OnPacketSent, mqtt.OnPacketProcessed,
-		mqtt.OnPublishDropped, mqtt.OnDisconnect:
+		mqtt.OnPublishDropped, mqtt.OnQosPublish, mqtt.OnDisconnect:
 		return true
 	}
 	return false
@@ -235,23 +238,41 @@ func (d *Delivery) inflightRefused() int64 {
 }
 
 // inflightFull notes, after a publish during which mochi refused some
-// delivery for a full inflight store, the subscribers of p's topic whose
-// store is full as having missed p's version: the pump sends it again
+// delivery for a full inflight store, the subscribers of p's topic that
+// mochi refused it as having missed p's version: the pump sends it again
 // once they acknowledge (issue 23: a firehose observer at QoS 1 lost
 // thousands of users in a burst of 45,000 changes). The count is
 // mochi's, across every topic, so a refusal elsewhere costs this scan and
-// nothing else; a subscriber that took this very version as the last
-// slot of its store is noted too, and is sent it once more. Shared
+// nothing else.
+//
+// mochi says neither whom it refused nor when, and a subscriber's store
+// may be empty again by now (one observer read 1,000 acknowledgements
+// between mochi's refusal and this scan). So a subscriber counts as
+// refused when it is subscribed at QoS 1 or 2 and did not take the
+// version (mochi calls OnQosPublish for each one that did: p.took), and
+// was not dropped (OnPublishDropped noted that already). A subscriber the
+// ACL refused is counted too, when some delivery was refused meanwhile:
+// it is sent the version once more, and refused again. Shared
 // subscriptions are left out: mochi picks one member per message, and
-// noting every full member would send the version to several.
+// noting every member would send the version to several.
 func (d *Delivery) inflightFull(p *publishing) {
-	limit := int(d.server.Options.Capabilities.MaximumInflight)
-	for id := range d.server.Topics.Subscribers(p.topic).Subscriptions {
+	p.mu.Lock()
+	took := make(map[*mqtt.Client]struct{}, len(p.took))
+	for _, cl := range p.took {
+		took[cl] = struct{}{}
+	}
+	p.mu.Unlock()
+	maxQos := d.server.Options.Capabilities.MaximumQos
+	for id, sub := range d.server.Topics.Subscribers(p.topic).Subscriptions {
 		cl, ok := d.server.Clients.Get(id)
-		if !ok || cl.Net.Inline || cl.State.Inflight.Len() < limit {
+		if !ok || cl.Net.Inline || min(sub.Qos, maxQos) == 0 {
 			continue
 		}
 		if _, target := p.targets[cl]; p.targets != nil && !target {
+			continue
+		}
+		_, taken := took[cl]
+		if _, dropped := p.missed[cl]; taken || dropped {
 			continue
 		}
 		d.Stats.InflightFull.Add(1)
@@ -261,6 +282,27 @@ func (d *Delivery) inflightFull(p *publishing) {
 		p.missed[cl] = struct{}{}
 		d.miss(cl, p.user, p.version)
 	}
+}
+
+// OnQosPublish notes, during a publish of presence (Publish), each
+// subscriber that took it (mochi calls it once the message is in the
+// client's inflight store): inflightFull leaves those out. A message sent
+// again on a reconnect (Dup) or published by someone else is not this
+// publish; the topic is empty when mochi sends a topic alias, and the
+// version then says which message it is.
+func (d *Delivery) OnQosPublish(cl *mqtt.Client, pk packets.Packet, _ int64, _ int) {
+	p := d.live.Load()
+	if p == nil || p.user == "" || pk.FixedHeader.Type != packets.Publish || pk.FixedHeader.Dup || pk.Origin != mqtt.InlineClientId {
+		return
+	}
+	if pk.TopicName != p.topic {
+		if v, ok := Version(pk.Payload); pk.TopicName != "" || !ok || v != p.version {
+			return
+		}
+	}
+	p.mu.Lock()
+	p.took = append(p.took, cl)
+	p.mu.Unlock()
 }
 
 // Exclusive runs fn, which writes retained presence, inside the fence.

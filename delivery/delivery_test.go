@@ -1,6 +1,7 @@
 package delivery
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -174,6 +175,9 @@ func TestDeliveryInflightFullIsAMiss(t *testing.T) {
 	}
 	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
+	if err := srv.AddHook(d, nil); err != nil {
+		t.Fatal(err)
+	}
 	a, b := net.Pipe()
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
 	cl := srv.NewClient(a, "t", "slow-acker", false) // nobody reads: its queue holds what it is sent
@@ -196,5 +200,64 @@ func TestDeliveryInflightFullIsAMiss(t *testing.T) {
 	got := d.TakeMissing(10, clk.Now())
 	if len(got) != 1 || len(got["cat"]) != 1 || got["cat"][0] != cl {
 		t.Fatalf("missing %v, want cat for the slow acker only", got)
+	}
+}
+
+// mochi refuses a subscriber at a full inflight store, and the
+// subscriber's acknowledgements may empty the store before the publish is
+// over (mochi goes on delivering to the others meanwhile; a scale run saw
+// an observer's store of 1,000 empty by then): it is still noted. A
+// subscriber that took the version is not.
+func TestDeliveryInflightRefusedThoughAcked(t *testing.T) {
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumInflight = 4
+	srv := mqtt.New(&mqtt.Options{InlineClient: true, Capabilities: caps, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
+	if err := srv.AddHook(d, nil); err != nil {
+		t.Fatal(err)
+	}
+	client := func(id string) *mqtt.Client {
+		a, b := net.Pipe()
+		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+		cl := srv.NewClient(a, "t", id, false) // nobody reads: its queue holds what it is sent
+		srv.Clients.Add(cl)
+		return cl
+	}
+	slow, taker := client("slow"), client("taker")
+	srv.Topics.Subscribe(slow.ID, packets.Subscription{Filter: "presence/users/+", Qos: 1})
+	srv.Topics.Subscribe(taker.ID, packets.Subscription{Filter: "presence/users/eve", Qos: 1})
+	for _, id := range []uint16{100, 101} { // the taker holds two of another topic
+		taker.State.Inflight.Set(packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1}, PacketID: id, TopicName: "elsewhere"})
+	}
+	publish := func(u string, v uint64, after func()) {
+		d.Publish(u, v, nil, func() {
+			if err := srv.Publish("presence/users/"+u, fmt.Appendf(nil, `{"user":%q,"version":%d}`, u, v), false, 1); err != nil {
+				t.Fatal(err)
+			}
+			after()
+		})
+	}
+	for i, u := range []string{"amy", "bob", "cat", "dan"} {
+		publish(u, uint64(i+1), func() {})
+	}
+	publish("eve", 5, func() { // the slow one acknowledges all four while mochi is still at work
+		for _, pk := range slow.State.Inflight.GetAll(false) {
+			slow.State.Inflight.Delete(pk.PacketID)
+		}
+	})
+	if n := taker.State.Inflight.Len(); n != 3 {
+		t.Fatalf("the taker's inflight %d, want 3 (eve's among them)", n)
+	}
+	if got := d.Stats.InflightFull.Load(); got != 1 {
+		t.Fatalf("InflightFull %d, want 1 (eve, for the slow one)", got)
+	}
+	clk.Advance(minBackoff)
+	got := d.TakeMissing(10, clk.Now())
+	if len(got) != 1 || len(got["eve"]) != 1 || got["eve"][0] != slow {
+		t.Fatalf("missing %v, want eve for the slow one only", got)
 	}
 }
