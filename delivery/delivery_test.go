@@ -167,21 +167,8 @@ func TestCanMatchUsers(t *testing.T) {
 // miss of that version, to be sent again (issue 23); the versions it took
 // are not noted.
 func TestDeliveryInflightFullIsAMiss(t *testing.T) {
-	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MaximumInflight = 2
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Capabilities: caps, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
-	if err := srv.AddHook(d, nil); err != nil {
-		t.Fatal(err)
-	}
-	a, b := net.Pipe()
-	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	cl := srv.NewClient(a, "t", "slow-acker", false) // nobody reads: its queue holds what it is sent
-	srv.Clients.Add(cl)
+	srv, d, clk := inflightServer(t, 2)
+	cl := pipeClient(t, srv, "slow-acker")
 	srv.Topics.Subscribe(cl.ID, packets.Subscription{Filter: "presence/users/+", Qos: 1})
 	for i, u := range []string{"amy", "bob", "cat"} {
 		d.Publish(u, uint64(i+1), nil, func() {
@@ -209,25 +196,8 @@ func TestDeliveryInflightFullIsAMiss(t *testing.T) {
 // an observer's store of 1,000 empty by then): it is still noted. A
 // subscriber that took the version is not.
 func TestDeliveryInflightRefusedThoughAcked(t *testing.T) {
-	caps := mqtt.NewDefaultServerCapabilities()
-	caps.MaximumInflight = 4
-	srv := mqtt.New(&mqtt.Options{InlineClient: true, Capabilities: caps, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
-	if err := srv.AddHook(d, nil); err != nil {
-		t.Fatal(err)
-	}
-	client := func(id string) *mqtt.Client {
-		a, b := net.Pipe()
-		t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-		cl := srv.NewClient(a, "t", id, false) // nobody reads: its queue holds what it is sent
-		srv.Clients.Add(cl)
-		return cl
-	}
-	slow, taker := client("slow"), client("taker")
+	srv, d, clk := inflightServer(t, 4)
+	slow, taker := pipeClient(t, srv, "slow"), pipeClient(t, srv, "taker")
 	srv.Topics.Subscribe(slow.ID, packets.Subscription{Filter: "presence/users/+", Qos: 1})
 	srv.Topics.Subscribe(taker.ID, packets.Subscription{Filter: "presence/users/eve", Qos: 1})
 	for _, id := range []uint16{100, 101} { // the taker holds two of another topic
@@ -260,4 +230,33 @@ func TestDeliveryInflightRefusedThoughAcked(t *testing.T) {
 	if len(got) != 1 || len(got["eve"]) != 1 || got["eve"][0] != slow {
 		t.Fatalf("missing %v, want eve for the slow one only", got)
 	}
+}
+
+// inflightServer is a mochi server (not serving) whose clients may hold
+// max unacknowledged messages, with the Delivery hook on a fake clock.
+func inflightServer(t *testing.T, max uint16) (*mqtt.Server, *Delivery, *testkit.Clock) {
+	t.Helper()
+	caps := mqtt.NewDefaultServerCapabilities()
+	caps.MaximumInflight = max
+	srv := mqtt.New(&mqtt.Options{InlineClient: true, Capabilities: caps, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		t.Fatal(err)
+	}
+	clk := testkit.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	d := NewDelivery(DeliveryOptions{Prefix: "presence", Server: srv, SlowAfter: time.Minute, Now: clk.Now})
+	if err := srv.AddHook(d, nil); err != nil {
+		t.Fatal(err)
+	}
+	return srv, d, clk
+}
+
+// pipeClient adds a client of srv on one end of a pipe nobody reads: its
+// queue holds what it is sent.
+func pipeClient(t *testing.T, srv *mqtt.Server, id string) *mqtt.Client {
+	t.Helper()
+	a, b := net.Pipe()
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	cl := srv.NewClient(a, "t", id, false)
+	srv.Clients.Add(cl)
+	return cl
 }
