@@ -151,8 +151,8 @@ func lcJudge(evs []lcEvent) lcJudgement {
 }
 
 // lcClass is the class of a client id of the chaos test: "solo" (one
-// device uses it), "shared" (two devices take it over from each other) or
-// "battle".
+// device uses it), "shared" (two devices take it over from each other),
+// "battle", or "drain" (the device that stays on node B until it drains).
 func lcClass(id string) string {
 	switch {
 	case id == "chaos-battle":
