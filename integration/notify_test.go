@@ -167,6 +167,19 @@ func subscribeNotify(t *testing.T, c *client5, user string) byte {
 	return 0
 }
 
+// waitOnline waits until the store, as node n reads it, has a live session
+// of user.
+func waitOnline(t *testing.T, n *testNode, user string) {
+	t.Helper()
+	testkit.Wait(t, waitTimeout, user+"'s session in the store", func() error {
+		u, _, err := n.Presence.User(context.Background(), user)
+		if err != nil {
+			return err
+		}
+		return testkit.Why(len(u.Sessions) > 0, "no live session")
+	})
+}
+
 // waitOffline waits until the store has ended every session of user.
 func waitOffline(t *testing.T, n *testNode, user string) {
 	t.Helper()
@@ -212,6 +225,9 @@ func TestNotify(t *testing.T) {
 		if code := subscribeNotify(t, alice, "alice"); code != 1 {
 			t.Fatalf("alice's SUBACK %#x", code)
 		}
+		// Notify asks the store who is online: a message sent before the
+		// tracker wrote alice's session is pushed as for an offline user.
+		waitOnline(t, a, "alice")
 		if code := svc.publish(t, "presence/notify/alice", "hello", 1, false); code != 0 {
 			t.Fatalf("svc's PUBACK %#x", code)
 		}
