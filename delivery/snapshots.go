@@ -147,7 +147,7 @@ func (d *Delivery) InlineRetained(filter string, id int, handler mqtt.InlineSubF
 	sub := packets.Subscription{Identifier: id, Filter: filter}
 	d.fence.RLock()
 	defer d.fence.RUnlock()
-	d.snapshots.Snapshots(user, all, func(u string, version uint64, payload []byte) {
+	d.snapshots.Snapshots(user, all, func(u string, _ uint64, payload []byte) {
 		handler(inline, sub, packets.Packet{
 			FixedHeader: packets.FixedHeader{Type: packets.Publish, Qos: 1, Retain: true},
 			TopicName:   d.users + u,
