@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -357,5 +358,129 @@ func TestRedisEndedAndConn(t *testing.T) {
 	}
 	if len(ended) != 1 || ended[0] != "e:takeover:1893,e:takeover:1894,e:takeover:1895,e:takeover:1896,e:network:1897" {
 		t.Fatalf("coalesced: %q", ended)
+	}
+}
+
+// A record older versions wrote keeps its ended sessions as one JSON list
+// in the field ended; this version keeps them one per line in eh, so that
+// an end never decodes the history. Both are read, an end folds the list
+// into eh (newest first by end time, each session once, at most
+// presence.MaxEnded), and a rolling upgrade, where an old node may write
+// ended again beside eh, loses nothing.
+func TestRedisEndedFromOlderVersion(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	log := &changeLog{}
+	r := NewRedis(RedisOptions{Client: c, Prefix: "t:" + t.Name() + ":", Node: "n1", NodeTTL: 3 * time.Second, Retention: time.Hour, Report: log.report})
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	if err := r.ListenAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cycle := func(id string, reason presence.EndReason) {
+		t.Helper()
+		s, err := r.Open(ctx, presence.OpenArgs{User: "alice", ID: id, Node: "n1", TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.End(ctx, presence.EndArgs{User: "alice", ID: id, Epoch: s.Epoch, Reason: reason}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	history := func() string {
+		t.Helper()
+		u, ok, err := r.User(ctx, "alice")
+		if err != nil || !ok {
+			t.Fatalf("user: %v %v", ok, err)
+		}
+		var ids []string
+		for _, s := range u.Ended {
+			ids = append(ids, s.ID+":"+string(s.EndReason))
+		}
+		return strings.Join(ids, ",")
+	}
+	key := r.k.user("alice")
+	// asOld rewrites the record as an older version kept it.
+	asOld := func() {
+		t.Helper()
+		lines, err := c.HGet(ctx, key, "eh").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := "[" + strings.ReplaceAll(lines, "\n", ",") + "]"
+		if err := c.HSet(ctx, key, "ended", list).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HDel(ctx, key, "eh", "er").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		cycle(fmt.Sprintf("d%d", i), presence.EndClean)
+	}
+	cycle("d3", presence.EndTimeout)
+	asOld()
+	if got, want := history(), "d3:timeout,d2:clean,d1:clean,d0:clean"; got != want {
+		t.Fatalf("an older version's record reads %q, want %q", got, want)
+	}
+	if a, _, err := r.Get(ctx, "alice"); err != nil || a.Reason != presence.EndTimeout {
+		t.Fatalf("an older version's record: offline reason %q (%v), want timeout", a.Reason, err)
+	}
+	// An account change commits with no end: the offline reason comes
+	// from the older list (common.lua offline_reason).
+	text := "back soon"
+	if err := r.SetAccount(ctx, "alice", presence.AccountUpdate{Text: &text}); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, err := r.Get(ctx, "alice"); err != nil || a.Reason != presence.EndTimeout || a.Text != text {
+		t.Fatalf("after an account change: %+v (%v)", a, err)
+	}
+	testkit.Wait(t, 10*time.Second, "the account change on the feed", func() error {
+		for _, a := range log.take() {
+			if a.Text == text {
+				return testkit.Why(a.Reason == presence.EndTimeout, "its offline reason is "+string(a.Reason))
+			}
+		}
+		return errors.New("not yet")
+	})
+	// The first end of this version folds the list in.
+	cycle("d4", presence.EndKicked)
+	if n, err := c.HExists(ctx, key, "ended").Result(); err != nil || n {
+		t.Fatalf("the field ended is still there after an end (%v)", err)
+	}
+	if got, want := history(), "d4:kicked,d3:timeout,d2:clean,d1:clean,d0:clean"; got != want {
+		t.Fatalf("after the fold: %q, want %q", got, want)
+	}
+	// A rolling upgrade: an old node writes ended again, beside eh, with
+	// one session newer than all of eh and one eh holds already.
+	for i := 5; i < 9; i++ {
+		cycle(fmt.Sprintf("d%d", i), presence.EndClean)
+	}
+	lines, err := c.HGet(ctx, key, "eh").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := strings.SplitN(lines, "\n", 2)[0]
+	late := strings.Replace(strings.Replace(newest, `"d8"`, `"d9"`, 1), `"r":"clean"`, `"r":"network"`, 1)
+	late = strings.Replace(late, `"ea":`, `"ea":1`, 1) // ends later than every other
+	if late == newest || !strings.Contains(late, `"d9"`) {
+		t.Fatalf("cannot make a later session of %s", newest)
+	}
+	if err := c.HSet(ctx, key, "ended", "["+late+","+newest+"]").Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := "d9:network,d8:clean,d7:clean,d6:clean,d5:clean,d4:kicked,d3:timeout,d2:clean"
+	if got := history(); got != want {
+		t.Fatalf("both fields read %q, want %q", got, want)
+	}
+	cycle("d10", presence.EndClean)
+	if got, want := history(), "d10:clean,"+strings.Join(strings.Split(want, ",")[:7], ","); got != want {
+		t.Fatalf("after the fold of both: %q, want %q", got, want)
+	}
+	if n, err := c.HExists(ctx, key, "ended").Result(); err != nil || n {
+		t.Fatalf("the field ended is still there after an end (%v)", err)
 	}
 }

@@ -229,7 +229,8 @@ func (r *Redis) aggregates(ctx context.Context, users []string) ([]presence.Aggr
 	out := make([]presence.Aggregate, len(users))
 	for i, c := range cmds {
 		h := c.Val()
-		delete(h, "ended") // not part of the aggregate: skip its decoding
+		delete(h, "eh") // not part of the aggregate: skip its decoding
+		delete(h, "ended")
 		_, p, ok, err := decodeUser(users[i], h)
 		if err != nil {
 			r.stats.feedErrors.Add(1)

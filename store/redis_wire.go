@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/presenced/presenced/presence"
@@ -389,21 +390,16 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		}
 		return views[i].ID < views[j].ID
 	})
-	if raw := h["ended"]; raw != "" && raw != "{}" {
-		var ended []wireSession
-		if err := json.Unmarshal([]byte(raw), &ended); err != nil {
-			return u, presence.Aggregate{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
+	ended, err := decodeEnded(h["eh"], h["ended"])
+	if err != nil {
+		return u, presence.Aggregate{}, false, fmt.Errorf("ended sessions of %s: %w", user, err)
+	}
+	for _, ws := range ended {
+		s, err := ws.session(user)
+		if err != nil {
+			return u, presence.Aggregate{}, false, err
 		}
-		if len(ended) > maxWireSessions {
-			return u, presence.Aggregate{}, false, fmt.Errorf("%d ended sessions of %s", len(ended), user)
-		}
-		for _, ws := range ended {
-			s, err := ws.session(user)
-			if err != nil {
-				return u, presence.Aggregate{}, false, err
-			}
-			u.Ended = append(u.Ended, s)
-		}
+		u.Ended = append(u.Ended, s)
 	}
 	ss, _ := json.Marshal(views)
 	if len(views) == 0 {
@@ -469,4 +465,48 @@ func decodeFeed(b []byte) (Event, error) {
 		return Event{}, err
 	}
 	return Event{Kind: NodeAnnounced, NodeStatus: st}, nil
+}
+
+// decodeEnded reads a record's ended sessions, newest first: eh, one JSON
+// session per line (common.lua push_ended), and ended, the JSON list older
+// versions kept, merged as common.lua's fold_ended merges them (a rolling
+// upgrade may leave both): by end time, each session once, at most
+// presence.MaxEnded.
+func decodeEnded(lines, list string) ([]wireSession, error) {
+	var out []wireSession
+	if list != "" && list != "{}" {
+		if err := json.Unmarshal([]byte(list), &out); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) > maxWireSessions {
+		return nil, fmt.Errorf("%d ended sessions", len(out))
+	}
+	old := len(out)
+	for line := range strings.SplitSeq(lines, "\n") {
+		if line == "" {
+			continue
+		}
+		if len(out) >= old+maxWireSessions {
+			return nil, fmt.Errorf("more than %d ended sessions", maxWireSessions)
+		}
+		var ws wireSession
+		if err := json.Unmarshal([]byte(line), &ws); err != nil {
+			return nil, err
+		}
+		out = append(out, ws)
+	}
+	if old == 0 || old == len(out) {
+		return out, nil
+	}
+	seen := make(map[[2]string]bool, len(out))
+	merged := out[:0:0]
+	for _, ws := range out {
+		if k := [2]string{ws.ID, ws.E}; !seen[k] {
+			seen[k] = true
+			merged = append(merged, ws)
+		}
+	}
+	sort.SliceStable(merged, func(i, j int) bool { return merged[i].Ea > merged[j].Ea })
+	return merged[:min(len(merged), presence.MaxEnded)], nil
 }

@@ -31,7 +31,14 @@
 --   (an offline aggregate's reason is not kept: it is the newest ended
 --   session's, offline_reason; its change message says it: rs)
 --   sig    signature of the aggregate (change detection)
---   ended  JSON list of the last 8 ended sessions, newest first
+--   eh     the last 8 ended sessions, newest first: one JSON object
+--          (a session's, as s:<id>, with r its end reason and ea its end
+--          ms) per line. Lines, not a JSON list, so that ending a session
+--          prepends one line and cuts at the 8th newline, and nothing
+--          decodes the history (push_ended)
+--   er     the newest ended session's reason (offline_reason)
+--   ended  the history before eh: a JSON list of sessions, newest first,
+--          written by older versions; push_ended folds it into eh
 --   dm     JSON of the user's dormant session ("" or absent: none): a live
 --          session's record after its clean end, with x its due time
 --          (ms: end + ex + em), kept while its check-in is awaited
@@ -100,6 +107,63 @@ local function with_conn(view, s)
   return view
 end
 
+local MAX_ENDED = 8
+
+-- fold_ended merges the history older versions kept in the field ended (a
+-- JSON list) into eh, newest first by end time, each session once: a
+-- rolling upgrade may have both. The only place either is decoded.
+local function fold_ended(key, rec)
+  local all, seen, pos = {}, {}, {}
+  local function add(s)
+    if type(s) ~= 'table' then return end
+    local k = tostring(s.id) .. '\1' .. tostring(s.e)
+    if not seen[k] then
+      seen[k] = true
+      table.insert(all, s)
+      pos[s] = #all
+    end
+  end
+  local old = cjson.decode(rec.ended)
+  if type(old) == 'table' then
+    for _, s in ipairs(old) do add(s) end
+  end
+  for line in string.gmatch(rec.eh or '', '[^\n]+') do add(cjson.decode(line)) end
+  table.sort(all, function(a, b)
+    local x, y = tonumber(a.ea) or 0, tonumber(b.ea) or 0
+    if x ~= y then return x > y end
+    return pos[a] < pos[b]
+  end)
+  local lines = {}
+  for i = 1, math.min(#all, MAX_ENDED) do lines[i] = cjson.encode(all[i]) end
+  rec.eh = table.concat(lines, '\n')
+  rec.er = (all[1] and all[1].r) or ''
+  rec.ended = nil
+  redis.call('HDEL', key, 'ended')
+end
+
+-- push_ended puts ended session s first in the user's history (eh),
+-- keeping the newest MAX_ENDED: one encode, and a cut at a newline.
+local function push_ended(key, rec, s)
+  if rec.ended and rec.ended ~= '' then fold_ended(key, rec) end
+  local eh, line = rec.eh or '', cjson.encode(s)
+  rec.er = s.r
+  if eh == '' then
+    rec.eh = line
+    return
+  end
+  local at, n = 0, 1
+  while true do
+    at = string.find(eh, '\n', at + 1, true)
+    if not at then break end
+    n = n + 1
+    if n == MAX_ENDED then
+      eh = string.sub(eh, 1, at - 1)
+      break
+    end
+  end
+  rec.eh = line .. '\n' .. eh
+end
+
 -- retired are the sessions this script ended (retire), in that order:
 -- commit's change message lists them (x), for the lifecycle outputs.
 local retired = {}
@@ -111,11 +175,7 @@ local function retire(key, rec, sess, id, reason, now)
   redis.call('HDEL', key, 's:' .. id)
   s.r = reason
   s.ea = now
-  local ended = {}
-  if rec.ended and rec.ended ~= '' then ended = cjson.decode(rec.ended) end
-  table.insert(ended, 1, s)
-  while #ended > 8 do table.remove(ended) end
-  rec.ended = cjson.encode(ended)
+  push_ended(key, rec, s)
   if next(sess) == nil then rec.ls = fmt(now) end
   table.insert(retired, s)
   return s
@@ -155,10 +215,11 @@ end
 -- offline_reason is presence's offlineReason: why an offline user went,
 -- the end reason of their newest ended session ('' when none).
 local function offline_reason(rec)
-  if not rec.ended or rec.ended == '' then return '' end
-  local ended = cjson.decode(rec.ended)
-  if type(ended) ~= 'table' or ended[1] == nil then return '' end
-  return ended[1].r or ''
+  if rec.ended and rec.ended ~= '' then -- a record older versions wrote
+    local ended = cjson.decode(rec.ended)
+    if type(ended) == 'table' and ended[1] ~= nil then return ended[1].r or '' end
+  end
+  return rec.er or ''
 end
 
 -- aggregate is presence.Aggregate.

@@ -28,11 +28,7 @@ end
 rec.dm = ''
 d.r = 'missed'
 d.ea = now
-local ended = {}
-if rec.ended and rec.ended ~= '' then ended = cjson.decode(rec.ended) end
-table.insert(ended, 1, d)
-while #ended > 8 do table.remove(ended) end
-rec.ended = cjson.encode(ended)
+push_ended(key, rec, d)
 table.insert(retired, d)
 rec.lw = ''
 commit(key, rec, sess, now, ARGV[2], ARGV[3], {r = 'missed'})
