@@ -142,9 +142,6 @@ type Plugin struct {
 	privacy *delivery.Privacy // the truth of users with a privacy setting, per delivery (plugin_privacy.go)
 }
 
-// trackerShards is how many workers write to the store side by side.
-const trackerShards = 4
-
 // Attach builds presence for srv and adds its hooks, in the order package
 // hooks gives. Call it before srv.Serve, then Start.
 func Attach(srv *mqtt.Server, cfg Config, opts ...Option) (*Plugin, error) {
@@ -189,7 +186,7 @@ func (p *Plugin) build() {
 	cfg, srv := p.cfg, p.srv
 	p.store = store.Open(p.storeConfig())
 	p.tracker = tracker.New(p.store, tracker.Options{
-		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL, Shards: trackerShards,
+		Node: cfg.NodeID, TTL: cfg.Presence.SessionTTL, // the workers: tracker.Options.Shards's default
 		Outage: func(err error) bool { return errors.Is(err, store.ErrUnavailable) },
 		Log:    p.logFor("tracker"), Idle: cfg.Presence.idleRules(), Observe: p.meters.observe,
 		Sessions: p.sessionLogger(),

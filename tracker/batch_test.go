@@ -346,3 +346,20 @@ func TestTrackerBatchFailedRetried(t *testing.T) {
 		}
 	}
 }
+
+// A store that batches gets one worker by default, whose rounds carry the
+// writes that gathered while the last was out; a store that does not, four.
+func TestTrackerWorkersByStore(t *testing.T) {
+	cs := &countingStore{}
+	for _, c := range []struct {
+		store Store
+		want  int
+	}{{cs, 4}, {newBatchStore(cs), 1}} {
+		if got := len(New(c.store, Options{Node: "n1", TTL: time.Minute}).shards); got != c.want {
+			t.Errorf("%T: %d workers, want %d", c.store, got, c.want)
+		}
+	}
+	if got := len(New(newBatchStore(cs), Options{Node: "n1", TTL: time.Minute, Shards: 3}).shards); got != 3 {
+		t.Errorf("Shards 3 gave %d workers", got)
+	}
+}
