@@ -61,7 +61,10 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function fmt(n) return string.format('%.0f', n) end
+-- fmt prints an integral number below 2^53 (a time in ms, an epoch, a
+-- version) in decimal: '%d' prints it as a C long, which costs less than
+-- '%.0f' (glibc prints a double through multi-precision arithmetic).
+local function fmt(n) return string.format('%d', n) end
 
 -- presence.NextStamp: max(last + 1, now in ms x 1000)
 local function stamp(last, now)
@@ -73,6 +76,11 @@ end
 local AVAIL = {online = 0, idle = 1, away = 2, busy = 3, dnd = 4}
 local function avail(s) return AVAIL[s] or 5 end
 
+-- loaded is the record's scalar fields as load read them (commit: only
+-- what differs is written; the key has an expiry only when it was loaded
+-- offline).
+local loaded = {}
+
 local function load(key)
   local flat = redis.call('HGETALL', key)
   local rec, sess = {}, {}
@@ -82,6 +90,7 @@ local function load(key)
       sess[string.sub(f, 3)] = cjson.decode(v)
     else
       rec[f] = v
+      loaded[f] = v
     end
   end
   return rec, sess
@@ -95,6 +104,12 @@ end
 
 local function save_session(key, s)
   redis.call('HSET', key, 's:' .. s.id, cjson.encode(s))
+end
+
+-- staged are the live sessions commit writes in the record's HSET.
+local staged = {}
+local function stage_session(s)
+  staged['s:' .. s.id] = cjson.encode(s)
 end
 
 -- The connection facts a session keeps (open.lua), copied as they are
@@ -299,8 +314,9 @@ end
 -- is stored, given the retention (offline) or none (online), and published
 -- on the user's and the slot's change channels (KEYS[2], KEYS[3]) in the
 -- same script, with the sessions the script ended (x: retired, in order;
--- only when there are some). The scalar fields are written in
--- every case (the caller changed some). cause, when an end made the change,
+-- only when there are some). The scalar fields that differ from what
+-- load read and the staged sessions are written in one HSET, whether or
+-- not the aggregate changed (the caller changed something). cause, when an end made the change,
 -- is {r = end reason, wd = will delay in ms}: the feed carries it, so that
 -- every node holds the change back the same way (presence.Pacing).
 local function commit(key, rec, sess, now, auth_csv, retention, cause)
@@ -324,13 +340,19 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
   end
   local flat = {}
   for f, v in pairs(rec) do
+    if loaded[f] ~= v then
+      table.insert(flat, f)
+      table.insert(flat, v)
+    end
+  end
+  for f, v in pairs(staged) do
     table.insert(flat, f)
     table.insert(flat, v)
   end
-  redis.call('HSET', key, unpack(flat))
+  if #flat > 0 then redis.call('HSET', key, unpack(flat)) end
   if p.st == 'offline' then
     redis.call('PEXPIRE', key, retention)
-  elseif changed then
+  elseif changed and loaded.st == 'offline' then
     redis.call('PERSIST', key)
   end
   if changed then

@@ -46,7 +46,7 @@ num('se', ARGV[18])
 num('ex', ARGV[19] or '0')
 if s.ex then num('em', ARGV[20] or '0') end
 sess[id] = s
-save_session(key, s)
+stage_session(s)
 commit(key, rec, sess, now, ARGV[9], ARGV[10])
 redis.call('SADD', KEYS[4], ARGV[1])
 return {fmt(e), fmt(now), fmt(now + ttl)}

@@ -15,6 +15,6 @@ if s == nil or s.e ~= ARGV[2] then return 0 end
 if ARGV[3] == '1' then s.st = ARGV[4] end
 if ARGV[5] == '1' then s.tx = ARGV[6] end
 if ARGV[7] == '1' then s.d = ARGV[8] end
-save_session(key, s)
+stage_session(s)
 commit(key, rec, sess, now_ms(), ARGV[9], ARGV[10])
 return 1
