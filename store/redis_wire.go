@@ -29,6 +29,12 @@ type wireChange struct {
 	Pv    *wirePrivacy    `json:"pv"` // the privacy setting, when it hides something (redis_privacy.go)
 	Rs    string          `json:"rs"` // why an offline user went (presence.Aggregate.Reason), when known
 	Nx    string          `json:"nx"` // next expected check-in (ms), dormant only (common.lua dormant)
+
+	// fast: fastChange decoded the message, and with it the session lists
+	// (views for Ss, xs for X).
+	fast  bool
+	views []wireView
+	xs    []wireEnded
 }
 
 type wireView struct {
@@ -124,8 +130,11 @@ func validStatus(s presence.Status) bool {
 // what made it.
 func decodeChange(b []byte) (presence.Aggregate, presence.Cause, error) {
 	var w wireChange
-	if err := json.Unmarshal(b, &w); err != nil {
-		return presence.Aggregate{}, presence.Cause{}, fmt.Errorf("feed message: %w", err)
+	if !fastChange(b, &w) {
+		w = wireChange{}
+		if err := json.Unmarshal(b, &w); err != nil {
+			return presence.Aggregate{}, presence.Cause{}, fmt.Errorf("feed message: %w", err)
+		}
 	}
 	p, err := w.presence()
 	if err != nil {
@@ -186,8 +195,8 @@ func (w wireChange) presence() (presence.Aggregate, error) {
 	if p.NextExpected, err = w.nextExpected(); err != nil {
 		return presence.Aggregate{}, err
 	}
-	var views []wireView
-	if len(w.Ss) > 0 && string(w.Ss) != "{}" {
+	views := w.views
+	if !w.fast && len(w.Ss) > 0 && string(w.Ss) != "{}" {
 		if err := json.Unmarshal(w.Ss, &views); err != nil {
 			return presence.Aggregate{}, fmt.Errorf("feed sessions: %w", err)
 		}
@@ -244,12 +253,16 @@ func (w wireChange) reason() (presence.EndReason, error) {
 
 // ended reads the sessions the change ended, in the order they ended.
 func (w wireChange) ended() ([]presence.EndedView, error) {
-	if len(w.X) == 0 || string(w.X) == "{}" {
+	xs := w.xs
+	if !w.fast {
+		if len(w.X) == 0 || string(w.X) == "{}" {
+			return nil, nil
+		}
+		if err := json.Unmarshal(w.X, &xs); err != nil {
+			return nil, fmt.Errorf("feed ended sessions: %w", err)
+		}
+	} else if len(xs) == 0 {
 		return nil, nil
-	}
-	var xs []wireEnded
-	if err := json.Unmarshal(w.X, &xs); err != nil {
-		return nil, fmt.Errorf("feed ended sessions: %w", err)
 	}
 	if len(xs) > maxWireSessions {
 		return nil, fmt.Errorf("feed: %d ended sessions, at most %d", len(xs), maxWireSessions)
