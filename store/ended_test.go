@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
@@ -206,22 +208,29 @@ func TestDecodeChangeEndedAndConn(t *testing.T) {
 	}
 }
 
+// loggedRedis starts a redis-server and a store on it, node n1, listening
+// to every user, its changes in a changeLog.
+func loggedRedis(t *testing.T) (*redis.Client, *Redis, *changeLog) {
+	t.Helper()
+	c := redistest.Start(t).Client(t)
+	log := &changeLog{}
+	r := NewRedis(RedisOptions{Client: c, Prefix: "t:" + t.Name() + ":", Node: "n1", NodeTTL: 3 * time.Second, Retention: time.Hour, Report: log.report})
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	if err := r.ListenAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c, r, log
+}
+
 // The same story through Redis: every change carries the sessions it
 // ended and every session its facts, on the feed (through a Feed that
 // coalesces) and on every read (Load, User, Get).
 func TestRedisEndedAndConn(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
+	c, r, log := loggedRedis(t)
 	ctx := context.Background()
-	log := &changeLog{}
-	r := NewRedis(RedisOptions{Client: c, Prefix: "t:" + t.Name() + ":", Node: "n1", NodeTTL: 3 * time.Second, Retention: time.Hour, Report: log.report})
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
-	if err := r.ListenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
 	open := func(user, id string, conn presence.Conn, ttl time.Duration) presence.Session {
 		s, err := r.Open(ctx, presence.OpenArgs{User: user, ID: id, Node: "n1", TTL: ttl, Conn: conn})
 		if err != nil {
@@ -368,18 +377,8 @@ func TestRedisEndedAndConn(t *testing.T) {
 // presence.MaxEnded), and a rolling upgrade, where an old node may write
 // ended again beside eh, loses nothing.
 func TestRedisEndedFromOlderVersion(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
+	c, r, log := loggedRedis(t)
 	ctx := context.Background()
-	log := &changeLog{}
-	r := NewRedis(RedisOptions{Client: c, Prefix: "t:" + t.Name() + ":", Node: "n1", NodeTTL: 3 * time.Second, Retention: time.Hour, Report: log.report})
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(r.Stop)
-	if err := r.ListenAll(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cycle := func(id string, reason presence.EndReason) {
 		t.Helper()
 		s, err := r.Open(ctx, presence.OpenArgs{User: "alice", ID: id, Node: "n1", TTL: time.Hour})

@@ -27,17 +27,17 @@ import (
 //
 //	mkdir /tmp/b && for f in common open update end; do git show REV:store/lua/$f.lua > /tmp/b/$f.lua; done
 //	PRESENCED_LUA_B=/tmp/b go test -run '^$' -bench RedisScriptsAB -benchtime 3000x ./store/
-func BenchmarkRedisScriptsAB(t *testing.B) {
+func BenchmarkRedisScriptsAB(b *testing.B) {
 	dir := os.Getenv("PRESENCED_LUA_B")
 	if dir == "" {
-		t.Skip("PRESENCED_LUA_B names the directory of the scripts to compare with")
+		b.Skip("PRESENCED_LUA_B names the directory of the scripts to compare with")
 	}
 	rd := func(f string) string {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+		text, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
-		return string(b)
+		return string(text)
 	}
 	bc := rd("common.lua")
 	B := map[*redis.Script]*redis.Script{
@@ -45,25 +45,25 @@ func BenchmarkRedisScriptsAB(t *testing.B) {
 		scriptUpdate: redis.NewScript(bc + "\n" + rd("update.lua")),
 		scriptEnd:    redis.NewScript(bc + "\n" + rd("end.lua")),
 	}
-	srv := redistest.Start(t)
-	c := srv.Client(t)
+	srv := redistest.Start(b)
+	c := srv.Client(b)
 	ctx := context.Background()
 	r := NewRedis(RedisOptions{Client: c, Prefix: "ab:", Node: "bench", Authoritative: []string{"desktop"}, NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {}})
 	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	defer r.Stop()
 	conn := presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
 	away, text := presence.Away, "x"
 	name := map[string]string{}
-	run := func(sc scriptCall, b bool) any {
+	run := func(sc scriptCall, useB bool) any {
 		s := sc.s
-		if b {
+		if useB {
 			s = B[sc.s]
 		}
 		v, err := s.Run(ctx, c, sc.keys, sc.args...).Result()
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		return v
 	}
@@ -77,23 +77,23 @@ func BenchmarkRedisScriptsAB(t *testing.B) {
 			name[x.Hash()] = fmt.Sprintf("%s-%v", op, map[bool]string{false: "A", true: "B"}[v])
 		}
 	}
-	cycle := func(user string, b bool) {
-		v := run(r.openCall(presence.OpenArgs{User: user, ID: user + "-d", Node: "bench", Device: "phone", TTL: time.Hour, Conn: conn}, r.Incarnation()), b)
+	cycle := func(user string, useB bool) {
+		v := run(r.openCall(presence.OpenArgs{User: user, ID: user + "-d", Node: "bench", Device: "phone", TTL: time.Hour, Conn: conn}, r.Incarnation()), useB)
 		var epoch uint64
 		fmt.Sscan(v.([]any)[0].(string), &epoch)
 		ref := presence.SessionRef{User: user, ID: user + "-d", Epoch: epoch}
-		run(r.updateCall(ref, presence.Update{Status: &away, Text: &text}), b)
-		run(r.endCall(presence.EndArgs{User: user, ID: user + "-d", Epoch: epoch, Reason: presence.EndClean}), b)
+		run(r.updateCall(ref, presence.Update{Status: &away, Text: &text}), useB)
+		run(r.endCall(presence.EndArgs{User: user, ID: user + "-d", Epoch: epoch, Reason: presence.EndClean}), useB)
 	}
 	for range 10 {
 		cycle("a", false)
 		cycle("b", true)
 	}
-	c.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(6*t.N+100))
+	c.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(6*b.N+100))
 	c.ConfigSet(ctx, "slowlog-log-slower-than", "0")
 	c.Do(ctx, "SLOWLOG", "RESET")
-	t.ResetTimer()
-	for i := range t.N {
+	b.ResetTimer()
+	for i := range b.N {
 		if i%2 == 0 {
 			cycle("a", false)
 			cycle("b", true)
@@ -104,7 +104,7 @@ func BenchmarkRedisScriptsAB(t *testing.B) {
 	}
 	logs, err := c.SlowLogGet(ctx, -1).Result()
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	d := map[string][]float64{}
 	for _, l := range logs {
@@ -116,10 +116,10 @@ func BenchmarkRedisScriptsAB(t *testing.B) {
 	for k, v := range d {
 		sort.Float64s(v)
 		med[k] = v[len(v)/2]
-		t.ReportMetric(med[k], k+"-µs")
+		b.ReportMetric(med[k], k+"-µs")
 	}
-	a, b := med["open-A"]+med["update-A"]+med["end-A"], med["open-B"]+med["update-B"]+med["end-B"]
-	if a > 0 {
-		t.ReportMetric(b/a, "B/A")
+	cycleA, cycleB := med["open-A"]+med["update-A"]+med["end-A"], med["open-B"]+med["update-B"]+med["end-B"]
+	if cycleA > 0 {
+		b.ReportMetric(cycleB/cycleA, "B/A")
 	}
 }
