@@ -177,6 +177,9 @@ func testList(t *testing.T, s, s2 Store, exact bool) {
 				if p.Status != listStatus(i) {
 					t.Fatalf("%s is %s, want %s", p.User, p.Status, listStatus(i))
 				}
+				if p.Status == presence.Offline && p.Reason != presence.EndClean {
+					t.Fatalf("%s is offline for %q, want clean (why the user went)", p.User, p.Reason)
+				}
 			}
 			if exact && len(c.q.Statuses) == 0 && counts.Total != len(c.want) {
 				t.Fatalf("counts over the walk: %+v, want total %d", counts, len(c.want))

@@ -423,6 +423,8 @@ func decodeUser(user string, h map[string]string) (presence.User, presence.Aggre
 		w.Ls = h["ls"]
 		if len(u.Ended) > 0 { // common.lua's offline_reason
 			w.Rs = string(u.Ended[0].EndReason)
+		} else {
+			w.Rs = h["er"] // the same, when the history was not read (a list)
 		}
 	}
 	if err := decodeDormant(&u, &w, h["dm"]); err != nil {
