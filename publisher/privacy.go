@@ -44,19 +44,18 @@ func (p *Publisher) privateView(a presence.Aggregate, old view, had bool, truth 
 	if a.Privacy.IsZero() {
 		agg := a
 		agg.Privacy = presence.Privacy{}
-		return privateView{public: truth, agg: agg, truth: truth, changed: true, forget: old.pub != nil}
+		return privateView{public: truth, agg: agg, truth: truth, changed: true, forget: old.pubView() != nil}
 	}
 	pub := a.Public()
 	if had {
-		if old.pub == nil {
-			// The user had no setting: its view is the truth, whose
-			// aggregate the view does not keep (rare: read it back).
-			if agg, err := presence.ParseAggregate(old.payload); err == nil {
-				old.pub = &publicView{payload: old.payload, agg: agg}
-			}
+		oldPub := old.pubView()
+		if oldPub == nil {
+			// The user had no setting: its view is the truth, its
+			// payload the public one (rare: made again).
+			oldPub = &publicView{payload: old.payload(a.User), agg: old.aggregate(a.User, nil)}
 		}
-		if old.pub != nil && presence.SamePublic(old.pub.agg, pub) {
-			return privateView{public: old.pub.payload, agg: old.pub.agg, truth: truth, private: true}
+		if oldPub != nil && presence.SamePublic(oldPub.agg, pub) {
+			return privateView{public: oldPub.payload, agg: oldPub.agg, truth: truth, private: true}
 		}
 	}
 	return privateView{public: pub.AppendJSON(nil), agg: pub, truth: truth, private: true, changed: true}
@@ -92,7 +91,7 @@ func (p *Publisher) show(a presence.Aggregate, pv privateView, commit func()) er
 // unkeep forgets what the Privy keeps of user, shown as v, when anything.
 // Called with mu held (lock order: the publisher's, then the Privy's).
 func (p *Publisher) unkeep(user string, v view) {
-	if v.pub != nil && p.privy != nil {
+	if v.pubView() != nil && p.privy != nil {
 		p.privy.Forget(user)
 	}
 }

@@ -1,6 +1,7 @@
 package publisher
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,7 +35,8 @@ type Publisher struct {
 	mu       sync.Mutex
 	views    map[string]view         // what is published now, per user
 	byStatus map[presence.Status]int // users in views per status, kept with views
-	buf      []byte
+	buf      []byte                  // scratch of Publish's, under mu: the payload
+	packed   []byte                  // and its packed rest
 
 	Stats Stats
 }
@@ -55,20 +57,38 @@ type Stats struct {
 
 // view is what is published of one user: the publisher's state, and the
 // retained store of presence/users/{user} (Snapshots: mochi keeps no
-// retained message of it). It is kept compact (about 120 bytes beside the
-// payload): the payload, and the few values the pacer, the group topics,
-// the figures and Forget read.
+// retained message of it). It is kept compact, because a node holds one
+// for every user its subscribers watch (a firehose: every user of the
+// cluster): 64 bytes, the times as Unix nanoseconds, the status as a code,
+// the rest of the payload packed (packed.go), and what few users have (a
+// status text, a privacy setting) behind one pointer that is nil for the
+// rest.
 type view struct {
-	payload  []byte // the true payload (the admin API's, byte for byte)
+	rest     []byte // the payload's reason, link, next_expected and sessions (packRest)
 	version  uint64
-	status   presence.Status
-	since    time.Time
-	text     string
-	lastSeen time.Time // while offline: when Forget may forget the user
+	since    int64     // Unix ns (0: none)
+	lastSeen int64     // Unix ns (0: none); while offline, when Forget may forget the user
+	more     *viewMore // nil for a user with no status text and no privacy setting
+	status   statusCode
+	size     uint32 // the payload's length (what payload makes it in)
+}
+
+// viewMore is what few views carry.
+type viewMore struct {
+	text string
 	// pub is what everyone else is shown (presence.Aggregate.Public) of a
 	// user with a privacy setting (privacy.go), whose truth the Privy
-	// keeps; nil without one: everyone is shown the truth above.
+	// keeps; nil without one: everyone is shown the truth.
 	pub *publicView
+	// status is a status without a code (none comes from the stores;
+	// kept whole rather than lost).
+	status presence.Status
+	// payload is the true payload of a view whose times Unix nanoseconds
+	// do not hold (outside the years 1678–2262; none comes from the
+	// stores), kept whole with its times; nil for the rest, whose payload
+	// is made from the view.
+	payload         []byte
+	since, lastSeen time.Time
 }
 
 // publicView is the public view of a user with a privacy setting.
@@ -77,19 +97,158 @@ type publicView struct {
 	agg     presence.Aggregate
 }
 
+// newView is the view of a, published as payload (a.AppendJSON), with pub
+// its public view (nil: everyone is shown the truth) and rest its packed
+// rest (packRest, its own bytes).
+func newView(a presence.Aggregate, payload []byte, pub *publicView, rest []byte) view {
+	v := view{version: a.Version, since: unixNano(a.Since), lastSeen: unixNano(a.LastSeen), size: uint32(min(len(payload), math.MaxUint32))}
+	code, ok := codeOf(a.Status)
+	v.status = code
+	whole := !inUnixNano(a.Since) || !inUnixNano(a.LastSeen)
+	if a.Text != "" || pub != nil || !ok || whole {
+		v.more = &viewMore{text: a.Text, pub: pub}
+		if !ok {
+			v.more.status = a.Status
+		}
+	}
+	if whole {
+		v.more.payload, v.more.since, v.more.lastSeen = payload, a.Since, a.LastSeen
+	} else {
+		v.rest = rest
+	}
+	return v
+}
+
+// aggregate is what v's payload shows of user (not its privacy setting,
+// nor the sessions' connections or ended sessions, which no payload has),
+// its sessions in scratch when it has room (nil: new ones). Its strings may
+// be views of v's packed bytes.
+func (v view) aggregate(user string, scratch []presence.SessionView) presence.Aggregate {
+	if v.more != nil && v.more.payload != nil {
+		a, _ := presence.ParseAggregate(v.more.payload)
+		return a
+	}
+	since, lastSeen := v.times()
+	a := presence.Aggregate{User: user, Status: v.statusOf(), Version: v.version, Since: since, LastSeen: lastSeen}
+	if v.more != nil {
+		a.Text = v.more.text
+	}
+	unpackRest(v.rest, &a, scratch)
+	return a
+}
+
+// times are v's since and last seen.
+func (v view) times() (since, lastSeen time.Time) {
+	if v.more != nil && v.more.payload != nil {
+		return v.more.since, v.more.lastSeen
+	}
+	return fromUnixNano(v.since), fromUnixNano(v.lastSeen)
+}
+
+// payload is the true payload of v, its user's (the bytes published).
+func (v view) payload(user string) []byte {
+	var one [1]presence.SessionView // most users have one session at most
+	return v.payloadWith(user, one[:])
+}
+
+// payloadWith is payload, the sessions unpacked into scratch when it has
+// room (a loop over many views reuses one).
+func (v view) payloadWith(user string, scratch []presence.SessionView) []byte {
+	if v.more != nil && v.more.payload != nil {
+		return v.more.payload
+	}
+	if v.version == 0 {
+		return nil
+	}
+	// 8 bytes over: time.Time.AppendFormat writes a time's nanoseconds
+	// before it cuts them to the milliseconds a payload has.
+	return v.aggregate(user, scratch).AppendJSON(make([]byte, 0, int(v.size)+8))
+}
+
+// statusOf is the status v shows.
+func (v view) statusOf() presence.Status {
+	if v.status == codeOther && v.more != nil {
+		return v.more.status
+	}
+	return v.status.status()
+}
+
+// pubView is v's public view (nil: v is shown to everyone as it is).
+func (v view) pubView() *publicView {
+	if v.more == nil {
+		return nil
+	}
+	return v.more.pub
+}
+
 // public returns the payload everyone but the user and service accounts
 // is shown, and its version.
-func (v *view) public() ([]byte, uint64) {
-	if v.pub != nil {
-		return v.pub.payload, v.pub.agg.Version
+func (v view) public(user string, scratch []presence.SessionView) ([]byte, uint64) {
+	if pub := v.pubView(); pub != nil {
+		return pub.payload, pub.agg.Version
 	}
-	return v.payload, v.version
+	return v.payloadWith(user, scratch), v.version
 }
 
 // offline reports whether v shows its user offline, and since when it was
 // last seen.
-func (v *view) offline() (time.Time, bool) {
-	return v.lastSeen, v.status == presence.Offline
+func (v view) offline() (time.Time, bool) {
+	_, lastSeen := v.times()
+	return lastSeen, v.status == codeOffline
+}
+
+// statusCode is a status in one byte (view).
+type statusCode uint8
+
+const (
+	codeOther statusCode = iota // kept whole in viewMore.status
+	codeOnline
+	codeIdle
+	codeAway
+	codeBusy
+	codeDND
+	codeDormant
+	codeOffline
+)
+
+// codeStatuses are the statuses of the codes, by code.
+var codeStatuses = [...]presence.Status{codeOther: "", codeOnline: presence.Online, codeIdle: presence.Idle, codeAway: presence.Away,
+	codeBusy: presence.Busy, codeDND: presence.DND, codeDormant: presence.Dormant, codeOffline: presence.Offline}
+
+// codeOf returns the code of s, and false when s has none (codeOther).
+func codeOf(s presence.Status) (statusCode, bool) {
+	for c := codeOnline; c <= codeOffline; c++ {
+		if codeStatuses[c] == s {
+			return c, true
+		}
+	}
+	return codeOther, false
+}
+
+func (c statusCode) status() presence.Status { return codeStatuses[c] }
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time (a time
+// inUnixNano does not hold reads back as another).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// inUnixNano reports whether fromUnixNano(unixNano(t)) is t: the zero time,
+// and every time from 1678 to 2262 but the Unix epoch's first nanosecond.
+func inUnixNano(t time.Time) bool {
+	return t.IsZero() || t.UnixNano() != 0 && fromUnixNano(t.UnixNano()).Equal(t)
+}
+
+// fromUnixNano is the time of unixNano's n, in UTC (every payload writes
+// UTC).
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
 }
 
 // Options configure a publisher.
@@ -140,12 +299,15 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	before := old.shown()
 	p.buf = a.AppendJSON(p.buf[:0])
 	payload := append([]byte(nil), p.buf...)
+	p.packed = packRest(p.packed[:0], a)
+	rest := append([]byte(nil), p.packed...)
 	pv := p.privateView(a, old, had, payload)
 	p.mu.Unlock()
-	v := view{version: a.Version, payload: payload, status: a.Status, since: a.Since, text: a.Text, lastSeen: a.LastSeen}
+	var pub *publicView
 	if pv.private {
-		v.pub = &publicView{payload: pv.public, agg: pv.agg}
+		pub = &publicView{payload: pv.public, agg: pv.agg}
 	}
+	v := newView(a, payload, pub, rest)
 	if err := p.show(a, pv, func() { p.store(a.User, v) }); err != nil {
 		p.Stats.Errors.Add(1)
 		p.log.Error("publish failed", "err", err, "user", a.User)
@@ -164,9 +326,9 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 func (p *Publisher) store(user string, v view) {
 	p.mu.Lock()
 	if old, ok := p.views[user]; ok {
-		p.byStatus[old.status]--
+		p.byStatus[old.statusOf()]--
 	}
-	p.byStatus[v.status]++
+	p.byStatus[v.statusOf()]++
 	p.views[user] = v
 	p.mu.Unlock()
 }
@@ -176,7 +338,12 @@ func (v view) shown() presence.Shown {
 	if v.version == 0 {
 		return presence.Shown{}
 	}
-	return presence.Shown{Version: v.version, Status: v.status, Since: v.since, Text: v.text, LastSeen: v.lastSeen}
+	since, lastSeen := v.times()
+	sh := presence.Shown{Version: v.version, Status: v.statusOf(), Since: since, LastSeen: lastSeen}
+	if v.more != nil {
+		sh.Text = v.more.text
+	}
+	return sh
 }
 
 // Resend hands the current presence of user, unchanged, to send, which
@@ -189,7 +356,7 @@ func (p *Publisher) Resend(user string, send func(version uint64, topic string, 
 	if !ok {
 		return false
 	}
-	payload, version := v.public()
+	payload, version := v.public(user, nil)
 	if err := send(version, p.Topic(user), payload); err != nil { // the entitled get the truth (delivery.Privacy)
 		p.Stats.Errors.Add(1)
 		return false
@@ -205,25 +372,24 @@ func (p *Publisher) Resend(user string, send func(version uint64, topic string, 
 // fn is called outside it, in no particular order.
 func (p *Publisher) Snapshots(user string, all bool, fn func(user string, version uint64, payload []byte)) {
 	type snap struct {
-		user    string
-		version uint64
-		payload []byte
+		user string
+		v    view
 	}
 	var out []snap
 	p.mu.Lock()
 	if all {
 		out = make([]snap, 0, len(p.views))
 		for u, v := range p.views {
-			payload, version := v.public()
-			out = append(out, snap{u, version, payload})
+			out = append(out, snap{u, v})
 		}
 	} else if v, ok := p.views[user]; ok {
-		payload, version := v.public()
-		out = append(out, snap{user, version, payload})
+		out = append(out, snap{user, v})
 	}
 	p.mu.Unlock()
-	for _, s := range out {
-		fn(s.user, s.version, s.payload)
+	scratch := make([]presence.SessionView, 4)
+	for _, s := range out { // the payloads are made outside the lock
+		payload, version := s.v.public(s.user, scratch)
+		fn(s.user, version, payload)
 	}
 }
 
@@ -255,7 +421,7 @@ func (p *Publisher) Forget(before time.Time) int {
 		if seen, off := v.offline(); off && seen.Before(before) {
 			p.unkeep(u, v)
 			delete(p.views, u)
-			p.byStatus[v.status]--
+			p.byStatus[v.statusOf()]--
 			n++
 		}
 	}
@@ -281,8 +447,8 @@ func (p *Publisher) Current(user string) (presence.Shown, bool) {
 	if !ok {
 		return presence.Shown{}, false
 	}
-	if v.pub != nil {
-		return v.pub.agg.Shown(), true
+	if pub := v.pubView(); pub != nil {
+		return pub.agg.Shown(), true
 	}
 	return v.shown(), true
 }
@@ -291,9 +457,12 @@ func (p *Publisher) Current(user string) (presence.Shown, bool) {
 // the events streams': operators see the truth).
 func (p *Publisher) Get(user string) ([]byte, bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	v, ok := p.views[user]
-	return v.payload, ok
+	p.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	return v.payload(user), true
 }
 
 // Users returns how many users have a published presence.
@@ -324,7 +493,7 @@ func (p *Publisher) Drop(users []string) {
 		if v, ok := p.views[u]; ok {
 			p.unkeep(u, v)
 			delete(p.views, u)
-			p.byStatus[v.status]--
+			p.byStatus[v.statusOf()]--
 			n++
 		}
 	}
