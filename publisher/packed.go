@@ -157,14 +157,10 @@ func (r *unpacker) uvarint() uint64 {
 	return v
 }
 
+// varint reads binary.AppendVarint's zig-zag form.
 func (r *unpacker) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.ok = false
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *unpacker) string() string {
