@@ -109,7 +109,7 @@ func FuzzViewPayload(f *testing.F) {
 		if got := v.payload(a.User); !bytes.Equal(got, want) {
 			t.Fatalf("payload\n got %s\nwant %s", got, want)
 		}
-		var any presence.Aggregate
-		unpackRest(junk, &any, make([]presence.SessionView, 1))
+		var got presence.Aggregate
+		unpackRest(junk, &got, make([]presence.SessionView, 1))
 	})
 }
