@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -53,6 +54,9 @@ func TestViewWritesThePayloadAgain(t *testing.T) {
 // setting, is held in a 64-byte view and a few dozen packed bytes, not its
 // 260-byte payload (issue 23: bytes per user held on a node).
 func TestViewIsCompact(t *testing.T) {
+	if n := unsafe.Sizeof(view{}); n > 64 {
+		t.Fatalf("a view is %d bytes, want at most 64", n)
+	}
 	a := packedSamples()[0]
 	v := newView(a, a.AppendJSON(nil), nil, packRest(nil, a))
 	if v.more != nil {
