@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,12 +162,14 @@ func TestEventsSlowReaderDropped(t *testing.T) {
 	slow := ev.subscribe(nil)
 	fast := ev.subscribe(nil)
 	done := make(chan int)
+	var read atomic.Int64 // what the fast reader has taken
 	go func() {
 		n := 0
 		for {
 			select {
 			case <-fast.ch:
 				n++
+				read.Store(int64(n))
 				if n == 3*EventQueue {
 					done <- n
 					return
@@ -180,8 +183,17 @@ func TestEventsSlowReaderDropped(t *testing.T) {
 	start := time.Now()
 	for i := range 3 * EventQueue {
 		ev.User("u", fmt.Appendf(nil, `{"v":%d}`, i))
-		if i%EventQueue == 0 {
-			time.Sleep(time.Millisecond) // the fast reader reads
+		if (i+1)%(EventQueue/2) == 0 {
+			// The fast reader keeps up: at most half a queue behind,
+			// waited for rather than slept on (a busy machine).
+			deadline := time.Now().Add(10 * time.Second)
+			for read.Load() < int64(i+1) && time.Now().Before(deadline) {
+				select {
+				case <-fast.gone:
+					deadline = time.Now()
+				case <-time.After(time.Millisecond):
+				}
+			}
 		}
 	}
 	if n := <-done; n != 3*EventQueue {
