@@ -204,10 +204,7 @@ func userRoutes(mux *http.ServeMux, src Source) {
 				held = h
 			}
 		}
-		var dormant *presence.Session // a sleeping device's session, while its check-in is awaited (expires_at: when it is missed)
-		if u.Dormant.ID != "" {
-			dormant = &u.Dormant
-		}
+		dormant := u.Dormant // a sleeping device's session, while its check-in is awaited (expires_at: when it is missed); nil: none
 		writeJSON(w, struct {
 			User    string             `json:"user"`
 			Account presence.Account   `json:"account"`

@@ -83,21 +83,22 @@ func validExpect(expect, margin time.Duration) error {
 func (s Session) NextExpected() time.Time { return s.EndedAt.Add(s.Expect) }
 
 // sleep returns the dormant session u keeps after ended ended (u's live
-// sessions already without it): ended itself, due at NextExpected + Margin,
-// when it ended cleanly, declared a period and left no live session; else
-// u's dormant session as it was (zero when none: Open drops it).
-func (u User) sleep(ended Session) Session {
+// sessions already without it): a new copy of ended, due at NextExpected +
+// Margin, when it ended cleanly, declared a period and left no live
+// session; else u's dormant session as it was (nil when none: Open drops
+// it).
+func (u User) sleep(ended Session) *Session {
 	if ended.EndReason != EndClean || ended.Expect <= 0 || len(u.Sessions) > 0 {
 		return u.Dormant
 	}
 	ended.ExpiresAt = ended.NextExpected().Add(ended.Margin)
-	return ended
+	return &ended
 }
 
 // dormant shows p (u's aggregate with no live session) dormant when u keeps
 // a dormant session. Derive's.
 func dormant(u User, p *Aggregate) {
-	if u.Dormant.ID == "" {
+	if u.Dormant == nil {
 		return
 	}
 	p.Status = Dormant
@@ -106,7 +107,10 @@ func dormant(u User, p *Aggregate) {
 
 // DormantDeadline returns when u's dormant session is missed (false: none).
 func (u User) DormantDeadline() (time.Time, bool) {
-	return u.Dormant.ExpiresAt, u.Dormant.ID != ""
+	if u.Dormant == nil {
+		return time.Time{}, false
+	}
+	return u.Dormant.ExpiresAt, true
 }
 
 // Miss ends u's dormant session as missed when its due time has passed at
@@ -119,12 +123,12 @@ func (u User) Miss(now time.Time) (User, Session, bool) {
 	if !due || now.Before(d) {
 		return u, Session{}, false
 	}
-	m := u.Dormant
+	m := *u.Dormant // a copy: the dormant session may be shared with other Users
 	m.State, m.EndReason, m.EndedAt = EndMissed.State(), EndMissed, now
 	rec := make([]Session, 1, min(len(u.Ended)+1, MaxEnded))
 	rec[0] = m
 	u.Ended = append(rec, u.Ended[:cap(rec)-1]...)
-	u.Dormant = Session{}
+	u.Dormant = nil
 	u.LastWords = ""
 	return u, m, true
 }

@@ -99,7 +99,7 @@ func TestDormant(t *testing.T) {
 			if ok != want {
 				t.Fatalf("Miss at %v = %v, want %v", now.Sub(base), ok, want)
 			}
-			if ok && (m.EndReason != EndMissed || u2.Ended[0].EndReason != EndMissed || u2.Dormant.ID != "") {
+			if ok && (m.EndReason != EndMissed || u2.Ended[0].EndReason != EndMissed || u2.Dormant != nil) {
 				t.Fatalf("Miss ended %+v, record %+v", m, u2)
 			}
 			return u2

@@ -1,6 +1,7 @@
 package presence
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -42,9 +43,34 @@ type User struct {
 	LastWords string    `json:"last_words,omitempty"` // text of the will that took the user offline
 	Current   Aggregate `json:"current"`              // the last committed aggregate
 	// Dormant is the session of a device that sleeps by design, kept after
-	// its clean end while its check-in is awaited (dormant.go); zero when
-	// none. Only a user without a live session has one.
-	Dormant Session `json:"dormant,omitzero"`
+	// its clean end while its check-in is awaited (dormant.go); nil when
+	// none. Only a user without a live session has one. It is held by
+	// pointer because most users never have one (a Session inline would be
+	// 320 of the record's bytes), and it is never changed in place: Users
+	// are values, and their copies share it, so an operation that changes
+	// it assigns a new one (copy on write).
+	Dormant *Session `json:"dormant,omitzero"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler: the record as encoding/json
+// reads it, with two differences the pointer Dormant needs. A dormant
+// session without an id is none (nil), as a zero one was when Dormant was
+// held inline; and u's dormant session is copied before the decoding, which
+// would otherwise write into the Session it points to, shared with u's
+// copies.
+func (u *User) UnmarshalJSON(b []byte) error {
+	type plain User // User without this method
+	if u.Dormant != nil {
+		d := *u.Dormant
+		u.Dormant = &d
+	}
+	if err := json.Unmarshal(b, (*plain)(u)); err != nil {
+		return err
+	}
+	if u.Dormant != nil && u.Dormant.ID == "" {
+		u.Dormant = nil
+	}
+	return nil
 }
 
 // OpenArgs describes a new session.
@@ -164,7 +190,7 @@ func (u User) Open(a OpenArgs, now time.Time) (User, Session, *Session, error) {
 	s.Text = a.Text
 	s.Conn = a.Conn
 	s.Expect, s.Margin = a.Expect, a.Margin
-	u.Dormant = Session{} // a new connection is the sleeper's check-in (dormant.go)
+	u.Dormant = nil // a new connection is the sleeper's check-in (dormant.go)
 	s, err := s.Establish(s.Epoch, now)
 	if err != nil {
 		return u, Session{}, nil, err

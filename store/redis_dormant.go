@@ -155,7 +155,7 @@ func decodeDormant(u *presence.User, w *wireChange, raw string) error {
 	}
 	s.State = presence.Disconnected
 	s.ExpiresAt = msTime(ws.X)
-	u.Dormant = s
+	u.Dormant = &s
 	if presence.Status(w.St) == presence.Dormant {
 		w.Nx = strconv.FormatInt(s.NextExpected().UnixMilli(), 10)
 	}
