@@ -1,0 +1,95 @@
+package tracker
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/presenced/presenced/presence"
+)
+
+// maxBytesPerSession bounds the tracker's live heap per idle session
+// (TestTrackerBytesPerSession): about 15 % above the 443 B it measured
+// (a 416-byte slot and its map entry), so that a regression of the
+// per-session state (slot, presence.Wanted, presence.Written) fails it.
+const maxBytesPerSession = 510
+
+// epochStore is a store that keeps nothing: it gives each open the next
+// epoch, so that what TestTrackerBytesPerSession measures is the
+// tracker's alone.
+type epochStore struct{ epoch uint64 }
+
+func (s *epochStore) Open(context.Context, presence.OpenArgs) (presence.Session, error) {
+	s.epoch++
+	return presence.Session{Epoch: s.epoch}, nil
+}
+func (*epochStore) End(context.Context, presence.EndArgs) error { return nil }
+func (*epochStore) Update(context.Context, presence.SessionRef, presence.Update) error {
+	return nil
+}
+func (*epochStore) SetAccount(context.Context, string, presence.AccountUpdate) error { return nil }
+func (*epochStore) Renew(context.Context, []presence.SessionRef, time.Duration) ([]presence.SessionRef, error) {
+	return nil, nil
+}
+func (*epochStore) Own(context.Context) ([]presence.StoredSession, error) { return nil, nil }
+
+// TestTrackerBytesPerSession measures the tracker's live heap per idle
+// session (connected, established, its open written), for 20,000
+// sessions of their own users with realistic connection facts, and fails
+// above maxBytesPerSession.
+func TestTrackerBytesPerSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("tracks 20,000 sessions")
+	}
+	const n = 20_000
+	users := make([]string, n) // made before the first reading: the broker's, not the tracker's
+	keys := make([]string, n)
+	for i := range users {
+		users[i] = "user-" + strconv.Itoa(i)
+		keys[i] = presence.ClientKey(users[i], users[i])
+	}
+	sync := func(tr *Tracker, sc *scratch) { // as the shards' workers do (no worker runs)
+		for _, q := range tr.shards {
+			if its := q.take(); len(its) > 0 {
+				tr.syncItems(its, sc)
+			}
+		}
+	}
+
+	before := heapAlloc()
+	tr := New(&epochStore{}, Options{Node: "node-a", TTL: 90 * time.Second})
+	var sc scratch
+	for i := range n {
+		c := presence.ConnID(i + 1)
+		tr.Connect(c, keys[i], users[i], "", nil, presence.Conn{Username: users[i], IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 60, CleanStart: true})
+		tr.Established(c, keys[i])
+		if i%256 == 0 {
+			sync(tr, &sc)
+		}
+	}
+	sync(tr, &sc)
+	sc = scratch{}
+	after := heapAlloc()
+	if got := tr.Stats.Opened.Load(); got != n {
+		t.Fatalf("%d opens written, want %d", got, n)
+	}
+	runtime.KeepAlive(tr)
+	runtime.KeepAlive(keys)
+
+	per := float64(int64(after)-int64(before)) / n
+	t.Logf("tracker: %.0f B live heap per idle session (%d sessions)", per, n)
+	if per > maxBytesPerSession {
+		t.Errorf("the tracker holds %.0f B per idle session, want at most %d", per, maxBytesPerSession)
+	}
+}
+
+// heapAlloc returns the bytes of live heap objects after a full collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
