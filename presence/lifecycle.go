@@ -11,14 +11,18 @@ import "time"
 
 // Conn is what a session's connection was, recorded at its open and kept
 // with the session in the store, so that any node can describe it.
+//
+// The small fields are ordered so that they fill one word (64 bytes in
+// all, not 72 with ProtoVer, KeepAlive, CleanStart, Expiry in that order):
+// a Conn is in every Session, SessionView and presence.Wanted.
 type Conn struct {
 	Username   string // the MQTT username ("" when none was given)
 	IP         string // the client's address, without the port
 	Port       int    // the local port of the listener it came in on (EMQX sockport)
 	Listener   string // the listener's id ("tcp", "ws", "tls" …)
 	ProtoVer   uint8  // MQTT protocol version: 3, 4 or 5
-	KeepAlive  uint16 // seconds
 	CleanStart bool
+	KeepAlive  uint16 // seconds
 	Expiry     uint32 // session expiry interval, seconds (v5)
 }
 
