@@ -19,6 +19,7 @@ func TestLayoutIsCompact(t *testing.T) {
 		{"Session", unsafe.Sizeof(Session{}), 312},
 		{"SessionView", unsafe.Sizeof(SessionView{}), 160}, // the 160-byte size class, not 176
 		{"User", unsafe.Sizeof(User{}), 504},               // Dormant by pointer: the 512-byte size class, not 896
+		{"Wanted", unsafe.Sizeof(Wanted{}), 216},           // held in the tracker's slot
 	} {
 		if tc.size > tc.want {
 			t.Errorf("%s is %d bytes, want at most %d", tc.name, tc.size, tc.want)

@@ -29,10 +29,10 @@ type Wanted struct {
 	Text        string
 	Established bool          // CONNACK has been sent
 	Live        bool          // the connection has not ended
+	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide); with the other bools: no padding
 	Reason      EndReason     // why it ended, once it has
 	LastWords   *string       // its will's text, applied if it ends uncleanly
 	WillDelay   time.Duration // its will's delay (MQTT 5), carried by its unclean end
-	AutoIdle    bool          // its node shows it idle for want of activity (see IdleDecide)
 	Net         Conn          // the connection's facts, written with each open of it
 	LastSign    time.Time     // its last sign of life, when its node knows it earlier than the end (EndArgs.LastSign)
 	// Expect and Margin are the check-in period its device declared and
