@@ -39,10 +39,10 @@ func (t *Tracker) logWrite(x *syncing, epoch uint64, now time.Time) {
 		if x.h.Open && x.h.Conn != x.w.Conn && !prev.opened.IsZero() {
 			// A new connection with the same client id: the open ended the
 			// old session in the store (a takeover).
-			t.logEnded(x.h.User, s.id, x.h.Device, x.h.Epoch, presence.EndTakeover, now.Sub(prev.opened))
+			t.logEnded(x.h.User, s.clientID(), x.h.Device, x.h.Epoch, presence.EndTakeover, now.Sub(prev.opened))
 		}
 		t.sessions.LogAttrs(context.Background(), slog.LevelInfo, "session opened",
-			slog.String("user", a.User), slog.String("client_id", s.id), slog.String("device", a.Device),
+			slog.String("user", a.User), slog.String("client_id", s.clientID()), slog.String("device", a.Device),
 			slog.String("node", t.plan.Node), slog.Uint64("epoch", epoch), slog.Bool("again", again))
 	case presence.WriteEnd:
 		e := x.wr.End

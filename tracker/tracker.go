@@ -89,8 +89,7 @@ type Stats struct {
 }
 
 type slot struct {
-	key    string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots
-	id     string // the session id the store holds and presence shows
+	key    string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots; never changes
 	mu     sync.Mutex
 	act    *presence.Activity // the connection's activity (nil: idle is off); under mu
 	log    sessionLog         // the session log's memory (Options.Sessions); under mu
@@ -98,6 +97,11 @@ type slot struct {
 	have   presence.Written
 	queued bool
 }
+
+// clientID returns the session id the store holds and presence shows: the
+// client id of s.key (presence.ClientIDOf, a part of it). Not a field: 16
+// bytes a slot that would hold nothing key does not (issue 23).
+func (s *slot) clientID() string { return presence.ClientIDOf(s.key) }
 
 type acct struct {
 	user    string
@@ -278,7 +282,7 @@ func (t *Tracker) enqueue(it item) {
 		}
 		v.queued = true
 		v.mu.Unlock()
-		t.shard(v.id).push(v)
+		t.shard(v.clientID()).push(v)
 	case *acct:
 		v.mu.Lock()
 		if v.queued {
@@ -321,7 +325,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *pr
 	t.mu.Lock() // held while want is set, so that sync cannot drop the slot in between
 	s := t.slots[id]
 	if s == nil {
-		s = &slot{key: id, id: presence.ClientIDOf(id)}
+		s = &slot{key: id}
 		t.slots[id] = s
 	}
 	s.mu.Lock()
@@ -592,7 +596,7 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 			if !x.more {
 				continue
 			}
-			x.wr = t.plan.Next(x.s.id, x.w, x.h)
+			x.wr = t.plan.Next(x.s.clientID(), x.w, x.h)
 			if x.wr.Kind == presence.WriteNone {
 				x.more = false
 				continue
@@ -606,7 +610,7 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 		epochs, errs := t.write(ws, sc)
 		for k, i := range idx {
 			x := &ss[i]
-			o := t.outcome(opName(x.wr.Kind), x.s.id, errs[k])
+			o := t.outcome(opName(x.wr.Kind), x.s.clientID(), errs[k])
 			if o == presence.Done {
 				if t.sessions != nil {
 					t.logWrite(x, epochs[k], time.Now())
@@ -734,7 +738,7 @@ func (t *Tracker) Renew(ctx context.Context) error {
 	for _, s := range all {
 		s.mu.Lock()
 		if s.have.Open {
-			refs = append(refs, presence.SessionRef{User: s.have.User, ID: s.id, Epoch: s.have.Epoch})
+			refs = append(refs, presence.SessionRef{User: s.have.User, ID: s.clientID(), Epoch: s.have.Epoch})
 			byID[s.key] = s
 		}
 		s.mu.Unlock()
@@ -808,7 +812,7 @@ func (t *Tracker) slotOf(user, id string) *slot {
 	if s := t.slots[presence.ClientKey(user, id)]; s != nil {
 		return s
 	}
-	if s := t.slots[id]; s != nil && s.key == s.id { // a bare id (a tracker used without the hook)
+	if s := t.slots[id]; s != nil && s.key == s.clientID() { // a bare id (a tracker used without the hook)
 		return s
 	}
 	return nil
