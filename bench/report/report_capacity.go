@@ -39,6 +39,13 @@ func CapacityTargets(f result.File) []Target {
 			if ok && okM && r.Metrics.RSSPerSessionKiB > 0 && mochi.Metrics.RSSPerSessionKiB > 0 {
 				d := r.Metrics.RSSPerSessionKiB - mochi.Metrics.RSSPerSessionKiB
 				t.Figure = fmt.Sprintf("%s KiB (%s vs %s KiB)", signed(d), fmtNum(r.Metrics.RSSPerSessionKiB), fmtNum(mochi.Metrics.RSSPerSessionKiB))
+				// The live heap beside it: what the broker keeps, without
+				// the garbage the RSS holds until the next collection.
+				lp, okP := r.Extra["heap_live_kib_per_session"]
+				lm, okL := mochi.Extra["heap_live_kib_per_session"]
+				if okP && okL {
+					t.Figure += fmt.Sprintf("; live heap %s KiB (%s vs %s)", signed(lp-lm), fmtNum(lp), fmtNum(lm))
+				}
 				t.Result = verdict(d <= TargetOverMochiKiB)
 			}
 			out = append(out, t)

@@ -170,3 +170,24 @@ func TestCapacityTargets(t *testing.T) {
 		t.Errorf("the report has no capacity targets section")
 	}
 }
+
+// TestCapacityLiveHeap: with both systems' live heap per session measured,
+// the "presence adds" figure shows its difference beside the RSS one, and
+// the verdict stays the RSS's.
+func TestCapacityLiveHeap(t *testing.T) {
+	mem := func(sys string, kib, live float64) result.Run {
+		return result.Run{System: sys, Scenario: ScenarioMemory, Metrics: result.Metrics{Sessions: 5000, RSSPerSessionKiB: kib},
+			Extra: map[string]float64{"heap_live_kib_per_session": live}}
+	}
+	f := result.File{Runs: []result.Run{mem(result.SystemMemory, 41.5, 8.5), mem(result.SystemMochi, 38.25, 6.37)}}
+	for _, tg := range CapacityTargets(f) {
+		if tg.Target != "presence adds ≤ 2 KiB per idle session over bare mochi (memory)" || tg.System != result.SystemMemory {
+			continue
+		}
+		if want := "+3.25 KiB (41.5 vs 38.2 KiB); live heap +2.13 KiB (8.50 vs 6.37)"; tg.Figure != want || tg.Result != Missed {
+			t.Fatalf("figure %q, result %q; want %q, %q", tg.Figure, tg.Result, want, Missed)
+		}
+		return
+	}
+	t.Fatal("no 'presence adds' target for presenced-memory")
+}
