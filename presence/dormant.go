@@ -91,8 +91,11 @@ func (u User) sleep(ended Session) *Session {
 	if ended.EndReason != EndClean || ended.Expect <= 0 || len(u.Sessions) > 0 {
 		return u.Dormant
 	}
-	ended.ExpiresAt = ended.NextExpected().Add(ended.Margin)
-	return &ended
+	// A copy made here, not &ended: a parameter whose address is taken
+	// lives on the heap from the call on, and every end would pay for it.
+	d := ended
+	d.ExpiresAt = d.NextExpected().Add(d.Margin)
+	return &d
 }
 
 // dormant shows p (u's aggregate with no live session) dormant when u keeps

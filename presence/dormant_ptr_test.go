@@ -112,3 +112,21 @@ func TestDormantJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSleepAllocatesOnlyWhenItKeeps: an end that leaves no dormant session
+// (the usual one: no check-in period declared) allocates nothing in sleep;
+// taking the parameter's address put every ended session on the heap (one
+// more allocation in every end, BenchmarkMemoryCycle 8 → 9).
+func TestSleepAllocatesOnlyWhenItKeeps(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	u := User{Name: "alice"}
+	ended := Session{User: "alice", ID: "phone", Epoch: 1, State: Disconnected, EndReason: EndClean, EndedAt: t0}
+	var got *Session
+	if n := testing.AllocsPerRun(100, func() { got = u.sleep(ended) }); n != 0 || got != nil {
+		t.Fatalf("sleep without a check-in period: %v allocations, dormant %v; want 0 and none", n, got)
+	}
+	ended.Expect = time.Hour
+	if n := testing.AllocsPerRun(100, func() { got = u.sleep(ended) }); n != 1 || got == nil || got.ExpiresAt != t0.Add(time.Hour) {
+		t.Fatalf("sleep with a check-in period: %v allocations, dormant %+v; want 1, due at %v", n, got, t0.Add(time.Hour))
+	}
+}
