@@ -294,6 +294,16 @@ func dial5(t *testing.T, addr, clientID, user string, opts ...connectOpt) *clien
 // instead of failing the test, so that a refused CONNECT can be checked.
 func connect5(t *testing.T, conn net.Conn, clientID, user string, opts ...connectOpt) (*client5, *paho.Connack, error) {
 	t.Helper()
+	if ws, ok := conn.(*testkit.WSConn); ok {
+		// paho writes a packet in several Writes, from several goroutines
+		// (testkit.Streamed): over a socket of its own they stay whole.
+		s, err := testkit.Streamed(ws)
+		if err != nil {
+			t.Fatalf("websocket stream: %v", err)
+		}
+		t.Cleanup(func() { _ = ws.Close() })
+		conn = s
+	}
 	t.Cleanup(func() { _ = conn.Close() })
 	c := &client5{conn: conn, msgs: make(chan *paho.Publish, 1024), gone: make(chan serverDisconnect, 1)}
 	c.Client = paho.NewClient(paho.ClientConfig{
