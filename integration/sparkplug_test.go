@@ -254,6 +254,10 @@ func TestSparkplugStaleDeathFlagged(t *testing.T) {
 
 	edgeA := dial5(t, n.MQTTAddr(), "edge-e1-a", "edge", withWill(spDeath, string(ndeathOf(0)), false))
 	edgeA.publish(t, spBirth, string(nbirthOf(0)), 0, false)
+	// The QoS 0 birth of bdSeq 0 is in before the next connection's: the
+	// two connections' packets are read side by side, and a bdSeq 0 birth
+	// read last would be the live one, its NDEATH not stale.
+	host.until(certs+spBirth, nbirthOf(0))
 	edgeB := dial5(t, n.MQTTAddr(), "edge-e1-b", "edge", withWill(spDeath, string(ndeathOf(1)), false))
 	edgeB.publish(t, spBirth, string(nbirthOf(1)), 0, false)
 	host.until(certs+spBirth, nbirthOf(1))
