@@ -35,11 +35,11 @@ func (m *Memory) ForgetUser(_ context.Context, user string) (bool, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u, ok := m.users[user]
+	r, ok := m.users[user]
 	if !ok {
 		return false, nil
 	}
-	if len(u.Sessions) > 0 {
+	if len(r.sessions) > 0 {
 		return true, fmt.Errorf("forget %s: %w", user, ErrLive)
 	}
 	delete(m.users, user)

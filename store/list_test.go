@@ -260,15 +260,18 @@ func fillDirect(m *Memory, n int) {
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
 		name := fmt.Sprintf("user%07d", i)
-		p := presence.Aggregate{User: name, Status: presence.Offline, Version: 1, Since: now, LastSeen: now, Sessions: []presence.SessionView{}}
+		// The store derives a user's aggregate from its record (record.go):
+		// an offline user last seen now, or one live session.
+		u := presence.User{Name: name, LastEpoch: 1, LastSeen: now}
 		if i%2 == 0 {
-			p.Status, p.LastSeen = presence.Online, time.Time{}
-			p.Sessions = []presence.SessionView{{ID: name + "-c", Epoch: 1, Node: fmt.Sprintf("n%d", i%3), Status: presence.Online, ConnectedAt: now}}
+			u.LastSeen = time.Time{}
+			u.Sessions = []presence.Session{{User: name, ID: name + "-c", Epoch: 1, Node: fmt.Sprintf("n%d", i%3),
+				Status: presence.Online, State: presence.Active, ConnectedAt: now}}
 		}
 		if _, ok := m.users[name]; !ok {
 			m.indexAdd(name)
 		}
-		m.users[name] = presence.User{Name: name, Current: p}
+		m.users[name] = pack(u, 1, now)
 	}
 }
 

@@ -23,7 +23,7 @@ type Memory struct {
 	report func(Event) // called under mu, in commit order; must not block
 
 	mu    sync.Mutex
-	users map[string]presence.User
+	users map[string]record // read with get, written with put (record.go)
 	// due holds, for each user with a live or dormant session, the
 	// earliest time the reaper has something to do for it (index), so
 	// that a reap reads a small entry per such user instead of copying
@@ -50,7 +50,7 @@ type Memory struct {
 // production); report receives every committed change, in commit order, while
 // the store's lock is held, so it must return at once (a Feed's Push does).
 func NewMemory(rules presence.Rules, now func() time.Time, report func(Event)) *Memory {
-	return &Memory{now: now, rules: rules, report: report, users: make(map[string]presence.User), due: make(map[string]time.Time), names: newIndex(), inc: newIncarnation(),
+	return &Memory{now: now, rules: rules, report: report, users: make(map[string]record), due: make(map[string]time.Time), names: newIndex(), inc: newIncarnation(),
 		retention: 30 * 24 * time.Hour, reapEvery: time.Second}
 }
 
@@ -95,7 +95,7 @@ func (m *Memory) commit(u presence.User, now time.Time, cause presence.Cause, en
 	if _, ok := m.users[u.Name]; !ok {
 		m.indexAdd(u.Name)
 	}
-	m.users[u.Name] = u
+	m.put(u)
 	m.index(u)
 	if changed {
 		p.Ended = presence.EndedViews(ended) // the report's, not Current's
@@ -110,7 +110,7 @@ func (m *Memory) Open(_ context.Context, a presence.OpenArgs) (presence.Session,
 	defer m.mu.Unlock()
 	now := m.now()
 	a.Conn = a.Conn.Bounded()
-	u, s, taken, err := m.users[a.User].Open(a, now)
+	u, s, taken, err := m.get(a.User).Open(a, now)
 	if err != nil {
 		return presence.Session{}, fmt.Errorf("open %s/%s: %w", a.User, a.ID, err)
 	}
@@ -127,7 +127,7 @@ func (m *Memory) End(_ context.Context, a presence.EndArgs) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	u, ended, err := m.users[a.User].End(a.ID, a.Epoch, a.Reason, a.LastWords, now)
+	u, ended, err := m.get(a.User).End(a.ID, a.Epoch, a.Reason, a.LastWords, now)
 	if err != nil {
 		return fmt.Errorf("end %s/%s: %w", a.User, a.ID, err)
 	}
@@ -141,7 +141,7 @@ func (m *Memory) Update(_ context.Context, ref presence.SessionRef, upd presence
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	u, _, err := m.users[ref.User].UpdateSession(ref.ID, ref.Epoch, upd)
+	u, _, err := m.get(ref.User).UpdateSession(ref.ID, ref.Epoch, upd)
 	if err != nil {
 		return fmt.Errorf("update %s/%s: %w", ref.User, ref.ID, err)
 	}
@@ -157,7 +157,7 @@ func (m *Memory) SetAccount(_ context.Context, user string, upd presence.Account
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	u := m.users[user]
+	u := m.get(user)
 	u.Name = user
 	u, err := u.SetAccountAt(upd, now) // privacy: issue 22
 	if err != nil {
@@ -175,12 +175,13 @@ func (m *Memory) Renew(_ context.Context, refs []presence.SessionRef, ttl time.D
 	now := m.now()
 	var stale []presence.SessionRef
 	for _, r := range refs {
-		u, err := m.users[r.User].Renew(r.ID, r.Epoch, now, ttl)
+		rec := m.users[r.User]
+		u, err := rec.user().Renew(r.ID, r.Epoch, now, ttl)
 		if err != nil {
 			stale = append(stale, r)
 			continue
 		}
-		m.users[r.User] = u // a renewal changes no aggregate
+		m.users[r.User] = pack(u, rec.version, rec.since) // a renewal changes no aggregate
 		m.index(u)
 	}
 	return stale, nil
@@ -200,7 +201,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 	}
 	n := 0
 	for _, name := range due {
-		u := m.users[name]
+		u := m.get(name)
 		if d, ok := u.NextDeadline(); ok && !now.Before(d) {
 			var reaped []presence.Session
 			u, reaped = u.Reap(now)
@@ -208,7 +209,7 @@ func (m *Memory) Reap(context.Context) (int, error) {
 			m.reaped.Add(int64(len(reaped)))
 			m.commit(u, now, presence.Cause{Ended: presence.EndTimeout}, reaped...)
 		}
-		m.reapDormant(m.users[name], now)
+		m.reapDormant(m.get(name), now)
 	}
 	return n, nil
 }
@@ -236,8 +237,8 @@ func (m *Memory) Forget(before time.Time) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for name, u := range m.users {
-		if len(u.Sessions) == 0 && u.Current.Status == presence.Offline && u.LastSeen.Before(before) {
+	for name, r := range m.users {
+		if len(r.sessions) == 0 && r.lastSeen.Before(before) && m.get(name).Current.Status == presence.Offline {
 			delete(m.users, name)
 			delete(m.due, name)
 			m.indexDelete(name)
@@ -252,7 +253,7 @@ func (m *Memory) Forget(before time.Time) int {
 func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u, ok := m.users[user]
+	u, ok := m.lookup(user)
 	if !ok || u.Current.Version == 0 {
 		return presence.Aggregate{}, false, nil
 	}
@@ -265,7 +266,7 @@ func (m *Memory) Get(_ context.Context, user string) (presence.Aggregate, bool, 
 func (m *Memory) User(_ context.Context, user string) (presence.User, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u, ok := m.users[user]
+	u, ok := m.lookup(user)
 	return u, ok, nil
 }
 
@@ -290,12 +291,12 @@ func (m *Memory) reportCurrent(users []string) {
 		}
 	}
 	if users == nil {
-		for _, u := range m.users {
-			add(u)
+		for name := range m.users {
+			add(m.get(name))
 		}
 	}
 	for _, name := range users {
-		add(m.users[name])
+		add(m.get(name))
 	}
 	m.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].User < all[j].User })

@@ -45,7 +45,7 @@ func (m *Memory) List(ctx context.Context, q presence.ListQuery) (presence.ListP
 			defer m.mu.Unlock()
 			out := make([]presence.Aggregate, len(users))
 			for i, u := range users {
-				out[i] = m.users[u].Current
+				out[i] = m.get(u).Current
 			}
 			return out, nil
 		})
@@ -70,7 +70,7 @@ func (m *Memory) List(ctx context.Context, q presence.ListQuery) (presence.ListP
 			return false
 		}
 		last = name
-		w.Look(m.users[name].Current)
+		w.Look(m.get(name).Current)
 		return true
 	})
 	return w.Page, nil
