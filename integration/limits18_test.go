@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -214,15 +213,6 @@ func TestWillLimits(t *testing.T) {
 	}
 }
 
-// liveHeap returns the live heap after a collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // ackless subscribes a raw MQTT 5 client with a persistent session to
 // filter at QoS 1; it reads everything and acknowledges nothing. It returns
 // the connection and a channel closed when the server closes it.
@@ -282,7 +272,7 @@ func TestInflightBytesBound(t *testing.T) {
 	_, closed := ackless(t, n.MQTTAddr(), "ackless", "big/#")
 	pub := dial5(t, n.MQTTAddr(), "big-pub", "")
 	payload := string(bytes.Repeat([]byte("p"), 64<<10))
-	before := liveHeap()
+	before := testkit.LiveHeap()
 	const msgs = 1000 // 62.5 MiB
 	for i := 0; i < msgs; i++ {
 		if rc := pub.publish(t, "big/x", payload, 1, false); rc != 0 {
@@ -296,7 +286,7 @@ func TestInflightBytesBound(t *testing.T) {
 			}
 		}
 	}
-	after := liveHeap()
+	after := testkit.LiveHeap()
 	b, held := heldBytes(t, n, "ackless")
 	t.Logf("live heap %.1f MiB before, %.1f MiB after %d × 64 KiB; the session holds %d messages, %d bytes",
 		mib(int64(before)), mib(int64(after)), msgs, held, b)

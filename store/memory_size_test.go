@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -36,7 +37,7 @@ func TestMemoryBytesPerSession(t *testing.T) {
 		names[i] = "user-" + strconv.Itoa(i)
 	}
 
-	before := liveHeap()
+	before := testkit.LiveHeap()
 	m := NewMemory(presence.Rules{}, now, feed.Push)
 	for i, name := range names {
 		_, err := m.Open(ctx, presence.OpenArgs{User: name, ID: name, Node: "node-a", TTL: 90 * time.Second,
@@ -49,7 +50,7 @@ func TestMemoryBytesPerSession(t *testing.T) {
 		}
 	}
 	feed.Recycle(feed.Take())
-	after := liveHeap()
+	after := testkit.LiveHeap()
 	runtime.KeepAlive(m)
 	runtime.KeepAlive(names)
 
@@ -58,13 +59,4 @@ func TestMemoryBytesPerSession(t *testing.T) {
 	if per > maxBytesPerSession {
 		t.Errorf("memory store holds %.0f B per idle session, want at most %d", per, maxBytesPerSession)
 	}
-}
-
-// liveHeap returns the bytes of live heap objects after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }

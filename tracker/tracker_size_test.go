@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/presenced/presenced/internal/testkit"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -60,7 +61,7 @@ func TestTrackerBytesPerSession(t *testing.T) {
 		}
 	}
 
-	before := heapAlloc()
+	before := testkit.LiveHeap()
 	tr := New(&epochStore{}, Options{Node: "node-a", TTL: 90 * time.Second})
 	var sc scratch
 	for i := range n {
@@ -73,7 +74,7 @@ func TestTrackerBytesPerSession(t *testing.T) {
 	}
 	sync(tr, &sc)
 	sc = scratch{}
-	after := heapAlloc()
+	after := testkit.LiveHeap()
 	if got := tr.Stats.Opened.Load(); got != n {
 		t.Fatalf("%d opens written, want %d", got, n)
 	}
@@ -95,13 +96,4 @@ func TestSlotIsCompact(t *testing.T) {
 	if n := unsafe.Sizeof(slot{}); n > 384 {
 		t.Fatalf("a slot is %d bytes, want at most 384 (a size class)", n)
 	}
-}
-
-// heapAlloc returns the bytes of live heap objects after a full collection.
-func heapAlloc() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
 }
