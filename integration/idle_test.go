@@ -50,8 +50,13 @@ func TestIdleAfter(t *testing.T) {
 	idle := o.waitFor("ann", "idle", func(p presence.Aggregate) bool {
 		return p.Status == presence.Idle && sessionStatus(p) == presence.Idle
 	})
-	if took := idle.Since.Sub(online.Since); took < time.Second || took > 2*time.Second {
-		t.Errorf("ann went idle %s after she came online; want idle_after (1s) to 1s + a check interval", took)
+	// The store's own times: not before idle_after (1 s), and before
+	// idle_after counted from her first PINGREQ (at the 2 s keep-alive),
+	// which is when an idleness that took a PINGREQ for activity would
+	// begin. (The bound was idle_after + 1 s: a check interval is 250 ms,
+	// but the checker and the store write run late on a loaded machine.)
+	if took := idle.Since.Sub(online.Since); took < time.Second || took >= time.Second+2*time.Second {
+		t.Errorf("ann went idle %s after she came online; want idle_after (1s), before idle_after from her first PINGREQ (3s)", took)
 	}
 	// Her PINGREQ (every 2s; nothing else is sent now) keeps her idle.
 	packets := atomic.LoadInt64(&n.Server.Info.PacketsReceived)
