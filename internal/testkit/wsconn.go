@@ -76,11 +76,12 @@ func (w *WSConn) SetDeadline(t time.Time) error {
 // several Writes from several goroutines, as paho.golang does: it writes a
 // packet with net.Buffers.WriteTo, which is one writev on a socket (Go
 // serialises whole writes on one socket) but one Write per buffer on any
-// other net.Conn, so on a WSConn its keep-alive PINGREQ (sent as soon as it
-// connects) or a PUBACK could land between a SUBSCRIBE's fixed header and
-// its body, which the broker rightly refuses as malformed. Closing either
-// end closes the other; both goroutines end then.
-func Streamed(w *WSConn) (net.Conn, error) {
+// other net.Conn (a WSConn, a *tls.Conn), so its keep-alive PINGREQ (sent
+// as soon as it connects) or a PUBACK could land between a SUBSCRIBE's
+// fixed header and its body, which the broker rightly refuses as
+// malformed. Closing either end closes the other; both goroutines end
+// then.
+func Streamed(w net.Conn) (net.Conn, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func Streamed(w *WSConn) (net.Conn, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	go func() { // the client's bytes, in order, as WebSocket messages
+	go func() { // the client's bytes, in order (over a WSConn, as WebSocket messages)
 		_, _ = io.Copy(w, server)
 		_ = w.Close()
 		_ = server.Close()
