@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +220,13 @@ func TestActionsKick(t *testing.T) {
 			t.Errorf("%s: %d %s, want 404", path, code, body)
 		}
 	}
+	// The tracker counts an end once the store has taken it, after the
+	// admin API shows it ended: the count comes a moment later.
+	testkit.Wait(t, waitTimeout, "the kicked ends counted", func() error {
+		got := actMetric(t, n.admin, `presenced_session_ends_total{reason="kicked"}`)
+		v, err := strconv.ParseFloat(got, 64)
+		return testkit.Why(err == nil && v >= 3, fmt.Sprintf("%q, want 3", got))
+	})
 	for series, want := range map[string]string{
 		`presenced_admin_actions_total{action="kick"}`:      "1",
 		`presenced_admin_actions_total{action="kick_user"}`: "1",

@@ -67,6 +67,11 @@ func TestIdleAfter(t *testing.T) {
 	if p, _ := o.last("ann"); p.Status != presence.Idle {
 		t.Fatalf("ann %s after PINGREQs, want idle (keep-alive is not activity)", p.Status)
 	}
+	// The tracker counts a write once the store has taken it, after
+	// observers may have seen it: the count is taken with its queue empty
+	// (tracker_queue_depth drops after the count), so that the idle write
+	// is in it.
+	trackerIdle(t, n)
 	updated := n.Stats().Get("session_updates_total")
 
 	// A PUBLISH anywhere brings her back at once: one store write.
@@ -76,7 +81,13 @@ func TestIdleAfter(t *testing.T) {
 	}
 	o.waitStatus("ann", presence.Online)
 	t.Logf("idle -> online %s after the PUBLISH", time.Since(start))
-	if got := n.Stats().Get("session_updates_total") - updated; got != 1 {
+	// The write is counted a moment after the observer saw it.
+	var got int64
+	testkit.Wait(t, waitTimeout, "the write that brought ann back counted", func() error {
+		got = n.Stats().Get("session_updates_total") - updated
+		return testkit.Why(got >= 1, "not counted yet")
+	})
+	if got != 1 {
 		t.Errorf("store writes to bring ann back: %d, want 1", got)
 	}
 
@@ -124,4 +135,18 @@ func TestIdleAfter(t *testing.T) {
 		t.Errorf("idle_entered %d idle_left %d, want at least 3 each", st.Get("idle_entered_total"), st.Get("idle_left_total"))
 	}
 	o.check()
+}
+
+// trackerIdle waits until the tracker has no write waiting or being made.
+// It counts a write (sessions_opened_total, session_updates_total,
+// session_ends_total) and forgets an ended session (sessions) once the
+// store has taken the write, which is after observers may have seen it;
+// tracker_queue_depth drops only after that, so from then on every write
+// made before is counted.
+func trackerIdle(t *testing.T, n *testNode) {
+	t.Helper()
+	testkit.Wait(t, waitTimeout, "the tracker idle", func() error {
+		d := n.Stats().Get("tracker_queue_depth")
+		return testkit.Why(d == 0, fmt.Sprintf("tracker queue depth %d", d))
+	})
 }
