@@ -39,7 +39,7 @@ func (m *Memory) ForgetUser(_ context.Context, user string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	if len(r.sessions) > 0 {
+	if r.live() > 0 {
 		return true, fmt.Errorf("forget %s: %w", user, ErrLive)
 	}
 	delete(m.users, user)

@@ -11,33 +11,129 @@ import (
 // of the last commit beside them. The rest of the aggregate is not kept:
 // Derive, a pure function of the record, makes it again on read, and it is
 // what the last commit derived (a commit stores Derive's result, or keeps
-// the one before when Derive's result is the same: sameAs). A User is 504
-// bytes, 280 of them the aggregate, which also points to a view of each
-// live session (160 bytes a session); a record is 256 bytes and points to
-// no view.
+// the one before when Derive's result is the same: sameAs).
+//
+// A record is laid out for the user most of a node's users are: online,
+// with no account setting, no recently ended session, no will text and no
+// dormant device. Such a user is a 112-byte record and a 256-byte
+// liveSession per session (a User is 504 bytes and a Session 312, in
+// Go's 320-byte size class); what few users have waits behind more.
 type record struct {
 	name      string
 	lastEpoch uint64
-	account   presence.Account
-	sessions  []presence.Session
-	ended     []presence.Session
+	sessions  []liveSession // the live sessions, when each is a liveSession (fits); else more.sessions
 	lastSeen  time.Time
-	lastWords string
-	dormant   *presence.Session
 	version   uint64 // of the last committed aggregate; 0: none
 	since     time.Time
+	more      *recordMore // nil: none of its fields is set
+}
+
+// recordMore is what a record holds of few users.
+type recordMore struct {
+	account   presence.Account
+	ended     []presence.Session
+	lastWords string
+	dormant   *presence.Session
+	// sessions are the live sessions, as they are, of a user one of whose
+	// live sessions does not fit a liveSession. The store's own writes
+	// never make one; kept so that a record never loses what it was given.
+	sessions []presence.Session
+}
+
+// liveSession is a live presence.Session without what the record or its
+// liveness already tells: the user (record.name), and the end's time and
+// reason (zero while it lives).
+type liveSession struct {
+	ID          string
+	Epoch       uint64
+	Node        string
+	Device      string
+	Status      presence.Status
+	Text        string
+	State       presence.State
+	ConnectedAt time.Time
+	RenewedAt   time.Time
+	ExpiresAt   time.Time
+	Expect      time.Duration
+	Margin      time.Duration
+	Conn        presence.Conn
+}
+
+// fits reports whether each of sessions of user is a liveSession without
+// loss.
+func fits(user string, sessions []presence.Session) bool {
+	for i := range sessions {
+		s := &sessions[i]
+		if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // pack is u as a record, with the version and since of its last commit.
 func pack(u presence.User, version uint64, since time.Time) record {
-	return record{name: u.Name, lastEpoch: u.LastEpoch, account: u.Account, sessions: u.Sessions, ended: u.Ended,
-		lastSeen: u.LastSeen, lastWords: u.LastWords, dormant: u.Dormant, version: version, since: since}
+	return repack(record{}, u, version, since)
+}
+
+// repack is pack reusing what was the record of u, which nothing else
+// holds (user copies out of a record), so that a write of a user with the
+// same number of live sessions allocates nothing.
+func repack(was record, u presence.User, version uint64, since time.Time) record {
+	r := record{name: u.Name, lastEpoch: u.LastEpoch, lastSeen: u.LastSeen, version: version, since: since}
+	fit := fits(u.Name, u.Sessions)
+	if fit && u.Sessions != nil {
+		if cap(was.sessions) >= len(u.Sessions) && was.sessions != nil {
+			r.sessions = was.sessions[:len(u.Sessions)]
+		} else {
+			r.sessions = make([]liveSession, len(u.Sessions))
+		}
+		for i, s := range u.Sessions {
+			r.sessions[i] = liveSession{ID: s.ID, Epoch: s.Epoch, Node: s.Node, Device: s.Device, Status: s.Status,
+				Text: s.Text, State: s.State, ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt, ExpiresAt: s.ExpiresAt,
+				Expect: s.Expect, Margin: s.Margin, Conn: s.Conn}
+		}
+		clear(r.sessions[len(r.sessions):cap(r.sessions)]) // no string of an ended session kept alive
+	}
+	if !fit || u.Account != (presence.Account{}) || u.Ended != nil || u.LastWords != "" || u.Dormant != nil {
+		r.more = was.more
+		if r.more == nil {
+			r.more = new(recordMore)
+		}
+		*r.more = recordMore{account: u.Account, ended: u.Ended, lastWords: u.LastWords, dormant: u.Dormant}
+		if !fit {
+			r.more.sessions = u.Sessions
+		}
+	}
+	return r
+}
+
+// live is how many live sessions r holds.
+func (r record) live() int {
+	if r.more != nil && r.more.sessions != nil {
+		return len(r.more.sessions)
+	}
+	return len(r.sessions)
 }
 
 // user is r as a presence.User without its current aggregate.
 func (r record) user() presence.User {
-	return presence.User{Name: r.name, LastEpoch: r.lastEpoch, Account: r.account, Sessions: r.sessions, Ended: r.ended,
-		LastSeen: r.lastSeen, LastWords: r.lastWords, Dormant: r.dormant}
+	u := presence.User{Name: r.name, LastEpoch: r.lastEpoch, LastSeen: r.lastSeen}
+	if r.sessions != nil {
+		u.Sessions = make([]presence.Session, len(r.sessions))
+		for i, s := range r.sessions {
+			u.Sessions[i] = presence.Session{User: r.name, ID: s.ID, Epoch: s.Epoch, Node: s.Node, Device: s.Device,
+				Status: s.Status, Text: s.Text, State: s.State, ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt,
+				ExpiresAt: s.ExpiresAt, Expect: s.Expect, Margin: s.Margin, Conn: s.Conn}
+		}
+	}
+	if m := r.more; m != nil {
+		u.Account, u.Ended, u.LastWords, u.Dormant = m.account, m.ended, m.lastWords, m.dormant
+		if m.sessions != nil {
+			u.Sessions = m.sessions
+		}
+	}
+	return u
 }
 
 // lookup returns the user named name, its current aggregate derived again,
@@ -65,5 +161,5 @@ func (m *Memory) get(name string) presence.User {
 // put keeps u, whose Current is the aggregate its last commit made. Under
 // mu.
 func (m *Memory) put(u presence.User) {
-	m.users[u.Name] = pack(u, u.Current.Version, u.Current.Since)
+	m.users[u.Name] = repack(m.users[u.Name], u, u.Current.Version, u.Current.Since)
 }

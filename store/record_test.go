@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/presenced/presenced/presence"
 )
@@ -75,5 +76,67 @@ func fill(t *testing.T, v reflect.Value, n int) {
 		v.Set(m)
 	default:
 		t.Fatalf("fill: a %s (%s) is not handled", v.Kind(), v.Type())
+	}
+}
+
+// TestRecordLiveSessions: the live sessions the store itself makes (its
+// user's, not ended) are held as liveSessions, and every other field of a
+// Session comes back from one: a field added to Session and not to
+// liveSession fails here. A record of a user with nothing but live
+// sessions points to nothing more.
+func TestRecordLiveSessions(t *testing.T) {
+	u := presence.User{Name: "ann", LastEpoch: 9, LastSeen: time.Unix(1_700_000_000, 0).UTC()}
+	s := reflect.MakeSlice(reflect.TypeFor[[]presence.Session](), 2, 2)
+	fill(t, s.Index(0), 1)
+	fill(t, s.Index(1), 40)
+	u.Sessions = s.Interface().([]presence.Session)
+	for i := range u.Sessions {
+		u.Sessions[i].User, u.Sessions[i].EndedAt, u.Sessions[i].EndReason = u.Name, time.Time{}, ""
+	}
+	r := pack(u, 3, time.Unix(1_700_000_001, 0).UTC())
+	if len(r.sessions) != 2 || r.more != nil {
+		t.Fatalf("held as %d liveSessions, more %+v; want 2 and nothing more", len(r.sessions), r.more)
+	}
+	if got := r.user(); !reflect.DeepEqual(got, u) {
+		t.Fatalf("a record read back\n%+v\nwant\n%+v", got, u)
+	}
+	if r.live() != 2 {
+		t.Fatalf("live %d, want 2", r.live())
+	}
+	// What a liveSession cannot hold is kept as it is.
+	for _, odd := range []func(*presence.Session){
+		func(s *presence.Session) { s.User = "bob" },
+		func(s *presence.Session) { s.EndedAt = time.Unix(1_700_000_002, 0).UTC() },
+		func(s *presence.Session) { s.EndReason = presence.EndClean },
+	} {
+		v := u
+		v.Sessions = append([]presence.Session(nil), u.Sessions...)
+		odd(&v.Sessions[1])
+		r := pack(v, 3, time.Time{})
+		if r.sessions != nil || r.more == nil || r.live() != 2 {
+			t.Fatalf("a session that does not fit: liveSessions %d, more %v, live %d", len(r.sessions), r.more != nil, r.live())
+		}
+		if got := r.user(); !reflect.DeepEqual(got, v) {
+			t.Fatalf("read back\n%+v\nwant\n%+v", got, v)
+		}
+	}
+	// No session and an empty list are told apart, as JSON does.
+	for _, sessions := range [][]presence.Session{nil, {}} {
+		v := presence.User{Name: "ann", Sessions: sessions}
+		if got := pack(v, 0, time.Time{}).user(); !reflect.DeepEqual(got, v) {
+			t.Fatalf("sessions %#v read back as %#v", sessions, got.Sessions)
+		}
+	}
+}
+
+// TestRecordSizes pins the layout TestMemoryBytesPerSession measures: a
+// record in Go's 112-byte size class and a liveSession in the 256-byte
+// one.
+func TestRecordSizes(t *testing.T) {
+	if n := unsafe.Sizeof(record{}); n > 112 {
+		t.Errorf("record is %d bytes, want at most 112", n)
+	}
+	if n := unsafe.Sizeof(liveSession{}); n > 256 {
+		t.Errorf("liveSession is %d bytes, want at most 256", n)
 	}
 }
