@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"time"
 
 	"github.com/presenced/presenced/presence"
@@ -15,7 +16,7 @@ import (
 //
 // A record is laid out for the user most of a node's users are: online,
 // with no account setting, no recently ended session, no will text and no
-// dormant device. Such a user is a 112-byte record and a 256-byte
+// dormant device. Such a user is a 112-byte record and a 224-byte
 // liveSession per session (a User is 504 bytes and a Session 312, in
 // Go's 320-byte size class); what few users have waits behind more.
 type record struct {
@@ -42,21 +43,37 @@ type recordMore struct {
 
 // liveSession is a live presence.Session without what the record or its
 // liveness already tells: the user (record.name), and the end's time and
-// reason (zero while it lives).
+// reason (zero while it lives); its status and state are codes, and its
+// connection's facts are laid out flat (224 bytes).
 type liveSession struct {
-	ID          string
-	Epoch       uint64
-	Node        string
-	Device      string
-	Status      presence.Status
-	Text        string
-	State       presence.State
-	ConnectedAt time.Time
-	RenewedAt   time.Time
-	ExpiresAt   time.Time
-	Expect      time.Duration
-	Margin      time.Duration
-	Conn        presence.Conn
+	ID, Node, Device, Text            string
+	Epoch                             uint64
+	ConnectedAt, RenewedAt, ExpiresAt time.Time
+	Expect, Margin                    time.Duration
+	// The connection's facts (presence.Conn).
+	username, ip, listener string
+	expiry                 uint32
+	keepAlive, port        uint16
+	protoVer               uint8
+	cleanStart             bool
+	status, state          uint8 // an index in statusCodes and stateCodes
+}
+
+// The statuses and states a liveSession holds as codes: those a session
+// has ("" included, as a record gives back what it was given).
+var (
+	statusCodes = [...]presence.Status{"", presence.Online, presence.Idle, presence.Away, presence.Busy, presence.DND, presence.Dormant, presence.Offline}
+	stateCodes  = [...]presence.State{"", presence.Connecting, presence.Active, presence.Disconnected, presence.Expired}
+)
+
+// codeOf returns the index of v in codes, and whether it is there.
+func codeOf[T comparable](codes []T, v T) (uint8, bool) {
+	for i, c := range codes {
+		if c == v {
+			return uint8(i), true
+		}
+	}
+	return 0, false
 }
 
 // fits reports whether each of sessions of user is a liveSession without
@@ -64,11 +81,34 @@ type liveSession struct {
 func fits(user string, sessions []presence.Session) bool {
 	for i := range sessions {
 		s := &sessions[i]
-		if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" {
+		_, okStatus := codeOf(statusCodes[:], s.Status)
+		_, okState := codeOf(stateCodes[:], s.State)
+		if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" || !okStatus || !okState ||
+			s.Conn.Port < 0 || s.Conn.Port > math.MaxUint16 {
 			return false
 		}
 	}
 	return true
+}
+
+// live is s as a liveSession; s fits.
+func live(s *presence.Session) liveSession {
+	status, _ := codeOf(statusCodes[:], s.Status)
+	state, _ := codeOf(stateCodes[:], s.State)
+	c := &s.Conn
+	return liveSession{ID: s.ID, Node: s.Node, Device: s.Device, Text: s.Text, Epoch: s.Epoch,
+		ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt, ExpiresAt: s.ExpiresAt, Expect: s.Expect, Margin: s.Margin,
+		username: c.Username, ip: c.IP, listener: c.Listener, expiry: c.Expiry, keepAlive: c.KeepAlive,
+		port: uint16(c.Port), protoVer: c.ProtoVer, cleanStart: c.CleanStart, status: status, state: state}
+}
+
+// session is l as the presence.Session of user.
+func (l *liveSession) session(user string) presence.Session {
+	return presence.Session{User: user, ID: l.ID, Epoch: l.Epoch, Node: l.Node, Device: l.Device,
+		Status: statusCodes[l.status], Text: l.Text, State: stateCodes[l.state],
+		ConnectedAt: l.ConnectedAt, RenewedAt: l.RenewedAt, ExpiresAt: l.ExpiresAt, Expect: l.Expect, Margin: l.Margin,
+		Conn: presence.Conn{Username: l.username, IP: l.ip, Port: int(l.port), Listener: l.listener,
+			ProtoVer: l.protoVer, CleanStart: l.cleanStart, KeepAlive: l.keepAlive, Expiry: l.expiry}}
 }
 
 // pack is u as a record, with the version and since of its last commit.
@@ -88,10 +128,8 @@ func repack(was record, u presence.User, version uint64, since time.Time) record
 		} else {
 			r.sessions = make([]liveSession, len(u.Sessions))
 		}
-		for i, s := range u.Sessions {
-			r.sessions[i] = liveSession{ID: s.ID, Epoch: s.Epoch, Node: s.Node, Device: s.Device, Status: s.Status,
-				Text: s.Text, State: s.State, ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt, ExpiresAt: s.ExpiresAt,
-				Expect: s.Expect, Margin: s.Margin, Conn: s.Conn}
+		for i := range u.Sessions {
+			r.sessions[i] = live(&u.Sessions[i])
 		}
 		clear(r.sessions[len(r.sessions):cap(r.sessions)]) // no string of an ended session kept alive
 	}
@@ -121,10 +159,8 @@ func (r record) user() presence.User {
 	u := presence.User{Name: r.name, LastEpoch: r.lastEpoch, LastSeen: r.lastSeen}
 	if r.sessions != nil {
 		u.Sessions = make([]presence.Session, len(r.sessions))
-		for i, s := range r.sessions {
-			u.Sessions[i] = presence.Session{User: r.name, ID: s.ID, Epoch: s.Epoch, Node: s.Node, Device: s.Device,
-				Status: s.Status, Text: s.Text, State: s.State, ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt,
-				ExpiresAt: s.ExpiresAt, Expect: s.Expect, Margin: s.Margin, Conn: s.Conn}
+		for i := range r.sessions {
+			u.Sessions[i] = r.sessions[i].session(r.name)
 		}
 	}
 	if m := r.more; m != nil {
