@@ -91,7 +91,10 @@ type Limits struct {
 
 	mu    sync.Mutex // no socket write under it
 	addrs map[string]*address
-	conns map[*mqtt.Client]string // every connection counted, to its address
+	// conns are the connections counted, to their address's count (a
+	// 16-byte map slot; its IP address string is not kept: the address
+	// stays in addrs as long as one of them counts).
+	conns map[*mqtt.Client]*address
 
 	fmu     sync.Mutex // flights and dropped (limits_inflight.go); after mu, never both
 	flights map[*mqtt.Client]*flight
@@ -109,10 +112,41 @@ type Limits struct {
 	Stats LimitsStats
 }
 
-// address is what Limits keeps of an IP address.
+// address is what Limits keeps of an IP address. Of its connections
+// counted, those not yet established are waiting: one, the most an
+// address has but for a burst of CONNECTs, is held inline (no map per
+// address).
 type address struct {
 	n       int                       // connections counted
-	waiting map[*mqtt.Client]struct{} // of them, not yet established
+	waiting *mqtt.Client              // one not yet established; nil: none
+	more    map[*mqtt.Client]struct{} // the others not yet established; made at the first
+}
+
+// wait records cl as not yet established.
+func (a *address) wait(cl *mqtt.Client) {
+	if a.waiting == cl {
+		return
+	}
+	if _, ok := a.more[cl]; ok {
+		return
+	}
+	if a.waiting == nil {
+		a.waiting = cl
+		return
+	}
+	if a.more == nil {
+		a.more = make(map[*mqtt.Client]struct{})
+	}
+	a.more[cl] = struct{}{}
+}
+
+// unwait removes cl from the connections not yet established.
+func (a *address) unwait(cl *mqtt.Client) {
+	if a.waiting == cl {
+		a.waiting = nil
+		return
+	}
+	delete(a.more, cl)
 }
 
 // NewLimits returns the hook.
@@ -120,7 +154,7 @@ func NewLimits(o LimitsOptions) *Limits {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]string), flights: make(map[*mqtt.Client]*flight)}
+	l := &Limits{o: o, addrs: make(map[string]*address), conns: make(map[*mqtt.Client]*address), flights: make(map[*mqtt.Client]*flight)}
 	l.retained.init()
 	l.wills = make(map[string]time.Time)
 	l.sessions, l.users = make(map[string]persisted), make(map[string]int)
@@ -169,7 +203,7 @@ var errReceiveMaxZero = errors.New("presence: receive maximum 0")
 // that asked for more than MaxKeepAlive to it (MQTT 5 clients are told in
 // CONNACK; a 3.1.1 client's deadline is simply shorter).
 func (l *Limits) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
-	if l.o.MaxPerAddress > 0 && !l.count(cl, remoteIP(cl.Net.Remote)) {
+	if l.o.MaxPerAddress > 0 && !l.count(cl, addressOf(cl)) {
 		l.Stats.PerAddress.Add(1)
 		l.o.Log.Debug("connection refused: too many from one address", "client", ClientID(cl), "remote", cl.Net.Remote)
 		connack.Refuse(l.o.Server, cl, packets.ErrQuotaExceeded, packets.Err3ServerUnavailable)
@@ -237,20 +271,22 @@ func (l *Limits) count(cl *mqtt.Client, ip string) bool {
 		}
 	}
 	a.n++
-	if a.waiting == nil {
-		a.waiting = make(map[*mqtt.Client]struct{})
-	}
-	a.waiting[cl] = struct{}{}
-	l.conns[cl] = ip
+	a.wait(cl)
+	l.conns[cl] = a
 	return true
 }
 
 // dropClosed stops counting the connections of address a that were closed
 // before they were established: mochi tells no hook of them. l.mu is held.
 func (l *Limits) dropClosed(a *address) {
-	for cl := range a.waiting {
+	if cl := a.waiting; cl != nil && cl.Closed() {
+		a.waiting = nil
+		delete(l.conns, cl)
+		a.n--
+	}
+	for cl := range a.more {
 		if cl.Closed() {
-			delete(a.waiting, cl)
+			delete(a.more, cl)
 			delete(l.conns, cl)
 			a.n--
 		}
@@ -272,6 +308,9 @@ func (l *Limits) unlimited(ip string) bool {
 	return false
 }
 
+// addressOf returns the IP address cl counts against.
+func addressOf(cl *mqtt.Client) string { return remoteIP(cl.Net.Remote) }
+
 // remoteIP returns the host part of a remote address.
 func remoteIP(remote string) string {
 	host, _, err := net.SplitHostPort(remote)
@@ -288,10 +327,8 @@ func (l *Limits) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 	l.countSession(cl)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ip, ok := l.conns[cl]; ok {
-		if a := l.addrs[ip]; a != nil {
-			delete(a.waiting, cl)
-		}
+	if a := l.conns[cl]; a != nil {
+		a.unwait(cl)
 	}
 }
 
@@ -303,18 +340,19 @@ func (l *Limits) OnDisconnect(cl *mqtt.Client, _ error, expire bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ip, ok := l.conns[cl]
-	if !ok {
-		return
-	}
-	delete(l.conns, cl)
-	a := l.addrs[ip]
+	a := l.conns[cl]
 	if a == nil {
 		return
 	}
-	delete(a.waiting, cl)
+	delete(l.conns, cl)
+	a.unwait(cl)
 	if a.n--; a.n <= 0 {
-		delete(l.addrs, ip)
+		// The address cl counted against (mochi sets cl.Net.Remote once,
+		// when it makes the client); checked, so that a changed one
+		// could only keep an empty address, never drop another.
+		if ip := addressOf(cl); l.addrs[ip] == a {
+			delete(l.addrs, ip)
+		}
 	}
 }
 

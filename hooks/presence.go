@@ -167,9 +167,13 @@ type Presence struct {
 	// (Tracker.Connect and the kick's Disconnect are called under mu). No
 	// socket write under mu.
 	mu     sync.RWMutex
-	links  map[*mqtt.Client]*link    // every connection past OnConnect
-	active sync.Map                  // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
-	byUser map[string][]*mqtt.Client // connections with a user, oldest first
+	links  map[*mqtt.Client]*link // every connection past OnConnect
+	active sync.Map               // *mqtt.Client -> *link, the connections whose activity is recorded (lock-free reads on the PUBLISH path)
+	byUser userConns              // connections with a user, oldest first
+	// refusals limits the logs of a link's refused publishes: made at its
+	// first refused publish (link.refused), as few connections have one,
+	// and forgotten with the link.
+	refusals map[*link]*loglimit.Limiter
 
 	// takenOver holds the connections a newer one with the same client id
 	// is taking over (*mqtt.Client -> *atomic.Bool, set once Tidy saw it
@@ -182,15 +186,55 @@ type Presence struct {
 	Stats Stats
 }
 
-// link is what the hook keeps of a connection.
+// link is what the hook keeps of a connection, one per connection: it
+// fits the 80-byte size class (TestLinkIsCompact), the limiter of its
+// refused publishes' logs, rarely needed, being kept aside
+// (Presence.refusals).
 type link struct {
 	conn        presence.ConnID // 0: no user (an observer), or not yet established
 	user        string
-	service     bool // may read all presence
-	established bool
-	set         bucket             // presence/set rate
 	act         *presence.Activity // nil: activity not recorded
-	refusals    loglimit.Limiter   // logs of its refused publishes
+	set         bucket             // presence/set rate
+	service     bool               // may read all presence
+	established bool
+	refused     bool // has a limiter in Presence.refusals (under Presence.mu)
+}
+
+// userConns holds the connections of each user, oldest first. Most users
+// have one connection: one holds it without a slice (a 24-byte map slot,
+// no array), and many, instead, the users with two or more (never both).
+type userConns struct {
+	one  map[string]*mqtt.Client
+	many map[string][]*mqtt.Client // two or more each
+}
+
+// remove removes cl from user's connections, if there.
+func (u *userConns) remove(user string, cl *mqtt.Client) {
+	if c, ok := u.one[user]; ok {
+		if c == cl {
+			delete(u.one, user)
+		}
+		return
+	}
+	live, ok := u.many[user]
+	if !ok {
+		return
+	}
+	for i, c := range live {
+		if c == cl {
+			live = append(live[:i:i], live[i+1:]...)
+			break
+		}
+	}
+	switch len(live) {
+	case 0:
+		delete(u.many, user)
+	case 1:
+		delete(u.many, user)
+		u.one[user] = live[0]
+	default:
+		u.many[user] = live
+	}
 }
 
 // New returns the hook.
@@ -203,8 +247,10 @@ func New(o Options) *Presence {
 	}
 	h := &Presence{o: o, set: o.Prefix + "/set", notify: o.Prefix + "/notify/", under: o.Prefix + "/",
 		observers: make(map[string]struct{}, len(o.Observers)),
-		links:     make(map[*mqtt.Client]*link), byUser: make(map[string][]*mqtt.Client),
-		battles: newBattles(o.Battle)}
+		links:     make(map[*mqtt.Client]*link),
+		byUser:    userConns{one: make(map[string]*mqtt.Client), many: make(map[string][]*mqtt.Client)},
+		refusals:  make(map[*link]*loglimit.Limiter),
+		battles:   newBattles(o.Battle)}
 	for _, u := range o.Observers {
 		h.observers[u] = struct{}{}
 	}
@@ -312,6 +358,10 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		}
 	}
 	h.mu.Lock()
+	if old := h.links[cl]; old != nil && old.refused { // not in mochi: one OnConnect per client
+		delete(h.refusals, old)
+		old.refused = false
+	}
 	h.links[cl] = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
 	h.mu.Unlock()
 	return nil
@@ -438,7 +488,21 @@ func (h *Presence) Battles() []Battle {
 // storm of connections reset before their CONNACK, kept until the next
 // Tidy, made every admit of the user scan thousands under h.mu.
 func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
-	list := h.byUser[user]
+	u := &h.byUser
+	list, several := u.many[user]
+	if !several {
+		c, ok := u.one[user]
+		if !ok || c.Closed() {
+			u.one[user] = cl // no other live connection: nothing to end
+			return nil
+		}
+		delete(u.one, user)
+		u.many[user] = []*mqtt.Client{c, cl}
+		if c.ID == cl.ID || h.o.MaxSessionsPerUser <= 0 || 1 < h.o.MaxSessionsPerUser {
+			return nil
+		}
+		return c
+	}
 	live := list[:0]
 	var oldest *mqtt.Client
 	count := 0
@@ -455,7 +519,12 @@ func (h *Presence) admit(cl *mqtt.Client, user string) *mqtt.Client {
 		}
 	}
 	clear(list[len(live):])
-	h.byUser[user] = append(live, cl)
+	if len(live) == 0 {
+		delete(u.many, user)
+		u.one[user] = cl
+	} else {
+		u.many[user] = append(live, cl)
+	}
 	if h.o.MaxSessionsPerUser <= 0 || count < h.o.MaxSessionsPerUser {
 		return nil
 	}
@@ -582,19 +651,12 @@ func (h *Presence) forgetLocked(cl *mqtt.Client) *link {
 	if l.act != nil {
 		h.active.Delete(cl)
 	}
+	if l.refused {
+		delete(h.refusals, l)
+		l.refused = false
+	}
 	if l.user != "" {
-		live := h.byUser[l.user]
-		for i, c := range live {
-			if c == cl {
-				live = append(live[:i:i], live[i+1:]...)
-				break
-			}
-		}
-		if len(live) == 0 {
-			delete(h.byUser, l.user)
-		} else {
-			h.byUser[l.user] = live
-		}
+		h.byUser.remove(l.user, cl)
 	}
 	return l
 }
@@ -844,14 +906,38 @@ const refusalLogEvery = time.Minute
 func (h *Presence) logRefused(cl *mqtt.Client, pk packets.Packet, why string) {
 	h.mu.RLock()
 	l := h.links[cl]
+	var lim *loglimit.Limiter
+	if l != nil && l.refused {
+		lim = h.refusals[l]
+	}
 	h.mu.RUnlock()
 	if l == nil {
 		return
 	}
-	if ok, held := l.refusals.Allow(h.o.Now(), refusalLogEvery); ok {
+	if lim == nil {
+		lim = h.refusalLimiter(cl, l)
+	}
+	if ok, held := lim.Allow(h.o.Now(), refusalLogEvery); ok {
 		h.o.Log.Info("publish refused", "client", ClientID(cl), "user", l.user, "topic", pk.TopicName,
 			"bytes", len(pk.Payload), "why", why, "held_back", held, "log_every", refusalLogEvery.String())
 	}
+}
+
+// refusalLimiter returns the limiter of link l's refused publishes' logs,
+// made at the first. A link forgotten meanwhile gets one that is not kept
+// (kept, nothing would forget it).
+func (h *Presence) refusalLimiter(cl *mqtt.Client, l *link) *loglimit.Limiter {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if lim := h.refusals[l]; lim != nil {
+		return lim
+	}
+	lim := new(loglimit.Limiter)
+	if h.links[cl] == l {
+		h.refusals[l] = lim
+		l.refused = true
+	}
+	return lim
 }
 
 // OnWill rewrites a will under the presence prefix so that it is never
