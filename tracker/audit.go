@@ -79,7 +79,7 @@ func (t *Tracker) rewrite(stored []presence.StoredSession) int {
 			continue
 		}
 		s.mu.Lock()
-		h := s.have
+		h := s.written()
 		status := h.Status
 		if status == "" {
 			status = presence.Online // what an open writes when none is given
@@ -87,7 +87,7 @@ func (t *Tracker) rewrite(stored []presence.StoredSession) int {
 		lost := h.Open && h.Epoch == st.Epoch && h.User == st.User &&
 			(h.Device != st.Device || status != st.Status || h.Text != st.Text)
 		if lost {
-			s.have.Device, s.have.Status, s.have.Text = st.Device, st.Status, st.Text
+			s.have.device, s.have.status, s.have.text = st.Device, st.Status, st.Text
 		}
 		s.mu.Unlock()
 		if lost {

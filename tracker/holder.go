@@ -20,8 +20,8 @@ func (t *Tracker) Holder(user, id string, epoch uint64) (presence.ConnID, bool) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.want.Live || !s.have.Open || s.have.Epoch != epoch || s.have.Conn != s.want.Conn || s.have.User != user {
+	if !s.live || !s.open || s.have.epoch != epoch || s.have.conn != s.want.conn || s.have.user != user {
 		return 0, false
 	}
-	return s.have.Conn, true
+	return s.have.conn, true
 }

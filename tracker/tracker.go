@@ -88,14 +88,108 @@ type Stats struct {
 	EndedBy [len(presence.EndReasons) + 1]atomic.Int64
 }
 
+// slot is one connection's session: what the store should hold
+// (presence.Wanted) and what it was last told (presence.Written), kept in
+// a compact form of their own (wantState, haveState) so that a slot fits
+// Go's 320-byte size class (issue 23; TestSlotIsCompact): their flags and
+// queued share one word, and a wanted session's status and end reason
+// share one field. wanted and written rebuild the presence values (copies,
+// on the stack) for presence's pure functions.
 type slot struct {
-	key    string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots; never changes
-	mu     sync.Mutex
-	act    *presence.Activity // the connection's activity (nil: idle is off); under mu
-	log    sessionLog         // the session log's memory (Options.Sessions); under mu
-	want   presence.Wanted
-	have   presence.Written
-	queued bool
+	key  string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots; never changes
+	mu   sync.Mutex
+	act  *presence.Activity // the connection's activity (nil: idle is off); under mu
+	log  sessionLog         // the session log's memory (Options.Sessions); under mu
+	want wantState          // under mu, as the rest
+	have haveState
+	// The flags, side by side in one word.
+	live, established, autoIdle bool // want's: presence.Wanted's Live, Established, AutoIdle
+	open                        bool // have's: presence.Written's Open
+	queued                      bool
+}
+
+// wantState is presence.Wanted but its flags (the slot's), with Status
+// and Reason in one field, statusOr: what counts of a session is its own
+// status while its connection lives and its end reason once it ended,
+// never both. Connect sets Reason "" with Live true; only Disconnect sets
+// Reason, and Live false with it; and once Live is false nothing reads
+// Status (Plan.Next writes a status only in an open or an update, of a
+// live connection: TestPlanIgnoresStatusOnceEnded; CheckIdle skips an
+// ended one), so a presence/set that comes after is not kept (setStatus).
+type wantState struct {
+	conn           presence.ConnID
+	user           string
+	device         string
+	statusOr       string // Wanted.Status while live; Wanted.Reason once ended
+	text           string
+	lastWords      *string
+	willDelay      time.Duration
+	net            presence.Conn
+	lastSign       time.Time
+	expect, margin time.Duration
+}
+
+// haveState is presence.Written but its Open (the slot's open).
+type haveState struct {
+	conn   presence.ConnID
+	user   string
+	epoch  uint64
+	device string
+	status presence.Status
+	text   string
+}
+
+// wanted returns what the store should hold for the slot. s.mu is held.
+func (s *slot) wanted() presence.Wanted {
+	w := presence.Wanted{
+		Conn: s.want.conn, User: s.want.user, Device: s.want.device, Text: s.want.text,
+		Established: s.established, Live: s.live, AutoIdle: s.autoIdle,
+		LastWords: s.want.lastWords, WillDelay: s.want.willDelay, Net: s.want.net, LastSign: s.want.lastSign,
+		Expect: s.want.expect, Margin: s.want.margin,
+	}
+	if s.live {
+		w.Status = presence.Status(s.want.statusOr)
+	} else {
+		w.Reason = presence.EndReason(s.want.statusOr)
+	}
+	return w
+}
+
+// setWanted makes w what the store should hold for the slot: all of it
+// but the Status of one that is not Live, or its Reason if it is (see
+// wantState). s.mu is held.
+func (s *slot) setWanted(w presence.Wanted) {
+	s.want = wantState{
+		conn: w.Conn, user: w.User, device: w.Device, statusOr: string(w.Status), text: w.Text,
+		lastWords: w.LastWords, willDelay: w.WillDelay, net: w.Net, lastSign: w.LastSign,
+		expect: w.Expect, margin: w.Margin,
+	}
+	if !w.Live {
+		s.want.statusOr = string(w.Reason)
+	}
+	s.established, s.live, s.autoIdle = w.Established, w.Live, w.AutoIdle
+}
+
+// setStatus sets the own status of a live connection (an ended one has
+// none that counts: wantState). s.mu is held.
+func (s *slot) setStatus(st presence.Status) {
+	if s.live {
+		s.want.statusOr = string(st)
+	}
+}
+
+// written returns what the store was last told for the slot. s.mu is held.
+func (s *slot) written() presence.Written {
+	return presence.Written{
+		Conn: s.have.conn, User: s.have.user, Epoch: s.have.epoch, Open: s.open,
+		Device: s.have.device, Status: s.have.status, Text: s.have.text,
+	}
+}
+
+// setWritten records h as what the store was last told. s.mu is held.
+func (s *slot) setWritten(h presence.Written) {
+	s.have = haveState{conn: h.Conn, user: h.User, epoch: h.Epoch, device: h.Device, status: h.Status, text: h.Text}
+	s.open = h.Open
 }
 
 // clientID returns the session id the store holds and presence shows: the
@@ -295,9 +389,10 @@ func (t *Tracker) enqueue(it item) {
 	}
 }
 
-// change applies fn to the wanted state of session id if conn is still its
-// connection; events of a replaced connection are counted and ignored.
-func (t *Tracker) change(conn presence.ConnID, id string, fn func(w *presence.Wanted)) {
+// change applies fn, under the slot's mu, to the wanted state of session
+// id if conn is still its connection; events of a replaced connection are
+// counted and ignored.
+func (t *Tracker) change(conn presence.ConnID, id string, fn func(s *slot)) {
 	t.mu.Lock()
 	s := t.slots[id]
 	t.mu.Unlock()
@@ -306,12 +401,12 @@ func (t *Tracker) change(conn presence.ConnID, id string, fn func(w *presence.Wa
 		return
 	}
 	s.mu.Lock()
-	if s.want.Conn != conn {
+	if s.want.conn != conn {
 		s.mu.Unlock()
 		t.Stats.StaleEvents.Add(1)
 		return
 	}
-	fn(&s.want)
+	fn(s)
 	s.mu.Unlock()
 	t.enqueue(s)
 }
@@ -329,7 +424,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *pr
 		t.slots[id] = s
 	}
 	s.mu.Lock()
-	s.want = presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true, Net: net}
+	s.setWanted(presence.Wanted{Conn: conn, User: user, Device: device, Status: presence.Online, Live: true, Net: net})
 	s.act = act
 	s.mu.Unlock()
 	t.mu.Unlock()
@@ -338,7 +433,7 @@ func (t *Tracker) Connect(conn presence.ConnID, id, user, device string, act *pr
 
 // Established is called once CONNACK has been sent.
 func (t *Tracker) Established(conn presence.ConnID, id string) {
-	t.change(conn, id, func(w *presence.Wanted) { w.Established = true })
+	t.change(conn, id, func(s *slot) { s.established = true })
 }
 
 // Set applies a presence/set: at session scope to the session, at account
@@ -348,19 +443,19 @@ func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetReq
 		t.setAccount(user, req.AccountUpdate())
 		return
 	}
-	t.change(conn, id, func(w *presence.Wanted) {
-		if w.AutoIdle { // a presence/set is activity
-			w.AutoIdle = false
+	t.change(conn, id, func(s *slot) {
+		if s.autoIdle { // a presence/set is activity
+			s.autoIdle = false
 			t.Stats.IdleLeft.Add(1)
 		}
 		if req.Status != nil {
-			w.Status = *req.Status
+			s.setStatus(*req.Status)
 		}
 		if req.Text != nil {
-			w.Text = *req.Text
+			s.want.text = *req.Text
 		}
 		if req.Device != nil {
-			w.Device = *req.Device
+			s.want.device = *req.Device
 		}
 	})
 }
@@ -369,9 +464,9 @@ func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetReq
 // want of activity: called once when the connection is active again
 // (presence.Activity.Touch reported it). It costs one store write.
 func (t *Tracker) Active(conn presence.ConnID, id string) {
-	t.change(conn, id, func(w *presence.Wanted) {
-		if w.AutoIdle {
-			w.AutoIdle = false
+	t.change(conn, id, func(s *slot) {
+		if s.autoIdle {
+			s.autoIdle = false
 			t.Stats.IdleLeft.Add(1)
 		}
 	})
@@ -386,22 +481,22 @@ func (t *Tracker) CheckIdle(now time.Time) (entered, left int) {
 	all := t.allSlots()
 	for _, s := range all {
 		s.mu.Lock()
-		w, act := &s.want, s.act
-		if act == nil || !w.Live || !w.Established {
+		act := s.act
+		if act == nil || !s.live || !s.established {
 			s.mu.Unlock()
 			continue
 		}
 		last := act.Last()
 		changed := false
-		switch presence.IdleDecide(last, w.Status, w.AutoIdle, t.idle.After(w.Device), now) {
+		switch presence.IdleDecide(last, presence.Status(s.want.statusOr), s.autoIdle, t.idle.After(s.want.device), now) { // live: statusOr is its status
 		case presence.IdleEnter:
 			if act.MarkIdle(last) { // else activity came in between: not idle
-				w.AutoIdle, changed = true, true
+				s.autoIdle, changed = true, true
 				entered++
 			}
 		case presence.IdleLeave:
 			act.ClearIdle()
-			w.AutoIdle, changed = false, true
+			s.autoIdle, changed = false, true
 			left++
 		}
 		s.mu.Unlock()
@@ -447,13 +542,13 @@ func pick[T any](later, earlier *T) *T {
 // LastWords records the text of the connection's will on presence/set,
 // applied when its session ends uncleanly.
 func (t *Tracker) LastWords(conn presence.ConnID, id, text string) {
-	t.change(conn, id, func(w *presence.Wanted) { w.LastWords = &text })
+	t.change(conn, id, func(s *slot) { s.want.lastWords = &text })
 }
 
 // WillDelay records the MQTT 5 will delay of a connection whose will
 // applies; the end carries it (presence.EndArgs.WillDelay).
 func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
-	t.change(conn, id, func(w *presence.Wanted) { w.WillDelay = d })
+	t.change(conn, id, func(s *slot) { s.want.willDelay = d })
 }
 
 // LastSign records the last sign of life of a connection that is ending
@@ -461,21 +556,21 @@ func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
 // (presence.EndArgs.LastSign), and the user's last_seen is that time.
 // Call it before Disconnect.
 func (t *Tracker) LastSign(conn presence.ConnID, id string, at time.Time) {
-	t.change(conn, id, func(w *presence.Wanted) { w.LastSign = at })
+	t.change(conn, id, func(s *slot) { s.want.lastSign = at })
 }
 
 // Expect records the check-in period a connection's device declared, and
 // its margin (presence/dormant.go), before its CONNACK: its session is
 // opened with them.
 func (t *Tracker) Expect(conn presence.ConnID, id string, period, margin time.Duration) {
-	t.change(conn, id, func(w *presence.Wanted) { w.Expect, w.Margin = period, margin })
+	t.change(conn, id, func(s *slot) { s.want.expect, s.want.margin = period, margin })
 }
 
 // Disconnect is called when the connection has ended.
 func (t *Tracker) Disconnect(conn presence.ConnID, id string, reason presence.EndReason) {
-	t.change(conn, id, func(w *presence.Wanted) {
-		w.Live = false
-		w.Reason = reason
+	t.change(conn, id, func(s *slot) {
+		s.live = false
+		s.want.statusOr = string(reason) // its Reason, from now on (wantState)
 	})
 }
 
@@ -583,7 +678,7 @@ func (t *Tracker) syncSlots(slots []*slot, sc *scratch) []bool {
 	for i, s := range slots {
 		s.mu.Lock()
 		s.queued = false
-		ss[i] = syncing{s: s, w: s.want, h: s.have, more: true}
+		ss[i] = syncing{s: s, w: s.wanted(), h: s.written(), more: true}
 		s.mu.Unlock()
 	}
 	idx := grown(sc.idx, len(ss))
@@ -691,13 +786,13 @@ func (t *Tracker) write(ws []presence.Write, sc *scratch) ([]uint64, []error) {
 // connection has ended and nothing is left to write.
 func (s *slot) finish(t *Tracker, h presence.Written) {
 	s.mu.Lock()
-	s.have = h
-	done := presence.Finished(s.want, h) && !s.queued
+	s.setWritten(h)
+	done := presence.Finished(s.wanted(), h) && !s.queued
 	s.mu.Unlock()
 	if done {
 		t.mu.Lock()
 		s.mu.Lock()
-		if presence.Finished(s.want, s.have) && !s.queued && t.slots[s.key] == s {
+		if presence.Finished(s.wanted(), s.written()) && !s.queued && t.slots[s.key] == s {
 			delete(t.slots, s.key)
 		}
 		s.mu.Unlock()
@@ -737,8 +832,8 @@ func (t *Tracker) Renew(ctx context.Context) error {
 	byID := make(map[string]*slot, len(all))
 	for _, s := range all {
 		s.mu.Lock()
-		if s.have.Open {
-			refs = append(refs, presence.SessionRef{User: s.have.User, ID: s.clientID(), Epoch: s.have.Epoch})
+		if s.open {
+			refs = append(refs, presence.SessionRef{User: s.have.user, ID: s.clientID(), Epoch: s.have.epoch})
 			byID[s.key] = s
 		}
 		s.mu.Unlock()
@@ -755,9 +850,9 @@ func (t *Tracker) Renew(ctx context.Context) error {
 			s = byID[r.ID] // a bare id (a tracker used without the hook)
 		}
 		s.mu.Lock()
-		lost := s.have.Open && s.have.Epoch == r.Epoch
+		lost := s.open && s.have.epoch == r.Epoch
 		if lost {
-			s.have.Open = false
+			s.open = false
 		}
 		s.mu.Unlock()
 		if lost {
@@ -796,9 +891,9 @@ func (t *Tracker) reassert(users map[string]struct{}) {
 	all := t.allSlots()
 	for _, s := range all {
 		s.mu.Lock()
-		_, mine := users[s.want.User]
+		_, mine := users[s.want.user]
 		if users == nil || mine {
-			s.have.Open = false
+			s.open = false
 		}
 		s.mu.Unlock()
 		if users == nil || mine {
@@ -839,7 +934,7 @@ func (t *Tracker) Ghosts(refs []presence.SessionRef) []presence.SessionRef {
 		s.mu.Lock()
 		// A write under way is of a live connection (an open, or an
 		// update) or was queued again by the change that ended it.
-		held := s.queued || s.want.Live || (s.have.Open && s.have.Epoch == r.Epoch)
+		held := s.queued || s.live || (s.open && s.have.epoch == r.Epoch)
 		s.mu.Unlock()
 		if !held {
 			out = append(out, r)
@@ -854,8 +949,8 @@ func (t *Tracker) Users() map[string]struct{} {
 	users := make(map[string]struct{})
 	for _, s := range all {
 		s.mu.Lock()
-		if s.have.Open {
-			users[s.have.User] = struct{}{}
+		if s.open {
+			users[s.have.user] = struct{}{}
 		}
 		s.mu.Unlock()
 	}
