@@ -43,7 +43,6 @@ func (m *Memory) ForgetUser(_ context.Context, user string) (bool, error) {
 		return true, fmt.Errorf("forget %s: %w", user, ErrLive)
 	}
 	delete(m.users, user)
-	delete(m.due, user)
 	m.indexDelete(user)
 	return true, nil
 }

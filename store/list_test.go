@@ -271,7 +271,8 @@ func fillDirect(m *Memory, n int) {
 		if _, ok := m.users[name]; !ok {
 			m.indexAdd(name)
 		}
-		m.users[name] = pack(u, 1, now)
+		r := pack(u, 1, now)
+		m.users[name] = &r
 	}
 }
 

@@ -146,6 +146,33 @@ func repack(was record, u presence.User, version uint64, since time.Time) record
 	return r
 }
 
+// due is when the reaper has something to do for r's user: the earlier of
+// its live sessions' first expiry (presence.User.NextDeadline) and its
+// dormant session's due time (DormantDeadline); false: nothing.
+func (r *record) due() (time.Time, bool) {
+	var d time.Time
+	if r.more != nil && r.more.sessions != nil {
+		for i := range r.more.sessions {
+			if e := r.more.sessions[i].ExpiresAt; d.IsZero() || e.Before(d) {
+				d = e
+			}
+		}
+	} else {
+		for i := range r.sessions {
+			if e := r.sessions[i].ExpiresAt; d.IsZero() || e.Before(d) {
+				d = e
+			}
+		}
+	}
+	ok := !d.IsZero()
+	if r.more != nil && r.more.dormant != nil {
+		if dd := r.more.dormant.ExpiresAt; !ok || dd.Before(d) {
+			d, ok = dd, true
+		}
+	}
+	return d, ok
+}
+
 // live is how many live sessions r holds.
 func (r record) live() int {
 	if r.more != nil && r.more.sessions != nil {
@@ -197,5 +224,10 @@ func (m *Memory) get(name string) presence.User {
 // put keeps u, whose Current is the aggregate its last commit made. Under
 // mu.
 func (m *Memory) put(u presence.User) {
-	m.users[u.Name] = repack(m.users[u.Name], u, u.Current.Version, u.Current.Since)
+	if r := m.users[u.Name]; r != nil {
+		*r = repack(*r, u, u.Current.Version, u.Current.Since)
+		return
+	}
+	r := pack(u, u.Current.Version, u.Current.Since)
+	m.users[u.Name] = &r
 }

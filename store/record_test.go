@@ -146,3 +146,37 @@ func TestRecordSizes(t *testing.T) {
 		t.Errorf("liveSession is %d bytes, want at most 224", n)
 	}
 }
+
+// TestRecordDue: a record's due time is the rule the reaper had kept an
+// index of: the earlier of its live sessions' first expiry and its
+// dormant session's due time.
+func TestRecordDue(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(1_700_000_000+int64(s), 0) }
+	live := func(id string, exp int) presence.Session {
+		return presence.Session{User: "ann", ID: id, State: presence.Active, Status: presence.Online, ExpiresAt: at(exp)}
+	}
+	odd := live("odd", 5)
+	odd.Status = "lunch" // kept as it is (recordMore.sessions)
+	sleeper := &presence.Session{User: "ann", ID: "s", ExpiresAt: at(7)}
+	for _, tc := range []struct {
+		name string
+		u    presence.User
+	}{
+		{"none", presence.User{Name: "ann"}},
+		{"one", presence.User{Name: "ann", Sessions: []presence.Session{live("a", 30)}}},
+		{"earliest", presence.User{Name: "ann", Sessions: []presence.Session{live("a", 30), live("b", 10), live("c", 20)}}},
+		{"kept as it is", presence.User{Name: "ann", Sessions: []presence.Session{live("a", 30), odd}}},
+		{"dormant only", presence.User{Name: "ann", Dormant: sleeper}},
+		{"dormant first", presence.User{Name: "ann", Sessions: []presence.Session{live("a", 30)}, Dormant: sleeper}},
+		{"live first", presence.User{Name: "ann", Sessions: []presence.Session{live("a", 3)}, Dormant: sleeper}},
+	} {
+		want, wok := tc.u.NextDeadline()
+		if dd, dok := tc.u.DormantDeadline(); dok && (!wok || dd.Before(want)) {
+			want, wok = dd, true
+		}
+		r := pack(tc.u, 1, time.Time{})
+		if got, ok := r.due(); ok != wok || !got.Equal(want) {
+			t.Errorf("%s: due %v %v, want %v %v", tc.name, got, ok, want, wok)
+		}
+	}
+}
