@@ -32,8 +32,12 @@ type Publisher struct {
 	public    func(a presence.Aggregate)
 	privy     Privy
 
-	mu       sync.Mutex
-	views    map[string]view         // what is published now, per user
+	mu sync.Mutex
+	// views are what is published now, per user: a pointer each (a 24-byte
+	// map slot, where a view inline made it 80, and a map holds a third or
+	// more of its slots empty), read by copy under mu (view) and changed in
+	// place (store).
+	views    map[string]*view
 	byStatus map[presence.Status]int // users in views per status, kept with views
 	buf      []byte                  // scratch of Publish's, under mu: the payload
 	packed   []byte                  // and its packed rest
@@ -277,7 +281,7 @@ func New(o Options) *Publisher {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Publisher{broker: o.Broker, prefix: o.Prefix, log: o.Log, published: o.Published, public: o.Public, privy: o.Privy,
-		views: make(map[string]view), byStatus: make(map[presence.Status]int)}
+		views: make(map[string]*view), byStatus: make(map[presence.Status]int)}
 }
 
 // Topic returns the retained topic of user.
@@ -290,7 +294,7 @@ func (p *Publisher) Topic(user string) string { return p.prefix + "/users/" + us
 // and service accounts' subscriptions only.
 func (p *Publisher) Publish(a presence.Aggregate) {
 	p.mu.Lock()
-	old, had := p.views[a.User]
+	old, had := p.view(a.User)
 	if had && old.version >= a.Version {
 		p.mu.Unlock()
 		p.Stats.Old.Add(1)
@@ -322,14 +326,26 @@ func (p *Publisher) Publish(a presence.Aggregate) {
 	}
 }
 
+// view returns a copy of user's view, and whether there is one. Under mu.
+func (p *Publisher) view(user string) (view, bool) {
+	if v := p.views[user]; v != nil {
+		return *v, true
+	}
+	return view{}, false
+}
+
 // store records v as user's view.
 func (p *Publisher) store(user string, v view) {
 	p.mu.Lock()
-	if old, ok := p.views[user]; ok {
+	if old := p.views[user]; old != nil {
 		p.byStatus[old.statusOf()]--
+		*old = v
+	} else {
+		nv := new(view) // not &v: that would move v to the heap on every call
+		*nv = v
+		p.views[user] = nv
 	}
 	p.byStatus[v.statusOf()]++
-	p.views[user] = v
 	p.mu.Unlock()
 }
 
@@ -351,7 +367,7 @@ func (v view) shown() presence.Shown {
 // was one to send.
 func (p *Publisher) Resend(user string, send func(version uint64, topic string, payload []byte) error) bool {
 	p.mu.Lock()
-	v, ok := p.views[user]
+	v, ok := p.view(user)
 	p.mu.Unlock()
 	if !ok {
 		return false
@@ -380,9 +396,9 @@ func (p *Publisher) Snapshots(user string, all bool, fn func(user string, versio
 	if all {
 		out = make([]snap, 0, len(p.views))
 		for u, v := range p.views {
-			out = append(out, snap{u, v})
+			out = append(out, snap{u, *v})
 		}
-	} else if v, ok := p.views[user]; ok {
+	} else if v, ok := p.view(user); ok {
 		out = append(out, snap{user, v})
 	}
 	p.mu.Unlock()
@@ -419,7 +435,7 @@ func (p *Publisher) Forget(before time.Time) int {
 	p.mu.Lock()
 	for u, v := range p.views {
 		if seen, off := v.offline(); off && seen.Before(before) {
-			p.unkeep(u, v)
+			p.unkeep(u, *v)
 			delete(p.views, u)
 			p.byStatus[v.statusOf()]--
 			n++
@@ -435,7 +451,8 @@ func (p *Publisher) Forget(before time.Time) int {
 func (p *Publisher) Shown(user string) presence.Shown {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.views[user].shown()
+	v, _ := p.view(user)
+	return v.shown()
 }
 
 // Current returns what everyone is shown of user (its public view, which
@@ -443,7 +460,7 @@ func (p *Publisher) Shown(user string) presence.Shown {
 func (p *Publisher) Current(user string) (presence.Shown, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v, ok := p.views[user]
+	v, ok := p.view(user)
 	if !ok {
 		return presence.Shown{}, false
 	}
@@ -457,7 +474,7 @@ func (p *Publisher) Current(user string) (presence.Shown, bool) {
 // the events streams': operators see the truth).
 func (p *Publisher) Get(user string) ([]byte, bool) {
 	p.mu.Lock()
-	v, ok := p.views[user]
+	v, ok := p.view(user)
 	p.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -490,7 +507,7 @@ func (p *Publisher) Drop(users []string) {
 	n := 0
 	p.mu.Lock()
 	for _, u := range users {
-		if v, ok := p.views[u]; ok {
+		if v, ok := p.view(u); ok {
 			p.unkeep(u, v)
 			delete(p.views, u)
 			p.byStatus[v.statusOf()]--
