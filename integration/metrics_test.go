@@ -91,9 +91,12 @@ func TestMetrics(t *testing.T) {
 	obs := newObserver(t, n.MQTTAddr(), "presence/users/+")
 	before := scrapeMetrics(t, n.AdminAddr(), "")
 
+	// One after the other: with a store that batches (Redis), two opens
+	// waiting together go in one round trip, observed as op=batch, not as
+	// two op=open; ann is shown online only once her open is done.
 	ann := dial5(t, n.MQTTAddr(), "ann-phone", "ann", withDevice("phone"))
-	bob := dial5(t, n.MQTTAddr(), "bob-laptop", "bob", withDevice("laptop"))
 	obs.waitStatus("ann", presence.Online)
+	bob := dial5(t, n.MQTTAddr(), "bob-laptop", "bob", withDevice("laptop"))
 	obs.waitStatus("bob", presence.Online)
 	if rc := bob.publish(t, "presence/set", `{"status":"busy"}`, 1, false); rc != 0 {
 		t.Fatalf("bob's presence/set: PUBACK %#x", rc)
