@@ -87,7 +87,8 @@ func (t *Tracker) rewrite(stored []presence.StoredSession) int {
 		lost := h.Open && h.Epoch == st.Epoch && h.User == st.User &&
 			(h.Device != st.Device || status != st.Status || h.Text != st.Text)
 		if lost {
-			s.have.device, s.have.status, s.have.text = st.Device, st.Status, st.Text
+			s.have.device, s.have.status = st.Device, st.Status
+			s.setHaveText(st.Text)
 		}
 		s.mu.Unlock()
 		if lost {

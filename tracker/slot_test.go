@@ -221,3 +221,43 @@ func TestTrackerSessionLogOpenedAgain(t *testing.T) {
 		t.Errorf("end: reason %v, want clean", r)
 	}
 }
+
+// A connection with no will, no check-in period, no last sign and no
+// status text keeps no rare part (slotRare: issue 23); setting one makes
+// it, and once none is set the part is dropped again.
+func TestSlotRareFieldsKeptAside(t *testing.T) {
+	var s slot
+	s.setWanted(presence.Wanted{Conn: 1, User: "ann", Device: "phone", Status: presence.Online, Live: true})
+	s.setWritten(presence.Written{Conn: 1, User: "ann", Epoch: 1, Open: true, Device: "phone", Status: presence.Online})
+	if s.rare != nil {
+		t.Fatalf("a plain connection keeps a rare part: %+v", *s.rare)
+	}
+	at := time.Date(2026, 12, 3, 16, 0, 0, 0, time.UTC)
+	words := "bye"
+	s.setRare(func(r *slotRare) { r.lastWords = &words })
+	s.setRare(func(r *slotRare) { r.willDelay = time.Second })
+	s.setRare(func(r *slotRare) { r.expect, r.margin = time.Hour, time.Minute })
+	s.setRare(func(r *slotRare) { r.lastSign = at })
+	s.setText("lunch")
+	w := s.wanted()
+	if w.LastWords != &words || w.WillDelay != time.Second || w.Expect != time.Hour || w.Margin != time.Minute || !w.LastSign.Equal(at) || w.Text != "lunch" {
+		t.Fatalf("rare fields set one by one, wanted %+v", w)
+	}
+	kept := s.rare
+	w.WillDelay = 2 * time.Second
+	s.setWanted(w)
+	if s.rare != kept || s.wanted().WillDelay != 2*time.Second {
+		t.Errorf("setWanted with rare fields did not reuse the rare part, or lost a change")
+	}
+	h := s.written()
+	h.Text = "lunch"
+	s.setWritten(h)
+	s.setWanted(presence.Wanted{Conn: 2, User: "ann", Live: true})
+	if s.rare == nil || s.written().Text != "lunch" || s.wanted().Text != "" {
+		t.Fatalf("setWanted without rare fields lost the written text, or kept the wanted: %+v", s.rare)
+	}
+	s.setHaveText("")
+	if s.rare != nil {
+		t.Errorf("nothing rare is set, yet the slot keeps %+v", *s.rare)
+	}
+}

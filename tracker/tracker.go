@@ -65,6 +65,11 @@ type Tracker struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
+	// scratchHeld is the sum of the workers' scratch.held(), for tests;
+	// linger is scratchLinger (a test's own).
+	scratchHeld atomic.Int64
+	linger      time.Duration
+
 	Stats Stats
 }
 
@@ -90,11 +95,13 @@ type Stats struct {
 
 // slot is one connection's session: what the store should hold
 // (presence.Wanted) and what it was last told (presence.Written), kept in
-// a compact form of their own (wantState, haveState) so that a slot fits
-// Go's 320-byte size class (issue 23; TestSlotIsCompact): their flags and
-// queued share one word, and a wanted session's status and end reason
-// share one field. wanted and written rebuild the presence values (copies,
-// on the stack) for presence's pure functions.
+// a compact form of their own (wantState, haveState, slotRare) so that a
+// slot fits Go's 256-byte size class (issue 23; TestSlotIsCompact): their
+// flags and queued share one word, a wanted session's status and end
+// reason share one field, and what few connections have (a will, a
+// check-in period, a status text …) is kept aside. wanted and written
+// rebuild the presence values (copies, on the stack) for presence's pure
+// functions.
 type slot struct {
 	key  string // the broker's key of the client id (presence.ClientKey): two users' sessions of one id are two slots; never changes
 	mu   sync.Mutex
@@ -102,50 +109,72 @@ type slot struct {
 	log  sessionLog         // the session log's memory (Options.Sessions); under mu
 	want wantState          // under mu, as the rest
 	have haveState
+	rare *slotRare // nil: none of its fields is set (TestSlotRareFieldsKeptAside)
 	// The flags, side by side in one word.
 	live, established, autoIdle bool // want's: presence.Wanted's Live, Established, AutoIdle
 	open                        bool // have's: presence.Written's Open
 	queued                      bool
 }
 
-// wantState is presence.Wanted but its flags (the slot's), with Status
-// and Reason in one field, statusOr: what counts of a session is its own
-// status while its connection lives and its end reason once it ended,
-// never both. Connect sets Reason "" with Live true; only Disconnect sets
-// Reason, and Live false with it; and once Live is false nothing reads
-// Status (Plan.Next writes a status only in an open or an update, of a
-// live connection: TestPlanIgnoresStatusOnceEnded; CheckIdle skips an
-// ended one), so a presence/set that comes after is not kept (setStatus).
+// wantState is presence.Wanted but its flags (the slot's) and its rare
+// fields (slotRare), with Status and Reason in one field, statusOr: what
+// counts of a session is its own status while its connection lives and
+// its end reason once it ended, never both. Connect sets Reason "" with
+// Live true; only Disconnect sets Reason, and Live false with it; and
+// once Live is false nothing reads Status (Plan.Next writes a status only
+// in an open or an update, of a live connection:
+// TestPlanIgnoresStatusOnceEnded; CheckIdle skips an ended one), so a
+// presence/set that comes after is not kept (setStatus).
 type wantState struct {
-	conn           presence.ConnID
-	user           string
-	device         string
-	statusOr       string // Wanted.Status while live; Wanted.Reason once ended
-	text           string
-	lastWords      *string
-	willDelay      time.Duration
-	net            presence.Conn
-	lastSign       time.Time
-	expect, margin time.Duration
+	conn     presence.ConnID
+	user     string
+	device   string
+	statusOr string // Wanted.Status while live; Wanted.Reason once ended
+	net      presence.Conn
 }
 
-// haveState is presence.Written but its Open (the slot's open).
+// haveState is presence.Written but its Open (the slot's open) and its
+// Text (slotRare).
 type haveState struct {
 	conn   presence.ConnID
 	user   string
 	epoch  uint64
 	device string
 	status presence.Status
-	text   string
+}
+
+// slotRare is what few connections have: a will's text or delay, a
+// dormant device's check-in period, a last sign of life (set only as a
+// connection ends), a status text (wanted, and written). Kept aside, so
+// that a slot holds 8 bytes for these 88.
+type slotRare struct {
+	lastWords      *string
+	willDelay      time.Duration
+	expect, margin time.Duration
+	lastSign       time.Time
+	text, haveText string // Wanted.Text, Written.Text
+}
+
+// setRare changes the slot's rare fields with f, making them when there
+// are none, and dropping them when f left none set. s.mu is held.
+func (s *slot) setRare(f func(r *slotRare)) {
+	if s.rare == nil {
+		s.rare = new(slotRare)
+	}
+	f(s.rare)
+	if *s.rare == (slotRare{}) {
+		s.rare = nil
+	}
 }
 
 // wanted returns what the store should hold for the slot. s.mu is held.
 func (s *slot) wanted() presence.Wanted {
 	w := presence.Wanted{
-		Conn: s.want.conn, User: s.want.user, Device: s.want.device, Text: s.want.text,
-		Established: s.established, Live: s.live, AutoIdle: s.autoIdle,
-		LastWords: s.want.lastWords, WillDelay: s.want.willDelay, Net: s.want.net, LastSign: s.want.lastSign,
-		Expect: s.want.expect, Margin: s.want.margin,
+		Conn: s.want.conn, User: s.want.user, Device: s.want.device,
+		Established: s.established, Live: s.live, AutoIdle: s.autoIdle, Net: s.want.net,
+	}
+	if r := s.rare; r != nil {
+		w.Text, w.LastWords, w.WillDelay, w.Expect, w.Margin, w.LastSign = r.text, r.lastWords, r.willDelay, r.expect, r.margin, r.lastSign
 	}
 	if s.live {
 		w.Status = presence.Status(s.want.statusOr)
@@ -159,11 +188,12 @@ func (s *slot) wanted() presence.Wanted {
 // but the Status of one that is not Live, or its Reason if it is (see
 // wantState). s.mu is held.
 func (s *slot) setWanted(w presence.Wanted) {
-	s.want = wantState{
-		conn: w.Conn, user: w.User, device: w.Device, statusOr: string(w.Status), text: w.Text,
-		lastWords: w.LastWords, willDelay: w.WillDelay, net: w.Net, lastSign: w.LastSign,
-		expect: w.Expect, margin: w.Margin,
+	if s.rare != nil || w.Text != "" || w.LastWords != nil || w.WillDelay != 0 || w.Expect != 0 || w.Margin != 0 || !w.LastSign.IsZero() {
+		s.setRare(func(r *slotRare) {
+			r.text, r.lastWords, r.willDelay, r.expect, r.margin, r.lastSign = w.Text, w.LastWords, w.WillDelay, w.Expect, w.Margin, w.LastSign
+		})
 	}
+	s.want = wantState{conn: w.Conn, user: w.User, device: w.Device, statusOr: string(w.Status), net: w.Net}
 	if !w.Live {
 		s.want.statusOr = string(w.Reason)
 	}
@@ -178,18 +208,37 @@ func (s *slot) setStatus(st presence.Status) {
 	}
 }
 
+// setText sets the wanted status text. s.mu is held.
+func (s *slot) setText(text string) {
+	if s.rare != nil || text != "" {
+		s.setRare(func(r *slotRare) { r.text = text })
+	}
+}
+
 // written returns what the store was last told for the slot. s.mu is held.
 func (s *slot) written() presence.Written {
-	return presence.Written{
+	h := presence.Written{
 		Conn: s.have.conn, User: s.have.user, Epoch: s.have.epoch, Open: s.open,
-		Device: s.have.device, Status: s.have.status, Text: s.have.text,
+		Device: s.have.device, Status: s.have.status,
 	}
+	if s.rare != nil {
+		h.Text = s.rare.haveText
+	}
+	return h
 }
 
 // setWritten records h as what the store was last told. s.mu is held.
 func (s *slot) setWritten(h presence.Written) {
-	s.have = haveState{conn: h.Conn, user: h.User, epoch: h.Epoch, device: h.Device, status: h.Status, text: h.Text}
+	s.have = haveState{conn: h.Conn, user: h.User, epoch: h.Epoch, device: h.Device, status: h.Status}
 	s.open = h.Open
+	s.setHaveText(h.Text)
+}
+
+// setHaveText sets the written status text. s.mu is held.
+func (s *slot) setHaveText(text string) {
+	if s.rare != nil || text != "" {
+		s.setRare(func(r *slotRare) { r.haveText = text })
+	}
 }
 
 // clientID returns the session id the store holds and presence shows: the
@@ -276,6 +325,7 @@ func New(store Store, o Options) *Tracker {
 		store: store, plan: presence.Plan{Node: o.Node, TTL: o.TTL}, idle: o.Idle, outage: o.Outage, log: o.Log, observer: o.Observe, sessions: o.Sessions,
 		seed:    maphash.MakeSeed(),
 		retryIn: 200 * time.Millisecond,
+		linger:  scratchLinger,
 		slots:   make(map[string]*slot),
 		accts:   make(map[string]*acct),
 		stop:    make(chan struct{}),
@@ -333,21 +383,53 @@ func (t *Tracker) shard(key string) *queue {
 
 func (t *Tracker) work(q *queue) {
 	defer t.wg.Done()
-	var sc scratch // this worker's own
+	var sc scratch         // this worker's own
+	var linger *time.Timer // armed while sc holds a burst's arrays
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+		t.scratchHeld.Add(-int64(sc.held()))
+	}()
 	for {
+		var drop <-chan time.Time
+		if sc.held() > keepScratch {
+			if linger == nil {
+				linger = time.NewTimer(t.linger)
+			} else {
+				linger.Reset(t.linger)
+			}
+			drop = linger.C
+		}
 		select {
 		case <-t.stop:
 			return
+		case <-drop:
+			// A burst is over: its arrays (up to maxBatch writes,
+			// about 180 KiB) go back to the garbage collector.
+			t.scratchHeld.Add(-int64(sc.held()))
+			sc = scratch{}
+			continue
 		case <-q.signal:
 		}
+		was := sc.held()
 		its := q.take()
 		for len(its) > 0 {
 			n := min(len(its), maxBatch)
 			t.syncItems(its[:n], &sc)
 			its = its[n:]
 		}
+		t.scratchHeld.Add(int64(sc.held() - was))
 	}
 }
+
+// keepScratch is how many writes' arrays a worker keeps between syncs for
+// good; it gives back larger ones, which only a burst makes, once no work
+// came for scratchLinger (Tracker.linger).
+const (
+	keepScratch   = 16
+	scratchLinger = time.Second
+)
 
 // retry puts an item back after a pause, unless the tracker is stopping.
 func (t *Tracker) retry(it item) {
@@ -452,7 +534,7 @@ func (t *Tracker) Set(conn presence.ConnID, id, user string, req presence.SetReq
 			s.setStatus(*req.Status)
 		}
 		if req.Text != nil {
-			s.want.text = *req.Text
+			s.setText(*req.Text)
 		}
 		if req.Device != nil {
 			s.want.device = *req.Device
@@ -542,13 +624,13 @@ func pick[T any](later, earlier *T) *T {
 // LastWords records the text of the connection's will on presence/set,
 // applied when its session ends uncleanly.
 func (t *Tracker) LastWords(conn presence.ConnID, id, text string) {
-	t.change(conn, id, func(s *slot) { s.want.lastWords = &text })
+	t.change(conn, id, func(s *slot) { s.setRare(func(r *slotRare) { r.lastWords = &text }) })
 }
 
 // WillDelay records the MQTT 5 will delay of a connection whose will
 // applies; the end carries it (presence.EndArgs.WillDelay).
 func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
-	t.change(conn, id, func(s *slot) { s.want.willDelay = d })
+	t.change(conn, id, func(s *slot) { s.setRare(func(r *slotRare) { r.willDelay = d }) })
 }
 
 // LastSign records the last sign of life of a connection that is ending
@@ -556,14 +638,14 @@ func (t *Tracker) WillDelay(conn presence.ConnID, id string, d time.Duration) {
 // (presence.EndArgs.LastSign), and the user's last_seen is that time.
 // Call it before Disconnect.
 func (t *Tracker) LastSign(conn presence.ConnID, id string, at time.Time) {
-	t.change(conn, id, func(s *slot) { s.want.lastSign = at })
+	t.change(conn, id, func(s *slot) { s.setRare(func(r *slotRare) { r.lastSign = at }) })
 }
 
 // Expect records the check-in period a connection's device declared, and
 // its margin (presence/dormant.go), before its CONNACK: its session is
 // opened with them.
 func (t *Tracker) Expect(conn presence.ConnID, id string, period, margin time.Duration) {
-	t.change(conn, id, func(s *slot) { s.want.expect, s.want.margin = period, margin })
+	t.change(conn, id, func(s *slot) { s.setRare(func(r *slotRare) { r.expect, r.margin = period, margin }) })
 }
 
 // Disconnect is called when the connection has ended.
@@ -618,6 +700,12 @@ type scratch struct {
 	retry  []bool
 	epochs []uint64
 	errs   []error
+}
+
+// held returns how many syncs' arrays sc holds: the capacity of its
+// largest.
+func (sc *scratch) held() int {
+	return max(cap(sc.slots), cap(sc.ss), cap(sc.idx), cap(sc.ws), cap(sc.retry), cap(sc.epochs), cap(sc.errs))
 }
 
 // grown returns b emptied, with room for n elements.

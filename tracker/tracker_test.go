@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -369,5 +370,44 @@ func TestTrackerIdle(t *testing.T) {
 	}
 	if got := tr.Stats.IdleLeft.Load(); got != 2 {
 		t.Errorf("IdleLeft %d, want 2", got)
+	}
+}
+
+// A worker keeps the arrays of a burst's large batch while work keeps
+// coming, and gives them back once none came for its linger; stopped, it
+// holds none.
+func TestTrackerGivesBackBurstScratch(t *testing.T) {
+	burst := func(tr *Tracker) {
+		t.Helper()
+		for i := range 200 { // before Start: each worker takes ~100 at once
+			id := "dev-" + strconv.Itoa(i)
+			tr.Connect(presence.ConnID(i+1), id, "u"+strconv.Itoa(i), "", nil, presence.Conn{})
+			tr.Established(presence.ConnID(i+1), id)
+		}
+		tr.Start()
+		waitIdle(t, tr)
+	}
+
+	tr, _, _, _ := newTestTracker(t)
+	tr.linger = time.Hour
+	burst(tr)
+	if held := tr.scratchHeld.Load(); held <= keepScratch {
+		t.Fatalf("after a burst of 200 with an hour's linger the workers hold %d writes' arrays, want more than %d", held, keepScratch)
+	}
+	tr.Stop()
+	if held := tr.scratchHeld.Load(); held != 0 {
+		t.Errorf("stopped, the workers hold %d writes' arrays", held)
+	}
+
+	tr, _, _, _ = newTestTracker(t)
+	tr.linger = time.Millisecond
+	burst(tr)
+	defer tr.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for tr.scratchHeld.Load() > int64(keepScratch*len(tr.shards)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the workers still hold %d writes' arrays after the burst", tr.scratchHeld.Load())
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
