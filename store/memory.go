@@ -183,7 +183,7 @@ func (m *Memory) Renew(_ context.Context, refs []presence.SessionRef, ttl time.D
 			stale = append(stale, r)
 			continue
 		}
-		*rec = repack(*rec, u, rec.version, rec.since) // a renewal changes no aggregate
+		*rec = repack(*rec, u, rec.version, rec.since()) // a renewal changes no aggregate
 	}
 	return stale, nil
 }
@@ -225,7 +225,7 @@ func (m *Memory) Forget(before time.Time) int {
 	defer m.mu.Unlock()
 	n := 0
 	for name, r := range m.users {
-		if r.live() == 0 && r.lastSeen.Before(before) && m.get(name).Current.Status == presence.Offline {
+		if r.live() == 0 && r.lastSeen().Before(before) && m.get(name).Current.Status == presence.Offline {
 			delete(m.users, name)
 			m.indexDelete(name)
 			n++

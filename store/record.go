@@ -16,17 +16,20 @@ import (
 //
 // A record is laid out for the user most of a node's users are: online,
 // with no account setting, no recently ended session, no will text and no
-// dormant device. Such a user is a 112-byte record and a 224-byte
+// dormant device. Such a user is an 80-byte record and a 176-byte
 // liveSession per session (a User is 504 bytes and a Session 312, in
 // Go's 320-byte size class); what few users have waits behind more.
+//
+// Its times are walls in Local, as the store's clock gives them: a last
+// seen or since that is not (wallOf) is kept, with the other, in more.
 type record struct {
-	name      string
-	lastEpoch uint64
-	sessions  []liveSession // the live sessions, when each is a liveSession (fits); else more.sessions
-	lastSeen  time.Time
-	version   uint64 // of the last committed aggregate; 0: none
-	since     time.Time
-	more      *recordMore // nil: none of its fields is set
+	name       string
+	lastEpoch  uint64
+	sessions   []liveSession // the live sessions, when each is a liveSession (fits); else more.sessions
+	lastSeenAt wall          // the user's LastSeen, in Local; else more.lastSeen (more.times)
+	version    uint64        // of the last committed aggregate; 0: none
+	sinceAt    wall          // the since of the last commit, in Local; else more.since (more.times)
+	more       *recordMore   // nil: none of its fields is set
 }
 
 // recordMore is what a record holds of few users.
@@ -39,16 +42,64 @@ type recordMore struct {
 	// live sessions does not fit a liveSession. The store's own writes
 	// never make one; kept so that a record never loses what it was given.
 	sessions []presence.Session
+	// times: the record's last seen and since are these, as they are, for
+	// one of them is not a wall in Local (the store's clock never makes
+	// one).
+	times           bool
+	lastSeen, since time.Time
+}
+
+// wall is a time as its Unix nanoseconds (UnixNano), 0 for the zero time;
+// where it is (Local or UTC) is told beside it. It holds every time from
+// 1678 to 2262 but the Unix epoch's first nanosecond, in Local or UTC,
+// without its monotonic clock reading (times compare by wall clock then,
+// as they do read back from Redis).
+type wall int64
+
+// Where a time is, as wallOf tells it.
+const (
+	inNone  = 0 // the zero time: anywhere
+	inLocal = 1
+	inUTC   = 2
+)
+
+// wallOf returns t as a wall, where it is (inNone, inLocal or inUTC), and
+// whether w.time(where == inUTC) gives t back, its monotonic clock reading
+// dropped: t.Round(0) == w.time(...), location included.
+func wallOf(t time.Time) (w wall, where uint8, ok bool) {
+	if t == (time.Time{}) {
+		return 0, inNone, true
+	}
+	t = t.Round(0)
+	where = inLocal
+	if t.Location() == time.UTC {
+		where = inUTC
+	}
+	w = wall(t.UnixNano())                                 // wraps out of range: told by the comparison
+	return w, where, w != 0 && w.time(where == inUTC) == t // == : the location too
+}
+
+// time is w in UTC when utc, else in Local.
+func (w wall) time(utc bool) time.Time {
+	if w == 0 {
+		return time.Time{}
+	}
+	t := time.Unix(0, int64(w)) // in Local
+	if utc {
+		return t.UTC()
+	}
+	return t
 }
 
 // liveSession is a live presence.Session without what the record or its
 // liveness already tells: the user (record.name), and the end's time and
-// reason (zero while it lives); its status and state are codes, and its
-// connection's facts are laid out flat (224 bytes).
+// reason (zero while it lives); its status and state are codes, its times
+// walls in one location (utc), and its connection's facts are laid out
+// flat (176 bytes).
 type liveSession struct {
 	ID, Node, Device, Text            string
 	Epoch                             uint64
-	ConnectedAt, RenewedAt, ExpiresAt time.Time
+	ConnectedAt, RenewedAt, ExpiresAt wall
 	Expect, Margin                    time.Duration
 	// The connection's facts (presence.Conn).
 	username, ip, listener string
@@ -57,6 +108,7 @@ type liveSession struct {
 	protoVer               uint8
 	cleanStart             bool
 	status, state          uint8 // an index in statusCodes and stateCodes
+	utc                    bool  // its times are in UTC; else in Local
 }
 
 // The statuses and states a liveSession holds as codes: those a session
@@ -77,36 +129,49 @@ func codeOf[T comparable](codes []T, v T) (uint8, bool) {
 }
 
 // fits reports whether each of sessions of user is a liveSession without
-// loss.
+// loss (but the monotonic clock readings of its times).
 func fits(user string, sessions []presence.Session) bool {
 	for i := range sessions {
 		s := &sessions[i]
 		_, okStatus := codeOf(statusCodes[:], s.Status)
 		_, okState := codeOf(stateCodes[:], s.State)
+		_, _, _, _, okTimes := walls(s)
 		if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" || !okStatus || !okState ||
-			s.Conn.Port < 0 || s.Conn.Port > math.MaxUint16 {
+			s.Conn.Port < 0 || s.Conn.Port > math.MaxUint16 || !okTimes {
 			return false
 		}
 	}
 	return true
 }
 
+// walls are the times of s as walls, whether they are in UTC (else in
+// Local), and whether they are walls in one location (wallOf).
+func walls(s *presence.Session) (connected, renewed, expires wall, utc, ok bool) {
+	connected, w1, ok1 := wallOf(s.ConnectedAt)
+	renewed, w2, ok2 := wallOf(s.RenewedAt)
+	expires, w3, ok3 := wallOf(s.ExpiresAt)
+	where := w1 | w2 | w3
+	return connected, renewed, expires, where == inUTC, ok1 && ok2 && ok3 && where != inLocal|inUTC
+}
+
 // live is s as a liveSession; s fits.
 func live(s *presence.Session) liveSession {
 	status, _ := codeOf(statusCodes[:], s.Status)
 	state, _ := codeOf(stateCodes[:], s.State)
+	connected, renewed, expires, utc, _ := walls(s)
 	c := &s.Conn
 	return liveSession{ID: s.ID, Node: s.Node, Device: s.Device, Text: s.Text, Epoch: s.Epoch,
-		ConnectedAt: s.ConnectedAt, RenewedAt: s.RenewedAt, ExpiresAt: s.ExpiresAt, Expect: s.Expect, Margin: s.Margin,
+		ConnectedAt: connected, RenewedAt: renewed, ExpiresAt: expires, Expect: s.Expect, Margin: s.Margin,
 		username: c.Username, ip: c.IP, listener: c.Listener, expiry: c.Expiry, keepAlive: c.KeepAlive,
-		port: uint16(c.Port), protoVer: c.ProtoVer, cleanStart: c.CleanStart, status: status, state: state}
+		port: uint16(c.Port), protoVer: c.ProtoVer, cleanStart: c.CleanStart, status: status, state: state, utc: utc}
 }
 
 // session is l as the presence.Session of user.
 func (l *liveSession) session(user string) presence.Session {
 	return presence.Session{User: user, ID: l.ID, Epoch: l.Epoch, Node: l.Node, Device: l.Device,
 		Status: statusCodes[l.status], Text: l.Text, State: stateCodes[l.state],
-		ConnectedAt: l.ConnectedAt, RenewedAt: l.RenewedAt, ExpiresAt: l.ExpiresAt, Expect: l.Expect, Margin: l.Margin,
+		ConnectedAt: l.ConnectedAt.time(l.utc), RenewedAt: l.RenewedAt.time(l.utc), ExpiresAt: l.ExpiresAt.time(l.utc),
+		Expect: l.Expect, Margin: l.Margin,
 		Conn: presence.Conn{Username: l.username, IP: l.ip, Port: int(l.port), Listener: l.listener,
 			ProtoVer: l.protoVer, CleanStart: l.cleanStart, KeepAlive: l.keepAlive, Expiry: l.expiry}}
 }
@@ -120,7 +185,13 @@ func pack(u presence.User, version uint64, since time.Time) record {
 // holds (user copies out of a record), so that a write of a user with the
 // same number of live sessions allocates nothing.
 func repack(was record, u presence.User, version uint64, since time.Time) record {
-	r := record{name: u.Name, lastEpoch: u.LastEpoch, lastSeen: u.LastSeen, version: version, since: since}
+	r := record{name: u.Name, lastEpoch: u.LastEpoch, version: version}
+	seen, seenWhere, okSeen := wallOf(u.LastSeen)
+	began, sinceWhere, okSince := wallOf(since)
+	local := okSeen && okSince && seenWhere != inUTC && sinceWhere != inUTC
+	if local {
+		r.lastSeenAt, r.sinceAt = seen, began
+	}
 	fit := fits(u.Name, u.Sessions)
 	if fit && u.Sessions != nil {
 		if cap(was.sessions) >= len(u.Sessions) && was.sessions != nil {
@@ -133,7 +204,7 @@ func repack(was record, u presence.User, version uint64, since time.Time) record
 		}
 		clear(r.sessions[len(r.sessions):cap(r.sessions)]) // no string of an ended session kept alive
 	}
-	if !fit || u.Account != (presence.Account{}) || u.Ended != nil || u.LastWords != "" || u.Dormant != nil {
+	if !fit || !local || u.Account != (presence.Account{}) || u.Ended != nil || u.LastWords != "" || u.Dormant != nil {
 		r.more = was.more
 		if r.more == nil {
 			r.more = new(recordMore)
@@ -142,8 +213,27 @@ func repack(was record, u presence.User, version uint64, since time.Time) record
 		if !fit {
 			r.more.sessions = u.Sessions
 		}
+		if !local {
+			r.more.times, r.more.lastSeen, r.more.since = true, u.LastSeen, since
+		}
 	}
 	return r
+}
+
+// lastSeen is the LastSeen of r's user.
+func (r *record) lastSeen() time.Time {
+	if r.more != nil && r.more.times {
+		return r.more.lastSeen
+	}
+	return r.lastSeenAt.time(false)
+}
+
+// since is the since of r's last commit.
+func (r *record) since() time.Time {
+	if r.more != nil && r.more.times {
+		return r.more.since
+	}
+	return r.sinceAt.time(false)
 }
 
 // due is when the reaper has something to do for r's user: the earlier of
@@ -157,10 +247,20 @@ func (r *record) due() (time.Time, bool) {
 				d = e
 			}
 		}
-	} else {
-		for i := range r.sessions {
-			if e := r.sessions[i].ExpiresAt; d.IsZero() || e.Before(d) {
-				d = e
+	} else if len(r.sessions) > 0 {
+		// NextDeadline's rule on walls, which order as their times do (the
+		// zero time, before every other, is 0): one time made at the end
+		// (wall.time, inline).
+		f, utc := r.sessions[0].ExpiresAt, r.sessions[0].utc
+		for i := 1; i < len(r.sessions); i++ {
+			if e := r.sessions[i].ExpiresAt; f == 0 || e == 0 || e < f {
+				f, utc = e, r.sessions[i].utc
+			}
+		}
+		if f != 0 {
+			d = time.Unix(0, int64(f))
+			if utc {
+				d = d.UTC()
 			}
 		}
 	}
@@ -183,7 +283,7 @@ func (r record) live() int {
 
 // user is r as a presence.User without its current aggregate.
 func (r record) user() presence.User {
-	u := presence.User{Name: r.name, LastEpoch: r.lastEpoch, LastSeen: r.lastSeen}
+	u := presence.User{Name: r.name, LastEpoch: r.lastEpoch, LastSeen: r.lastSeen()}
 	if r.sessions != nil {
 		u.Sessions = make([]presence.Session, len(r.sessions))
 		for i := range r.sessions {
@@ -209,7 +309,7 @@ func (m *Memory) lookup(name string) (presence.User, bool) {
 	u := r.user()
 	if r.version != 0 {
 		u.Current = presence.Derive(u, m.rules)
-		u.Current.Version, u.Current.Since = r.version, r.since
+		u.Current.Version, u.Current.Since = r.version, r.since()
 	}
 	return u, true
 }
