@@ -182,7 +182,13 @@ func (f *Feed) Take() []Event {
 	defer f.mu.Unlock()
 	evs := f.events
 	f.events, f.spare = f.spare, nil
-	clear(f.users)
+	if len(f.users) > maxSpare {
+		// A burst's map: clear would keep its room for good (about
+		// 30 bytes a user it held).
+		f.users = make(map[string]int)
+	} else {
+		clear(f.users)
+	}
 	f.depth.Store(0)
 	return evs
 }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -107,5 +109,36 @@ func TestFeedRecycle(t *testing.T) {
 	f.Push(ch("eve", 1))
 	if got := f.Take(); cap(got) > maxSpare {
 		t.Fatalf("kept an array of %d", cap(got))
+	}
+}
+
+// After a burst's batch, Take gives the users map back to the garbage
+// collector (clear would keep its room for good); a small batch's map is
+// reused. Coalescing works the same after either.
+func TestFeedDropsBurstIndex(t *testing.T) {
+	f := NewFeed()
+	ch := func(user string, v uint64) Event {
+		return Event{Kind: Changed, Aggregate: presence.Aggregate{User: user, Version: v}}
+	}
+	mapOf := func() uintptr { return reflect.ValueOf(f.users).Pointer() }
+	small := mapOf()
+	f.Push(ch("amy", 1))
+	f.Take()
+	if mapOf() != small {
+		t.Fatal("a small batch's users map was replaced")
+	}
+	for i := range 4 * maxSpare {
+		f.Push(ch("u"+strconv.Itoa(i), 1))
+	}
+	if got := f.Take(); len(got) != 4*maxSpare {
+		t.Fatalf("took %d, want %d", len(got), 4*maxSpare)
+	}
+	if mapOf() == small || len(f.users) != 0 {
+		t.Fatalf("after a burst of %d the feed kept its users map (%d entries)", 4*maxSpare, len(f.users))
+	}
+	f.Push(ch("bob", 1))
+	f.Push(ch("bob", 2))
+	if got := f.Take(); len(got) != 1 || got[0].Aggregate.Version != 2 {
+		t.Fatalf("after the burst, bob's changes did not coalesce: %+v", got)
 	}
 }
