@@ -44,3 +44,20 @@ func TestBucket(t *testing.T) {
 		t.Fatal("took a token from a clock stepping back")
 	}
 }
+
+// A link has no presence/set limiter until its first presence/set, which
+// makes it full (burst tokens); every later call returns the same one.
+func TestLinkSetBucketLazy(t *testing.T) {
+	var l link
+	if l.set.Load() != nil {
+		t.Fatal("a new link has a limiter")
+	}
+	now := time.Date(2026, 12, 3, 17, 0, 0, 0, time.UTC)
+	b := l.setBucket(2)
+	if !b.take(now, 1, 2) || !b.take(now, 1, 2) || b.take(now, 1, 2) {
+		t.Fatal("a new limiter does not hold exactly its burst")
+	}
+	if l.setBucket(2) != b {
+		t.Fatal("a second call made another limiter")
+	}
+}

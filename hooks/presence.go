@@ -187,17 +187,27 @@ type Presence struct {
 }
 
 // link is what the hook keeps of a connection, one per connection: it
-// fits the 80-byte size class (TestLinkIsCompact), the limiter of its
-// refused publishes' logs, rarely needed, being kept aside
-// (Presence.refusals).
+// fits the 48-byte size class (TestLinkIsCompact), the limiter of its
+// refused publishes' logs (Presence.refusals) and of its presence/set
+// rate (set), which few connections need, being kept aside.
 type link struct {
 	conn        presence.ConnID // 0: no user (an observer), or not yet established
 	user        string
-	act         *presence.Activity // nil: activity not recorded
-	set         bucket             // presence/set rate
-	service     bool               // may read all presence
+	act         *presence.Activity     // nil: activity not recorded
+	set         atomic.Pointer[bucket] // presence/set rate; nil until its first presence/set (setBucket)
+	service     bool                   // may read all presence
 	established bool
 	refused     bool // has a limiter in Presence.refusals (under Presence.mu)
+}
+
+// setBucket returns l's presence/set rate limiter, made full (burst
+// tokens) at its first use.
+func (l *link) setBucket(burst int) *bucket {
+	if b := l.set.Load(); b != nil {
+		return b
+	}
+	l.set.CompareAndSwap(nil, &bucket{tokens: float64(burst)})
+	return l.set.Load()
 }
 
 // userConns holds the connections of each user, oldest first. Most users
@@ -362,7 +372,7 @@ func (h *Presence) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		delete(h.refusals, old)
 		old.refused = false
 	}
-	h.links[cl] = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
+	h.links[cl] = new(link)
 	h.mu.Unlock()
 	return nil
 }
@@ -410,7 +420,7 @@ func (h *Presence) OnSessionEstablish(cl *mqtt.Client, pk packets.Packet) {
 	h.mu.Lock()
 	l := h.links[cl]
 	if l == nil { // OnConnect did not run (a test, or a hook that skips it)
-		l = &link{set: bucket{tokens: float64(h.o.SetBurst)}}
+		l = new(link)
 		h.links[cl] = l
 	}
 	l.service = service
@@ -793,7 +803,7 @@ func (h *Presence) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 		return h.refuse(cl, pk, packets.ErrPayloadFormatInvalid)
 	}
 	back := l.act != nil && l.act.Touch(h.o.Now()) // the session was auto-idle
-	if h.o.SetRate > 0 && !l.set.take(h.o.Now(), float64(h.o.SetRate), float64(h.o.SetBurst)) {
+	if h.o.SetRate > 0 && !l.setBucket(h.o.SetBurst).take(h.o.Now(), float64(h.o.SetRate), float64(h.o.SetBurst)) {
 		if back {
 			h.o.Tracker.Active(l.conn, cl.ID) // activity all the same
 		}
