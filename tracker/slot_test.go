@@ -261,3 +261,26 @@ func TestSlotRareFieldsKeptAside(t *testing.T) {
 		t.Errorf("nothing rare is set, yet the slot keeps %+v", *s.rare)
 	}
 }
+
+// A listener with no code (names' table full) is kept whole in the rare
+// part, and the slot gives back what it was given.
+func TestSlotListenerWithoutCode(t *testing.T) {
+	was := listenerCode
+	t.Cleanup(func() { listenerCode = was })
+	listenerCode = func(string) (uint8, bool) { return 0, false }
+	w := presence.Wanted{Conn: 1, User: "ann", Live: true, Status: presence.Online,
+		Net: presence.Conn{Username: "ann", IP: "10.0.0.2", Port: 8883, Listener: "tls-eu", ProtoVer: 5, KeepAlive: 30}}
+	var s slot
+	s.setWanted(w)
+	if got := s.wanted(); !reflect.DeepEqual(got, w) {
+		t.Fatalf("wanted %+v, kept %+v", w, got)
+	}
+	if s.rare == nil || s.rare.listener != "tls-eu" {
+		t.Fatalf("the listener without a code is not in the rare part: %+v", s.rare)
+	}
+	listenerCode = was
+	s.setWanted(w)
+	if s.rare != nil || s.wanted().Net.Listener != "tls-eu" {
+		t.Fatalf("with a code, the slot keeps a rare part %+v, or lost the listener", s.rare)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"log/slog"
 
+	"github.com/presenced/presenced/internal/names"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -96,7 +97,7 @@ type Stats struct {
 // slot is one connection's session: what the store should hold
 // (presence.Wanted) and what it was last told (presence.Written), kept in
 // a compact form of their own (wantState, haveState, slotRare) so that a
-// slot fits Go's 256-byte size class (issue 23; TestSlotIsCompact): their
+// slot fits Go's 224-byte size class (issue 23; TestSlotIsCompact): their
 // flags and queued share one word, a wanted session's status and end
 // reason share one field, and what few connections have (a will, a
 // check-in period, a status text …) is kept aside. wanted and written
@@ -110,10 +111,13 @@ type slot struct {
 	want wantState          // under mu, as the rest
 	have haveState
 	rare *slotRare // nil: none of its fields is set (TestSlotRareFieldsKeptAside)
-	// The flags, side by side in one word.
+	// The flags, side by side in one word, and the wanted connection's
+	// listener as a code (names.Code; 0 with a listener that has none,
+	// kept in rare).
 	live, established, autoIdle bool // want's: presence.Wanted's Live, Established, AutoIdle
 	open                        bool // have's: presence.Written's Open
 	queued                      bool
+	listener                    uint8
 }
 
 // wantState is presence.Wanted but its flags (the slot's) and its rare
@@ -130,7 +134,17 @@ type wantState struct {
 	user     string
 	device   string
 	statusOr string // Wanted.Status while live; Wanted.Reason once ended
-	net      presence.Conn
+	net      netFacts
+}
+
+// netFacts is presence.Conn but its Listener (the slot's listener).
+type netFacts struct {
+	username, ip string
+	port         int
+	expiry       uint32
+	keepAlive    uint16
+	protoVer     uint8
+	cleanStart   bool
 }
 
 // haveState is presence.Written but its Open (the slot's open) and its
@@ -145,14 +159,16 @@ type haveState struct {
 
 // slotRare is what few connections have: a will's text or delay, a
 // dormant device's check-in period, a last sign of life (set only as a
-// connection ends), a status text (wanted, and written). Kept aside, so
-// that a slot holds 8 bytes for these 88.
+// connection ends), a status text (wanted, and written), a listener
+// without a code (names.Code). Kept aside, so
+// that a slot holds 8 bytes for these 104.
 type slotRare struct {
 	lastWords      *string
 	willDelay      time.Duration
 	expect, margin time.Duration
 	lastSign       time.Time
 	text, haveText string // Wanted.Text, Written.Text
+	listener       string // Wanted.Net.Listener, when it has no code
 }
 
 // setRare changes the slot's rare fields with f, making them when there
@@ -169,12 +185,18 @@ func (s *slot) setRare(f func(r *slotRare)) {
 
 // wanted returns what the store should hold for the slot. s.mu is held.
 func (s *slot) wanted() presence.Wanted {
+	n := &s.want.net
 	w := presence.Wanted{
 		Conn: s.want.conn, User: s.want.user, Device: s.want.device,
-		Established: s.established, Live: s.live, AutoIdle: s.autoIdle, Net: s.want.net,
+		Established: s.established, Live: s.live, AutoIdle: s.autoIdle,
+		Net: presence.Conn{Username: n.username, IP: n.ip, Port: n.port, Listener: names.Name(s.listener),
+			ProtoVer: n.protoVer, CleanStart: n.cleanStart, KeepAlive: n.keepAlive, Expiry: n.expiry},
 	}
 	if r := s.rare; r != nil {
 		w.Text, w.LastWords, w.WillDelay, w.Expect, w.Margin, w.LastSign = r.text, r.lastWords, r.willDelay, r.expect, r.margin, r.lastSign
+		if r.listener != "" {
+			w.Net.Listener = r.listener
+		}
 	}
 	if s.live {
 		w.Status = presence.Status(s.want.statusOr)
@@ -184,16 +206,28 @@ func (s *slot) wanted() presence.Wanted {
 	return w
 }
 
+// listenerCode gives a listener its code (names.Code; a test's own).
+var listenerCode = names.Code
+
 // setWanted makes w what the store should hold for the slot: all of it
 // but the Status of one that is not Live, or its Reason if it is (see
 // wantState). s.mu is held.
 func (s *slot) setWanted(w presence.Wanted) {
-	if s.rare != nil || w.Text != "" || w.LastWords != nil || w.WillDelay != 0 || w.Expect != 0 || w.Margin != 0 || !w.LastSign.IsZero() {
+	code, coded := listenerCode(w.Net.Listener)
+	listener := "" // kept in rare: one without a code
+	if !coded {
+		listener = w.Net.Listener
+	}
+	if s.rare != nil || w.Text != "" || w.LastWords != nil || w.WillDelay != 0 || w.Expect != 0 || w.Margin != 0 || !w.LastSign.IsZero() || listener != "" {
 		s.setRare(func(r *slotRare) {
 			r.text, r.lastWords, r.willDelay, r.expect, r.margin, r.lastSign = w.Text, w.LastWords, w.WillDelay, w.Expect, w.Margin, w.LastSign
+			r.listener = listener
 		})
 	}
-	s.want = wantState{conn: w.Conn, user: w.User, device: w.Device, statusOr: string(w.Status), net: w.Net}
+	n := &w.Net
+	s.want = wantState{conn: w.Conn, user: w.User, device: w.Device, statusOr: string(w.Status),
+		net: netFacts{username: n.Username, ip: n.IP, port: n.Port, expiry: n.Expiry, keepAlive: n.KeepAlive, protoVer: n.ProtoVer, cleanStart: n.CleanStart}}
+	s.listener = code
 	if !w.Live {
 		s.want.statusOr = string(w.Reason)
 	}
