@@ -56,8 +56,8 @@ func listPackages(t *testing.T) []goPackage {
 var floorPlan = map[string][]string{
 	"presence":          {},
 	"roster":            {"presence"},
-	"store":             {"presence", "roster"},
-	"tracker":           {"presence"},
+	"store":             {"presence", "roster", "internal/names"},
+	"tracker":           {"presence", "internal/names"},
 	"publisher":         {"presence"},
 	"groups":            {"presence", "roster", "store"},
 	"nodes":             {"presence"},
@@ -76,6 +76,7 @@ var floorPlan = map[string][]string{
 	"acl":               {},
 	"internal/wire":     {},
 	"internal/filter":   {},
+	"internal/names":    {},
 	"internal/testkit":  {"presence"},
 	"schema":            {},
 	"bench/result":      {},

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	namecodes "github.com/presenced/presenced/internal/names" // names is a helper of the package's tests (list_test.go)
 	"github.com/presenced/presenced/presence"
 )
 
@@ -16,7 +17,7 @@ import (
 //
 // A record is laid out for the user most of a node's users are: online,
 // with no account setting, no recently ended session, no will text and no
-// dormant device. Such a user is an 80-byte record and a 176-byte
+// dormant device. Such a user is an 80-byte record and a 144-byte
 // liveSession per session (a User is 504 bytes and a Session 312, in
 // Go's 320-byte size class); what few users have waits behind more.
 //
@@ -93,23 +94,30 @@ func (w wall) time(utc bool) time.Time {
 
 // liveSession is a live presence.Session without what the record or its
 // liveness already tells: the user (record.name), and the end's time and
-// reason (zero while it lives); its status and state are codes, its times
-// walls in one location (utc), and its connection's facts are laid out
-// flat (176 bytes).
+// reason (zero while it lives); its status and state are codes, its node
+// and its connection's listener the process's codes of those names
+// (names.Code), its times walls in one location (utc), and its
+// connection's facts are laid out flat (144 bytes).
 type liveSession struct {
-	ID, Node, Device, Text            string
+	ID, Device, Text                  string
 	Epoch                             uint64
 	ConnectedAt, RenewedAt, ExpiresAt wall
 	Expect, Margin                    time.Duration
 	// The connection's facts (presence.Conn).
-	username, ip, listener string
-	expiry                 uint32
-	keepAlive, port        uint16
-	protoVer               uint8
-	cleanStart             bool
-	status, state          uint8 // an index in statusCodes and stateCodes
-	utc                    bool  // its times are in UTC; else in Local
+	username, ip    string
+	expiry          uint32
+	keepAlive, port uint16
+	protoVer        uint8
+	cleanStart      bool
+	status, state   uint8 // an index in statusCodes and stateCodes
+	utc             bool  // its times are in UTC; else in Local
+	node, listener  uint8 // the codes (names.Code) of its Node and its connection's Listener
 }
+
+// nameCode gives a name its code in the process's table, and tells
+// whether it has one (names.Code): a variable so that a test can see the
+// table full.
+var nameCode = namecodes.Code
 
 // The statuses and states a liveSession holds as codes: those a session
 // has ("" included, as a record gives back what it was given).
@@ -129,15 +137,10 @@ func codeOf[T comparable](codes []T, v T) (uint8, bool) {
 }
 
 // fits reports whether each of sessions of user is a liveSession without
-// loss (but the monotonic clock readings of its times).
+// loss (but the monotonic clock readings of its times): live.
 func fits(user string, sessions []presence.Session) bool {
 	for i := range sessions {
-		s := &sessions[i]
-		_, okStatus := codeOf(statusCodes[:], s.Status)
-		_, okState := codeOf(stateCodes[:], s.State)
-		_, _, _, _, okTimes := walls(s)
-		if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" || !okStatus || !okState ||
-			s.Conn.Port < 0 || s.Conn.Port > math.MaxUint16 || !okTimes {
+		if _, ok := live(user, &sessions[i]); !ok {
 			return false
 		}
 	}
@@ -154,25 +157,40 @@ func walls(s *presence.Session) (connected, renewed, expires wall, utc, ok bool)
 	return connected, renewed, expires, where == inUTC, ok1 && ok2 && ok3 && where != inLocal|inUTC
 }
 
-// live is s as a liveSession; s fits.
-func live(s *presence.Session) liveSession {
-	status, _ := codeOf(statusCodes[:], s.Status)
-	state, _ := codeOf(stateCodes[:], s.State)
-	connected, renewed, expires, utc, _ := walls(s)
+// live returns s, a session of user, as a liveSession, and whether that
+// is without loss (but the monotonic clock readings of its times), which
+// session tells back: a session of another user, an ended one, a status,
+// state, port or time a liveSession cannot hold, or a node or listener
+// without a code (the table full: nameCode) is not. It gives its node and
+// listener codes (nameCode), once each.
+func live(user string, s *presence.Session) (liveSession, bool) {
+	status, okStatus := codeOf(statusCodes[:], s.Status)
+	state, okState := codeOf(stateCodes[:], s.State)
+	connected, renewed, expires, utc, okTimes := walls(s)
 	c := &s.Conn
-	return liveSession{ID: s.ID, Node: s.Node, Device: s.Device, Text: s.Text, Epoch: s.Epoch,
+	if s.User != user || s.EndedAt != (time.Time{}) || s.EndReason != "" || !okStatus || !okState ||
+		c.Port < 0 || c.Port > math.MaxUint16 || !okTimes {
+		return liveSession{}, false
+	}
+	node, okNode := nameCode(s.Node)
+	listener, okListener := nameCode(c.Listener)
+	if !okNode || !okListener {
+		return liveSession{}, false
+	}
+	return liveSession{ID: s.ID, Device: s.Device, Text: s.Text, Epoch: s.Epoch,
 		ConnectedAt: connected, RenewedAt: renewed, ExpiresAt: expires, Expect: s.Expect, Margin: s.Margin,
-		username: c.Username, ip: c.IP, listener: c.Listener, expiry: c.Expiry, keepAlive: c.KeepAlive,
-		port: uint16(c.Port), protoVer: c.ProtoVer, cleanStart: c.CleanStart, status: status, state: state, utc: utc}
+		username: c.Username, ip: c.IP, expiry: c.Expiry, keepAlive: c.KeepAlive,
+		port: uint16(c.Port), protoVer: c.ProtoVer, cleanStart: c.CleanStart, status: status, state: state, utc: utc,
+		node: node, listener: listener}, true
 }
 
 // session is l as the presence.Session of user.
 func (l *liveSession) session(user string) presence.Session {
-	return presence.Session{User: user, ID: l.ID, Epoch: l.Epoch, Node: l.Node, Device: l.Device,
+	return presence.Session{User: user, ID: l.ID, Epoch: l.Epoch, Node: namecodes.Name(l.node), Device: l.Device,
 		Status: statusCodes[l.status], Text: l.Text, State: stateCodes[l.state],
 		ConnectedAt: l.ConnectedAt.time(l.utc), RenewedAt: l.RenewedAt.time(l.utc), ExpiresAt: l.ExpiresAt.time(l.utc),
 		Expect: l.Expect, Margin: l.Margin,
-		Conn: presence.Conn{Username: l.username, IP: l.ip, Port: int(l.port), Listener: l.listener,
+		Conn: presence.Conn{Username: l.username, IP: l.ip, Port: int(l.port), Listener: namecodes.Name(l.listener),
 			ProtoVer: l.protoVer, CleanStart: l.cleanStart, KeepAlive: l.keepAlive, Expiry: l.expiry}}
 }
 
@@ -192,17 +210,27 @@ func repack(was record, u presence.User, version uint64, since time.Time) record
 	if local {
 		r.lastSeenAt, r.sinceAt = seen, began
 	}
-	fit := fits(u.Name, u.Sessions)
-	if fit && u.Sessions != nil {
+	// Each session is tested and made a liveSession at once (live, the
+	// test fits makes), so that its node and listener are looked up once:
+	// the first that does not fit (rare: the store's own writes make none
+	// but when the table of names is full) drops what was made, which
+	// nothing else holds.
+	fit := true
+	if u.Sessions != nil {
 		if cap(was.sessions) >= len(u.Sessions) && was.sessions != nil {
 			r.sessions = was.sessions[:len(u.Sessions)]
 		} else {
 			r.sessions = make([]liveSession, len(u.Sessions))
 		}
 		for i := range u.Sessions {
-			r.sessions[i] = live(&u.Sessions[i])
+			if r.sessions[i], fit = live(u.Name, &u.Sessions[i]); !fit {
+				r.sessions = nil
+				break
+			}
 		}
-		clear(r.sessions[len(r.sessions):cap(r.sessions)]) // no string of an ended session kept alive
+		if fit {
+			clear(r.sessions[len(r.sessions):cap(r.sessions)]) // no string of an ended session kept alive
+		}
 	}
 	if !fit || !local || u.Account != (presence.Account{}) || u.Ended != nil || u.LastWords != "" || u.Dormant != nil {
 		r.more = was.more

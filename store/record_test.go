@@ -84,8 +84,9 @@ func fill(t *testing.T, v reflect.Value, n int) {
 // TestRecordLiveSessions: the live sessions the store itself makes (its
 // user's, not ended) are held as liveSessions, and every other field of a
 // Session comes back from one: a field added to Session and not to
-// liveSession fails here. A record of a user with nothing but live
-// sessions points to nothing more. (Its last seen and since are in Local,
+// liveSession fails here (its node and listener come back from their codes,
+// names.Name). A record of a user with nothing but live sessions points to
+// nothing more. (Its last seen and since are in Local,
 // as the store's clock makes them: in UTC they wait in more,
 // TestRecordTimesElsewhere.)
 func TestRecordLiveSessions(t *testing.T) {
@@ -102,6 +103,9 @@ func TestRecordLiveSessions(t *testing.T) {
 	u.Sessions[0].ConnectedAt = u.Sessions[0].ConnectedAt.Local() // fill makes UTC times: a session in each location
 	u.Sessions[0].RenewedAt = u.Sessions[0].RenewedAt.Local()
 	u.Sessions[0].ExpiresAt = u.Sessions[0].ExpiresAt.Local()
+	if !fits(u.Name, u.Sessions) {
+		t.Fatal("ann's live sessions do not fit")
+	}
 	r := pack(u, 3, time.Unix(1_700_000_001, 0))
 	if len(r.sessions) != 2 || r.more != nil {
 		t.Fatalf("held as %d liveSessions, more %+v; want 2 and nothing more", len(r.sessions), r.more)
@@ -133,7 +137,7 @@ func TestRecordLiveSessions(t *testing.T) {
 		v.Sessions = append([]presence.Session(nil), u.Sessions...)
 		odd(&v.Sessions[1])
 		r := pack(v, 3, time.Time{})
-		if r.sessions != nil || r.more == nil || r.live() != 2 {
+		if r.sessions != nil || r.more == nil || r.live() != 2 || fits(v.Name, v.Sessions) {
 			t.Fatalf("a session that does not fit: liveSessions %d, more %v, live %d", len(r.sessions), r.more != nil, r.live())
 		}
 		if got := r.user(); !reflect.DeepEqual(got, v) {
@@ -150,14 +154,88 @@ func TestRecordLiveSessions(t *testing.T) {
 }
 
 // TestRecordSizes pins the layout TestMemoryBytesPerSession measures: a
-// record in Go's 80-byte size class and a liveSession in the 176-byte
-// one (112 and 224 while they held their times as time.Times).
+// record in Go's 80-byte size class and a liveSession in the 144-byte
+// one (176 while it held its node and listener as strings; 112 and 224
+// while they held their times as time.Times).
 func TestRecordSizes(t *testing.T) {
 	if n := unsafe.Sizeof(record{}); n > 80 {
 		t.Errorf("record is %d bytes, want at most 80", n)
 	}
-	if n := unsafe.Sizeof(liveSession{}); n > 176 {
-		t.Errorf("liveSession is %d bytes, want at most 176", n)
+	if n := unsafe.Sizeof(liveSession{}); n > 144 {
+		t.Errorf("liveSession is %d bytes, want at most 144", n)
+	}
+}
+
+// TestRecordNamesWithoutCode: a session whose node or listener gets no
+// code (the process's table of names full: nameCode says no) is kept as
+// it is (recordMore.sessions), losing nothing, whether its record held
+// liveSessions before or not; once they have codes again, a write holds
+// it as liveSessions. A write asks nameCode once per name of a session.
+// Not parallel: it swaps nameCode, which the package's other tests use (a
+// full table cannot be made without them seeing it full).
+func TestRecordNamesWithoutCode(t *testing.T) {
+	code := nameCode
+	t.Cleanup(func() { nameCode = code })
+	at := time.Unix(1_700_000_000, 0)
+	session := func(id, node, listener string) presence.Session {
+		return presence.Session{User: "ann", ID: id, Epoch: 1, Node: node, Device: "phone", Status: presence.Online, State: presence.Active,
+			ConnectedAt: at, RenewedAt: at, ExpiresAt: at.Add(time.Minute),
+			Conn: presence.Conn{Username: "ann", IP: "10.0.0.1", Port: 1883, Listener: listener, ProtoVer: 5, KeepAlive: 30}}
+	}
+	u := presence.User{Name: "ann", LastEpoch: 2, LastSeen: at, Sessions: []presence.Session{
+		session("a", "node-a", "tcp"), session("b", "node-b", "ws")}}
+	for _, tc := range []struct {
+		name   string
+		refuse func(string) bool
+	}{
+		{"a node", func(n string) bool { return n == "node-b" }},
+		{"a listener", func(n string) bool { return n == "ws" }},
+		{"the first session's", func(n string) bool { return n == "node-a" }},
+		{"every name", func(string) bool { return true }},
+	} {
+		calls := 0
+		full := func(name string) (uint8, bool) {
+			calls++
+			if tc.refuse(name) {
+				return 0, false
+			}
+			return code(name)
+		}
+		check := func(how string, r record, fit bool) {
+			t.Helper()
+			if held := r.sessions != nil && r.more == nil; held != fit || r.live() != 2 ||
+				!fit && (r.more == nil || !reflect.DeepEqual(r.more.sessions, u.Sessions)) {
+				t.Fatalf("%s, %s: liveSessions %d, more %+v, live %d; want held as liveSessions %v",
+					tc.name, how, len(r.sessions), r.more, r.live(), fit)
+			}
+			if got := r.user(); !reflect.DeepEqual(got, u) {
+				t.Fatalf("%s, %s: read back\n%+v\nwant\n%+v", tc.name, how, got, u)
+			}
+			if d, ok := r.due(); !ok || d != at.Add(time.Minute) {
+				t.Fatalf("%s, %s: due %v %v, want %v", tc.name, how, d, ok, at.Add(time.Minute))
+			}
+		}
+		nameCode = full
+		check("packed", pack(u, 1, at), false)
+		if fits(u.Name, u.Sessions) {
+			t.Fatalf("%s: fits, want not", tc.name)
+		}
+		nameCode = code
+		r := pack(u, 1, at)
+		check("packed with codes", r, true)
+		nameCode = full
+		r = repack(r, u, 2, at)
+		check("repacked", r, false)
+		nameCode = code
+		r = repack(r, u, 3, at)
+		check("repacked with codes", r, true)
+		nameCode = func(name string) (uint8, bool) { calls++; return code(name) }
+		calls = 0
+		r = repack(r, u, 4, at)
+		check("repacked again", r, true)
+		if calls != 2*len(u.Sessions) {
+			t.Errorf("%s: a write of %d sessions asked nameCode %d times, want %d", tc.name, len(u.Sessions), calls, 2*len(u.Sessions))
+		}
 	}
 }
 
