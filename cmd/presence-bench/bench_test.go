@@ -293,3 +293,24 @@ func TestCommandLine(t *testing.T) {
 		t.Fatalf("command %q", got)
 	}
 }
+
+// A redis-server started on a port another server took first is refused,
+// not mistaken for ours (INFO server's process_id), and startRedis tries
+// another port.
+func TestLaunchRedisChecksWhoAnswers(t *testing.T) {
+	bin := mustFind(t, "redis-server", "/usr/bin/redis-server")
+	theirs, err := startRedis(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer theirs.stop()
+	if pid, err := theirs.pid(); err != nil || pid != theirs.cmd.Process.Pid {
+		t.Fatalf("startRedis's server reports process %d (%v), started %d", pid, err, theirs.cmd.Process.Pid)
+	}
+	r, out, err := launchRedis(bin, t.TempDir(), theirs.port)
+	if err == nil {
+		r.stop()
+		t.Fatalf("a redis-server on a taken port (%d) was taken for started", theirs.port)
+	}
+	t.Logf("refused as it should be: %v (%s)", err, strings.TrimSpace(out))
+}

@@ -508,15 +508,20 @@ type redisServer struct {
 func (r *redisServer) addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
 
 func startRedis(path string) (*redisServer, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	var errs []string
+	for try := 0; try < 5; try++ { // another process may take the port first (launchRedis)
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		r, out, err := launchRedis(path, os.TempDir(), port)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("port %d: %v; output: %s", port, err, out))
+			continue
+		}
+		return r, nil
 	}
-	r, out, err := launchRedis(path, os.TempDir(), port)
-	if err != nil {
-		return nil, fmt.Errorf("redis-server did not listen: %w; output: %s", err, out)
-	}
-	return r, nil
+	return nil, fmt.Errorf("redis-server did not listen: %s", strings.Join(errs, "; "))
 }
 
 // launchRedis starts redis-server on port of 127.0.0.1 without
@@ -539,7 +544,32 @@ func launchRedis(path, dir string, port int, args ...string) (*redisServer, stri
 		_ = cmd.Process.Kill()
 		return nil, out.String(), err
 	}
+	// Who answers: another process (a parallel test's server) may have
+	// taken the port between freePort and the start, ours then failing to
+	// bind while theirs answers (a cluster node of theirs refused
+	// ADDSLOTSRANGE: "Slot … is already busy").
+	if pid, err := r.pid(); err != nil || pid != cmd.Process.Pid {
+		r.stop()
+		if err == nil {
+			err = fmt.Errorf("port %d answered by process %d, not the redis-server started (%d)", port, pid, cmd.Process.Pid)
+		}
+		return nil, out.String(), err
+	}
 	return r, "", nil
+}
+
+// pid returns the process_id the server at r's port reports (INFO server).
+func (r *redisServer) pid() (int, error) {
+	body, err := r.info("server")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(body, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "process_id:"); ok {
+			return strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return 0, errors.New("INFO server: no process_id")
 }
 
 func (r *redisServer) stop() {
