@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -117,18 +115,7 @@ func BenchmarkRedisScriptsAB(b *testing.B) {
 		for _, u := range users(useB) {
 			op(u, useB)
 		}
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, stats, _ := strings.Cut(info, "cmdstat_evalsha:")
-		_, usec, _ := strings.Cut(stats, "usec=")
-		usec, _, _ = strings.Cut(usec, ",")
-		n, err := strconv.ParseFloat(usec, 64)
-		if err != nil {
-			b.Fatalf("commandstats: %v in %q", err, info)
-		}
-		return n / abUsers
+		return evalshaMicros(ctx, b, c) / abUsers
 	}
 	d := map[string][]float64{}
 	b.ResetTimer()
