@@ -29,7 +29,7 @@ import (
 // A's.
 //
 //	mkdir /tmp/b && for f in common open update end; do git show REV:store/lua/$f.lua > /tmp/b/$f.lua; done
-//	PRESENCED_LUA_B=/tmp/b go test -run '^$' -bench RedisScriptsAB -benchtime 40x ./store/
+//	PRESENCED_LUA_B=/tmp/b go test -run '^$' -bench RedisScriptsAB -benchtime 30x ./store/
 func BenchmarkRedisScriptsAB(b *testing.B) {
 	dir := os.Getenv("PRESENCED_LUA_B")
 	if dir == "" {
