@@ -69,9 +69,12 @@ func (s *Stage) leadLoop() {
 			s.keepLease(ctx, &l, now, ttl)
 		}
 		if !l.leading {
-			l.gen = 0
+			l.gen, l.led = 0, 0
 		} else {
-			if gen := s.index.Gen(); gen != l.gen || !s.leading.Load() {
+			// The generation is read before lead reads the roster: a change
+			// in between (leadOnce may reconcile with it) is told next look.
+			if gen := s.index.Gen(); gen != l.led || !s.leading.Load() {
+				l.led = gen
 				s.lead(true) // the members may have changed: the interest follows
 			}
 			l.gen = s.leadOnce(ttl/3, l.gen)
@@ -89,7 +92,7 @@ func (s *Stage) nextLook(l *leader, ttl time.Duration) time.Duration {
 	if !l.leading {
 		return wait
 	}
-	if l.gen != s.index.Gen() {
+	if gen := s.index.Gen(); l.gen != gen || l.led != gen {
 		return leadTick
 	}
 	if d, pending := s.board.Due(); pending {
@@ -102,6 +105,7 @@ func (s *Stage) nextLook(l *leader, ttl time.Duration) time.Duration {
 type leader struct {
 	leading          bool
 	gen              uint64    // the roster's generation the board was last reconciled with
+	led              uint64    // the roster's generation the interest was last told the members of (lead)
 	leaseAt, triedAt time.Time // the lease last taken or kept; the last try
 }
 
