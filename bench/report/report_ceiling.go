@@ -85,7 +85,14 @@ func CeilingCompare(f result.File) *result.CeilingCompare {
 				ratios[sys] = rr
 			}
 			if mc := mochi.Metrics.ChangesPerSec; mc > 0 {
-				rr.ceiling = append(rr.ceiling, 100*r.Metrics.ChangesPerSec/mc)
+				pct := 100 * r.Metrics.ChangesPerSec / mc
+				rr.ceiling = append(rr.ceiling, pct)
+				stolen, a := r.Extra["machine_stolen"]
+				mochiStolen, b := mochi.Extra["machine_stolen"]
+				if a && b { // runs made before the steal was read have none
+					out.ByRound = append(out.ByRound, result.CeilingRound{Round: round, System: sys, CeilingPct: round1(pct),
+						Stolen: stolen, MochiStolen: mochiStolen})
+				}
 			}
 			if !ok {
 				continue
@@ -112,6 +119,9 @@ func CeilingCompare(f result.File) *result.CeilingCompare {
 			CPUUsPerChange: r.Extra["cpu_us_per_change_at_ceiling"], RedisCPUUs: r.Extra["redis_cpu_us_per_change_at_ceiling"],
 			LoadCPUUs: r.Extra["load_cpu_us_per_change_at_ceiling"], LoadShare: r.Extra["load_share_at_ceiling"],
 			MachineBusy: r.Extra["machine_busy_at_ceiling"]}
+		if v, ok := r.Extra["machine_stolen_at_ceiling"]; ok {
+			s.MachineStolen = &v
+		}
 		if r.Metrics.Latency != nil {
 			s.P99Ms = r.Metrics.Latency.P99
 		}
@@ -228,8 +238,8 @@ func writeCeilingCompare(b *bytes.Buffer, f result.File) {
 		"Figures are the medians of the rounds; the ratios are taken round by round, both systems of the same round. " +
 		"CPU per change is user + system time from `/proc/<pid>/stat` over a step and its convergence, divided by the changes made. " +
 		"The common rate is the highest rate offered that every system of the round sustained.\n\n")
-	b.WriteString("| system | ceiling (changes/s, p99 ≤ 50 ms) | p99 (ms) | broker µs/change | redis-server µs/change | generator µs/change | generator's share of the machine | machine busy | common rate (changes/s) | broker µs/change there | redis-server µs/change there | generator µs/change there |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| system | ceiling (changes/s, p99 ≤ 50 ms) | p99 (ms) | broker µs/change | redis-server µs/change | generator µs/change | generator's share of the machine | machine busy | stolen by the hypervisor | common rate (changes/s) | broker µs/change there | redis-server µs/change there | generator µs/change there |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	opt := func(v float64) string {
 		if v == 0 {
 			return "–"
@@ -242,9 +252,15 @@ func writeCeilingCompare(b *bytes.Buffer, f result.File) {
 		}
 		return fmtPct(100*v) + " %"
 	}
+	stolen := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return pct0(*v)
+	}
 	for _, s := range c.Systems {
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(s.System),
-			opt(s.CeilingPerSec), opt(s.P99Ms), opt(s.CPUUsPerChange), opt(s.RedisCPUUs), opt(s.LoadCPUUs), pct(s.LoadShare), pct(s.MachineBusy),
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(s.System),
+			opt(s.CeilingPerSec), opt(s.P99Ms), opt(s.CPUUsPerChange), opt(s.RedisCPUUs), opt(s.LoadCPUUs), pct(s.LoadShare), pct(s.MachineBusy), stolen(s.MachineStolen),
 			opt(s.CommonPerSec), opt(s.CommonCPUUs), opt(s.CommonRedisCPUUs), opt(s.CommonLoadCPUUs))
 	}
 	b.WriteString("\n")
@@ -269,7 +285,19 @@ func writeCeilingCompare(b *bytes.Buffer, f result.File) {
 	if len(c.Ratios) > 0 {
 		b.WriteString("\n")
 	}
+	if len(c.ByRound) > 0 {
+		b.WriteString("Round by round, with the share of the machine's CPU time the hypervisor took (`/proc/stat` steal) during each system's whole search:\n\n")
+		b.WriteString("| round | system | ceiling ÷ mochi-bare's | stolen during its search | stolen during mochi-bare's |\n|--:|---|--:|--:|--:|\n")
+		for _, r := range c.ByRound {
+			fmt.Fprintf(b, "| %d | %s | %s %% | %s | %s |\n", r.Round, mdEscape(r.System), fmtPct(r.CeilingPct), pct0(r.Stolen), pct0(r.MochiStolen))
+		}
+		b.WriteString("\n")
+	}
 }
+
+// pct0 formats a share (0–1) as a percentage, 0 included: none stolen is
+// a reading, not a missing one.
+func pct0(v float64) string { return fmtPct(100*v) + " %" }
 
 // ceilingRatioTargets are issue 23's targets against mochi-bare: the
 // ceiling ≥ 75 % of mochi-bare's and presence's share of a change ≤ 25 %,

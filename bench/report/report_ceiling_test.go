@@ -119,7 +119,7 @@ func TestCeilingCompare(t *testing.T) {
 	md := string(Markdown(ceilingFile()))
 	sec := section(t, md, "Ceilings side by side: presenced against bare mochi's cycle")
 	for _, w := range []string{
-		"| presenced-memory | 8,000 | 20.0 | 56.0 | – | 30.0 | 30.0 % | 90.0 % | 8,000 | 57.0 | – | 30.0 |",
+		"| presenced-memory | 8,000 | 20.0 | 56.0 | – | 30.0 | 30.0 % | 90.0 % | – | 8,000 | 57.0 | – | 30.0 |",
 		"| mochi-bare | 16,000 |",
 		"- presenced-memory: ceiling **50.0 % (50.0–80.0)** of mochi-bare's (target ≥ 75 %); CPU per change at the common rate **125.0 % (125.0–150.0)** of mochi-bare's: presence's share **+25.0 % (+25.0–+50.0)** (target ≤ 25 %) — over 2 round(s).",
 		", +125.0 % (+125.0–+150.0) with redis-server's CPU",
@@ -174,5 +174,61 @@ func TestChurnAgainstMochiBare(t *testing.T) {
 	_, rows := table(t, section(t, md, result.ScenarioChurn))
 	if got := rows[1][len(rows[1])-4:]; got[0] != "0" || got[3] != "–" {
 		t.Errorf("mochi-bare churn correctness %q, want counts and – for versions", got)
+	}
+}
+
+// What the hypervisor took is read beside each round's ratio: the steal of
+// each system's whole search by round, and the median at the ceiling step
+// in the systems' table; runs made before it was read show none (–), and
+// a round missing it on either side gives no row.
+func TestCeilingCompareStolen(t *testing.T) {
+	f := ceilingFile()
+	for i, r := range f.Runs {
+		if r.Error != "" {
+			continue
+		}
+		// round 1: 2 % for presenced's searches, 1 % for mochi-bare's;
+		// round 2: 20 % and 3 %; round 3 left as before the reading.
+		stolen := map[int]map[bool]float64{1: {true: 0.02, false: 0.01}, 2: {true: 0.20, false: 0.03}}[r.Round]
+		if stolen == nil {
+			continue
+		}
+		v := stolen[r.System != result.SystemMochi]
+		f.Runs[i].Extra["machine_stolen"] = v
+		f.Runs[i].Extra["machine_stolen_at_ceiling"] = v / 2
+	}
+	c := CeilingCompare(f)
+	want := []result.CeilingRound{
+		{Round: 1, System: result.SystemMemory, CeilingPct: 50, Stolen: 0.02, MochiStolen: 0.01},
+		{Round: 1, System: result.SystemRedis, CeilingPct: 25, Stolen: 0.02, MochiStolen: 0.01},
+		{Round: 2, System: result.SystemMemory, CeilingPct: 80, Stolen: 0.20, MochiStolen: 0.03},
+		{Round: 2, System: result.SystemRedis, CeilingPct: 40, Stolen: 0.20, MochiStolen: 0.03},
+	}
+	if len(c.ByRound) != len(want) {
+		t.Fatalf("by round %+v", c.ByRound)
+	}
+	for i, w := range want {
+		if c.ByRound[i] != w {
+			t.Errorf("row %d: %+v, want %+v", i, c.ByRound[i], w)
+		}
+	}
+	for _, s := range c.Systems {
+		if s.MachineStolen == nil {
+			t.Errorf("%s: no stolen share at the ceiling", s.System)
+		}
+	}
+	sec := section(t, string(Markdown(f)), "Ceilings side by side: presenced against bare mochi's cycle")
+	for _, w := range []string{
+		// presenced-redis's ceiling steps: rounds 1 and 2 (1 % and 10 %), the lower middle.
+		"| presenced-redis | 4,000 | 20.0 | 60.0 | 30.0 | 30.0 | 30.0 % | 90.0 % | 1.0 % |",
+		"| round | system | ceiling ÷ mochi-bare's | stolen during its search | stolen during mochi-bare's |",
+		"| 2 | presenced-redis | 40.0 % | 20.0 % | 3.0 % |",
+	} {
+		if !strings.Contains(sec, w) {
+			t.Errorf("the section lacks %q:\n%s", w, sec)
+		}
+	}
+	if strings.Contains(section(t, string(Markdown(ceilingFile())), "Ceilings side by side: presenced against bare mochi's cycle"), "| round | system |") {
+		t.Errorf("a by-round table from runs without the steal reading")
 	}
 }

@@ -88,6 +88,11 @@ type Point struct {
 	// broker, the generator and anything else running left idle.
 	LoadShare   float64 `json:"load_share,omitempty"`
 	MachineBusy float64 `json:"machine_busy,omitempty"`
+	// MachineStolen is the share of the machine's CPU time over the same
+	// window that the hypervisor gave to other guests while this one had
+	// work (/proc/stat's steal; counted in MachineBusy too): CPU this
+	// machine's processes waited for, outside anything they do.
+	MachineStolen float64 `json:"machine_stolen,omitempty"`
 	// TapPerSec is how many messages per second the tap (--ceiling-tap:
 	// a subscriber to other topics, such as the lifecycle outputs')
 	// received during the step's load; TapPerChange the same per change.
@@ -144,18 +149,35 @@ type CeilingCompare struct {
 	Rounds  int             `json:"rounds"` // rounds with a successful ceiling run of mochi-bare
 	Systems []CeilingSystem `json:"systems"`
 	Ratios  []CeilingRatio  `json:"ratios,omitempty"` // per presenced system, against mochi-bare
+	// ByRound is each round's ceiling ratio beside what the hypervisor
+	// took during each system's search: on a shared machine a round's
+	// ratio moves with it.
+	ByRound []CeilingRound `json:"by_round,omitempty"`
+}
+
+// CeilingRound is one round of a presenced system against mochi-bare.
+type CeilingRound struct {
+	Round      int     `json:"round"`
+	System     string  `json:"system"`
+	CeilingPct float64 `json:"ceiling_pct"` // 100 × presenced's ceiling ÷ mochi-bare's
+	// Stolen and MochiStolen: the share of the machine's CPU time the
+	// hypervisor took (/proc/stat's steal) during presenced's search and
+	// mochi-bare's, 0–1.
+	Stolen      float64 `json:"stolen"`
+	MochiStolen float64 `json:"mochi_stolen"`
 }
 
 // CeilingSystem is one system's ceiling: the median of its rounds.
 type CeilingSystem struct {
-	System         string  `json:"system"`
-	CeilingPerSec  float64 `json:"ceiling_per_s"` // achieved at the highest sustained step (p99 within the bound)
-	P99Ms          float64 `json:"p99_ms"`
-	CPUUsPerChange float64 `json:"cpu_us_per_change"` // the broker's, at its ceiling step
-	RedisCPUUs     float64 `json:"redis_cpu_us_per_change,omitempty"`
-	LoadCPUUs      float64 `json:"load_cpu_us_per_change"` // the load generator's
-	LoadShare      float64 `json:"load_share"`             // the generator's share of the machine's CPU at the ceiling step (0–1)
-	MachineBusy    float64 `json:"machine_busy"`           // the machine's busy share over that step, every process (0–1)
+	System         string   `json:"system"`
+	CeilingPerSec  float64  `json:"ceiling_per_s"` // achieved at the highest sustained step (p99 within the bound)
+	P99Ms          float64  `json:"p99_ms"`
+	CPUUsPerChange float64  `json:"cpu_us_per_change"` // the broker's, at its ceiling step
+	RedisCPUUs     float64  `json:"redis_cpu_us_per_change,omitempty"`
+	LoadCPUUs      float64  `json:"load_cpu_us_per_change"`   // the load generator's
+	LoadShare      float64  `json:"load_share"`               // the generator's share of the machine's CPU at the ceiling step (0–1)
+	MachineBusy    float64  `json:"machine_busy"`             // the machine's busy share over that step, every process (0–1)
+	MachineStolen  *float64 `json:"machine_stolen,omitempty"` // the share the hypervisor took over that step (0–1); nil: not measured (runs before it was)
 	// At the common rate: the highest rate offered that every system of
 	// the round sustained, where CPU per change compares like with like.
 	CommonPerSec     float64 `json:"common_per_s,omitempty"`

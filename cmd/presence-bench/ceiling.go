@@ -89,9 +89,10 @@ type ceilingSearch struct {
 	good, bad float64       // the highest rate sustained, the lowest not
 	goodPoint *result.Point
 	goodLat   *result.Summary
-	step      int  // steps offered
-	retried   int  // steps tried once more
-	tap       *tap // nil: no tap
+	step      int          // steps offered
+	retried   int          // steps tried once more
+	tap       *tap         // nil: no tap
+	ticks0    machineTicks // the machine's at the search's start
 }
 
 // ceiling: the churn mix (connect, status with a unique tag, clean
@@ -121,6 +122,7 @@ func (e *runEnv) ceiling() error {
 		return err
 	}
 	c := &ceilingSearch{e: e, obs: obs, t0: mono()}
+	c.ticks0, _ = readMachineTicks()
 	if cfg.Tap != "" {
 		tap, err := e.newTap(cfg.Tap, cfg.TapUser)
 		if err != nil {
@@ -166,8 +168,8 @@ func (c *ceilingSearch) try(rate float64) (bool, error) {
 		}
 	}
 	r.Curve = append(r.Curve, p)
-	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change load %.1f µs/change (%.0f %% of the machine, busy %.0f %%) tap %.0f/s (%.2f/change)%s",
-		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, p.LoadCPUUs, 100*p.LoadShare, 100*p.MachineBusy,
+	logf(e.cfg, "  ceiling %s: offered %.0f/s achieved %.0f/s p50 %.1f ms p99 %.1f ms converge %.0f ms wrong %d cpu %.1f µs/change load %.1f µs/change (%.0f %% of the machine, busy %.0f %%, stolen %.0f %%) tap %.0f/s (%.2f/change)%s",
+		e.sys.name, p.OfferedPerSec, p.AchievedPerSec, p.P50Ms, p.P99Ms, p.ConvergeMs, p.Wrong, p.CPUUsPerChange, p.LoadCPUUs, 100*p.LoadShare, 100*p.MachineBusy, 100*p.MachineStolen,
 		p.TapPerSec, p.TapPerChange, map[bool]string{true: " (sustained)", false: ""}[p.Sustained])
 	if p.Sustained && rate > c.good {
 		c.good, c.goodPoint, c.goodLat = rate, &r.Curve[len(r.Curve)-1], lat
@@ -233,6 +235,11 @@ func (c *ceilingSearch) report() {
 		}
 	}
 	r.Metrics.ChangesPerSec = c.good
+	if t1, err := readMachineTicks(); err == nil && c.ticks0.total > 0 {
+		// The whole search's: a round's ratio with what the hypervisor
+		// took from each system's search beside it (report_ceiling.go).
+		r.Extra["machine_stolen"] = c.ticks0.stolenShare(t1)
+	}
 	if c.goodPoint != nil {
 		r.Metrics.ChangesPerSec = c.goodPoint.AchievedPerSec
 		r.Metrics.Latency = c.goodLat
@@ -241,6 +248,7 @@ func (c *ceilingSearch) report() {
 		r.Extra["load_cpu_us_per_change_at_ceiling"] = c.goodPoint.LoadCPUUs
 		r.Extra["load_share_at_ceiling"] = c.goodPoint.LoadShare
 		r.Extra["machine_busy_at_ceiling"] = c.goodPoint.MachineBusy
+		r.Extra["machine_stolen_at_ceiling"] = c.goodPoint.MachineStolen
 		if c.goodPoint.RedisCPUUs > 0 {
 			r.Extra["redis_cpu_us_per_change_at_ceiling"] = c.goodPoint.RedisCPUUs
 		}
@@ -298,7 +306,7 @@ func (e *runEnv) ceilingStep(obs *observer, tp *tap, step int, rate float64) (re
 	cpu0, _ := e.sys.cpu()
 	rcpu0 := e.redisCPU()
 	lcpu0, _ := procCPU(os.Getpid())
-	busy0, total0, _ := machineCPU()
+	m0, _ := readMachineTicks()
 	tap0, t0 := tp.count(), mono()
 	stopped := s.load()
 	n, err := s.achieved(&p)
@@ -309,13 +317,14 @@ func (e *runEnv) ceilingStep(obs *observer, tp *tap, step int, rate float64) (re
 	cpu1, _ := e.sys.cpu()
 	rcpu1 := e.redisCPU()
 	lcpu1, _ := procCPU(os.Getpid())
-	busy1, total1, _ := machineCPU()
+	m1, _ := readMachineTicks()
 	if wall := mono() - t0; wall > 0 {
 		p.LoadShare = round3(float64(lcpu1-lcpu0) / float64(wall) / float64(runtime.NumCPU()))
 	}
-	if total1 > total0 {
-		p.MachineBusy = round3(float64(busy1-busy0) / float64(total1-total0))
+	if m1.total > m0.total {
+		p.MachineBusy = round3(float64(m1.busy-m0.busy) / float64(m1.total-m0.total))
 	}
+	p.MachineStolen = m0.stolenShare(m1)
 	p.CPUUsPerChange = round3(float64((cpu1 - cpu0).Microseconds()) / float64(n))
 	if rcpu0 >= 0 && rcpu1 >= 0 {
 		p.RedisCPUUs = round3(float64((rcpu1 - rcpu0).Microseconds()) / float64(n))
@@ -487,12 +496,48 @@ func (e *runEnv) redisCPU() time.Duration {
 // /proc/stat, in clock ticks: busy (everything but idle and iowait) and
 // total.
 func machineCPU() (busy, total int64, err error) {
+	t, err := readMachineTicks()
+	return t.busy, t.total, err
+}
+
+// machineTicks are the machine's CPU clock ticks from /proc/stat: busy
+// and total as parseMachineCPU counts them, and stolen, the time the
+// hypervisor ran something else while this machine's CPUs had work
+// (part of busy).
+type machineTicks struct{ busy, stolen, total int64 }
+
+// stolenShare is the share of the machine's time between t and u the
+// hypervisor took (0–1); 0 when no time passed.
+func (t machineTicks) stolenShare(u machineTicks) float64 {
+	if u.total <= t.total {
+		return 0
+	}
+	return round3(float64(u.stolen-t.stolen) / float64(u.total-t.total))
+}
+
+func readMachineTicks() (machineTicks, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return machineTicks{}, err
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
-	return parseMachineCPU(line)
+	return parseMachineTicks(line)
+}
+
+// parseMachineTicks reads /proc/stat's first line: parseMachineCPU's busy
+// and total, and steal (the 8th figure; 0 on a kernel too old to give it).
+func parseMachineTicks(line string) (machineTicks, error) {
+	busy, total, err := parseMachineCPU(line)
+	if err != nil {
+		return machineTicks{}, err
+	}
+	t := machineTicks{busy: busy, total: total}
+	if f := strings.Fields(line); len(f) > 8 {
+		if t.stolen, err = strconv.ParseInt(f[8], 10, 64); err != nil {
+			return machineTicks{}, fmt.Errorf("/proc/stat: %q", line)
+		}
+	}
+	return t, nil
 }
 
 // parseMachineCPU reads /proc/stat's "cpu  user nice system idle iowait

@@ -166,3 +166,30 @@ func TestCeilingCommonSteps(t *testing.T) {
 		t.Errorf("a lone system got a common step: %+v", one[0].Curve)
 	}
 }
+
+// The steal is /proc/stat's 8th figure, part of busy; a share of the time
+// between two readings.
+func TestParseMachineTicks(t *testing.T) {
+	a, err := parseMachineTicks("cpu  100 5 50 1000 20 1 2 3 7 0")
+	if err != nil || a.busy != 161 || a.total != 1181 || a.stolen != 3 {
+		t.Fatalf("%+v: %v", a, err)
+	}
+	b, err := parseMachineTicks("cpu  200 5 50 1750 20 1 2 103 7 0")
+	if err != nil || b.total != 2131 {
+		t.Fatalf("%+v: %v", b, err)
+	}
+	if got := a.stolenShare(b); got != round3(100.0/950) {
+		t.Errorf("stolen share %v", got)
+	}
+	if got := b.stolenShare(a); got != 0 {
+		t.Errorf("stolen share backwards %v", got)
+	}
+	if old, err := parseMachineTicks("cpu  1 2 3 4 5 6 7"); err != nil || old.stolen != 0 {
+		t.Errorf("a line without steal: %+v %v", old, err)
+	}
+	for _, l := range []string{"", "cpu0 1 2 3 4", "cpu 1 2 3 4 5 6 7 x"} {
+		if _, err := parseMachineTicks(l); err == nil {
+			t.Errorf("%q accepted", l)
+		}
+	}
+}
