@@ -3,6 +3,7 @@ package groups
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -173,5 +174,56 @@ func TestLeaderSleepsWhenIdle(t *testing.T) {
 	s.board.NoteShown("ann", presence.Shown{Version: 7, Status: presence.Busy})
 	testkit.Wait(t, 5*time.Second, "ann's change cut", func() error {
 		return testkit.Why(s.board.Stats().Batches > cut, "no batch yet")
+	})
+}
+
+// A roster change that lands while the leader tells the interest the
+// members (after lead read the roster, before leadOnce reconciles the
+// board) is told on the next look: the interest ends with every group's
+// members, not those lead read. Lead's callback makes the change itself,
+// so the window is hit every run (CI at 884d867: the leader watched 2 of
+// 4 members 10 s after SetGroups of two groups).
+func TestLeaderTellsAChangeMadeWhileLeading(t *testing.T) {
+	ms := store.NewMemory(presence.NewRules(nil), time.Now, func(store.Event) {})
+	out := &outlet{retained: map[string]roster.Snapshot{}}
+	ctx := context.Background()
+	var (
+		s    *Stage
+		mu   sync.Mutex
+		told []string
+		once sync.Once
+	)
+	lead := func(members []string) {
+		mu.Lock()
+		told = append([]string(nil), members...)
+		mu.Unlock()
+		if members == nil {
+			return
+		}
+		once.Do(func() { // in lead's window: the second group arrives
+			if err := ms.SetGroup(ctx, "crew", []string{"cat", "dan"}); err != nil {
+				t.Error(err)
+			}
+			s.index.SetMembers("crew", []string{"cat", "dan"}, true)
+		})
+	}
+	s = New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: nil, Store: ms, Presence: published{}, Outlet: out,
+		Viewer: func(*mqtt.Client) (string, bool) { return "", true }, Lead: lead})
+	if err := ms.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Stop()
+	testkit.Wait(t, 5*time.Second, "the interest told all four members", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		have := map[string]bool{}
+		for _, u := range told {
+			have[u] = true
+		}
+		return testkit.Why(len(told) == 4 && have["ann"] && have["bob"] && have["cat"] && have["dan"], fmt.Sprintf("told %v", told))
 	})
 }
