@@ -101,6 +101,7 @@ type Presence struct {
 	GroupsFile           string
 	GroupBatch           time.Duration
 	InterestLinger       time.Duration // a user nobody here needs any more is forgotten after this
+	InterestMaxLingering int           // users kept lingering at most (interest.Options.MaxLingering)
 	Observers            []string      // service accounts: read all presence
 	MaxSessionsPerUser   int
 	SetRate              int
@@ -308,7 +309,7 @@ func (c Config) yaml() configs.Config {
 	yp.TopicPrefix, yp.AuthoritativeDevices = p.TopicPrefix, p.AuthoritativeDevices
 	yp.SessionTTL, yp.RenewInterval, yp.ReapInterval = d(p.SessionTTL), d(p.RenewInterval), d(p.ReapInterval)
 	yp.Visibility, yp.GroupsFile, yp.GroupBatch, yp.Observers = string(p.Visibility), p.GroupsFile, d(p.GroupBatch), p.Observers
-	yp.InterestLinger = d(p.InterestLinger)
+	yp.InterestLinger, yp.InterestMaxLingering = d(p.InterestLinger), p.InterestMaxLingering
 	yp.MaxSessionsPerUser, yp.SetRate, yp.SetBurst = p.MaxSessionsPerUser, p.SetRate, p.SetBurst
 	yp.OfflineRetention = d(p.OfflineRetention)
 	tb := p.TakeoverBattle
@@ -400,7 +401,7 @@ func ConfigFrom(y configs.Config) Config {
 		TopicPrefix: yp.TopicPrefix, AuthoritativeDevices: yp.AuthoritativeDevices,
 		SessionTTL: yp.SessionTTL.D(), RenewInterval: yp.RenewInterval.D(), ReapInterval: yp.ReapInterval.D(),
 		Visibility: Visibility(yp.Visibility), GroupsFile: yp.GroupsFile, GroupBatch: yp.GroupBatch.D(), Observers: yp.Observers,
-		InterestLinger:     yp.InterestLinger.D(),
+		InterestLinger: yp.InterestLinger.D(), InterestMaxLingering: yp.InterestMaxLingering,
 		MaxSessionsPerUser: yp.MaxSessionsPerUser, SetRate: yp.SetRate, SetBurst: yp.SetBurst, OfflineRetention: yp.OfflineRetention.D(),
 		TakeoverBattle: TakeoverBattle{Takeovers: yp.TakeoverBattle.Takeovers, Window: yp.TakeoverBattle.Window.D(),
 			Backoff: yp.TakeoverBattle.Backoff.D(), MaxBackoff: yp.TakeoverBattle.MaxBackoff.D()},

@@ -250,7 +250,7 @@ func (p *Plugin) build() {
 	})
 	p.interest = interest.New(interest.Options{
 		Prefix: cfg.Presence.TopicPrefix, Visibility: interest.Visibility(visibility(cfg.Presence.Visibility)),
-		Linger: cfg.Presence.InterestLinger, Now: p.now, Log: p.logFor("interest"),
+		Linger: cfg.Presence.InterestLinger, MaxLingering: cfg.Presence.InterestMaxLingering, Now: p.now, Log: p.logFor("interest"),
 		Store: p.store, Viewer: p.hook.Viewer, Mates: p.groups.Mates, Groups: p.groups,
 		Shown: p.publisher.List, Forget: p.forgetShown, Nodes: func(filter string) { p.nodes.Watch(filter) },
 	})

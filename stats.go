@@ -197,7 +197,9 @@ func (p *Plugin) interestStats() []stats.Stat {
 		gauge("interest_users_heard", "Users whose changes this node asks the store for: watched, or lingering.", i.Heard.Load),
 		gauge("interest_firehose", "1 while this node hears every user (an unrestricted presence/users/+ or # subscriber), else 0.", i.Firehose.Load),
 		counter("interest_listens_total", "Users this node began to hear (each loaded once heard).", i.Listens.Load),
-		counter("interest_users_forgotten_total", "Users forgotten after presence.interest_linger without a watcher.", i.Forgotten.Load),
+		counter("interest_users_forgotten_total", "Users forgotten after presence.interest_linger without a watcher (or before it: interest_users_evicted_total).", i.Forgotten.Load),
+		counter("interest_users_evicted_total", "Users forgotten before their presence.interest_linger ended, the longest lingering, because more than presence.interest_max_lingering lingered.", i.Evicted.Load),
+		gauge("interest_users_lingering", "Users heard that nobody on this node needs now, kept for presence.interest_linger (at most presence.interest_max_lingering).", i.Lingering.Load),
 		counter("interest_errors_total", "Store calls of the interest stage that failed (tried again).", i.Failures.Load),
 	}
 }

@@ -186,21 +186,22 @@ type IdentityConfig struct {
 
 // PresenceConfig configures presence tracking.
 type PresenceConfig struct {
-	Mode                 string               `yaml:"mode"`                  // on|off; off runs the bare mochi broker (a benchmark baseline); default on
-	TopicPrefix          string               `yaml:"topic_prefix"`          // default "presence"; a valid MQTT topic name
-	AuthoritativeDevices []string             `yaml:"authoritative_devices"` // default [desktop]; an explicit empty list means none
-	SessionTTL           Duration             `yaml:"session_ttl"`           // store-side expiry backstop of a session; default 3h; >= 10s
-	RenewInterval        Duration             `yaml:"renew_interval"`        // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
-	ReapInterval         Duration             `yaml:"reap_interval"`         // how often the reaper looks for expired sessions; default 1s; 100ms..1m
-	Visibility           string               `yaml:"visibility"`            // open|self|groups: who reads whose presence; default open
-	GroupsFile           string               `yaml:"groups_file"`           // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
-	GroupBatch           Duration             `yaml:"group_batch"`           // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
-	InterestLinger       Duration             `yaml:"interest_linger"`       // a user (or group) nobody on this node needs any more is forgotten after this; default 60s; 1s..1h
-	Observers            []string             `yaml:"observers"`             // service accounts: users who may read all presence (and # and $SYS/#)
-	MaxSessionsPerUser   int                  `yaml:"max_sessions_per_user"` // live sessions of one user on one node; the oldest is ended as kicked; default 16
-	SetRate              int                  `yaml:"set_rate"`              // presence/set per second per session; default 5
-	SetBurst             int                  `yaml:"set_burst"`             // presence/set burst per session; default 10
-	OfflineRetention     Duration             `yaml:"offline_retention"`     // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
+	Mode                 string               `yaml:"mode"`                   // on|off; off runs the bare mochi broker (a benchmark baseline); default on
+	TopicPrefix          string               `yaml:"topic_prefix"`           // default "presence"; a valid MQTT topic name
+	AuthoritativeDevices []string             `yaml:"authoritative_devices"`  // default [desktop]; an explicit empty list means none
+	SessionTTL           Duration             `yaml:"session_ttl"`            // store-side expiry backstop of a session; default 3h; >= 10s
+	RenewInterval        Duration             `yaml:"renew_interval"`         // how often the node renews its sessions' expiry; default SessionTTL/3; 0 < x < SessionTTL/2
+	ReapInterval         Duration             `yaml:"reap_interval"`          // how often the reaper looks for expired sessions; default 1s; 100ms..1m
+	Visibility           string               `yaml:"visibility"`             // open|self|groups: who reads whose presence; default open
+	GroupsFile           string               `yaml:"groups_file"`            // a YAML groups file (roster.File), read at start and on SIGHUP; empty: none
+	GroupBatch           Duration             `yaml:"group_batch"`            // at most one presence/groups/{group} delta per this window; default 250ms; 10ms..10s
+	InterestLinger       Duration             `yaml:"interest_linger"`        // a user (or group) nobody on this node needs any more is forgotten after this; default 60s; 1s..1h
+	InterestMaxLingering int                  `yaml:"interest_max_lingering"` // users kept lingering at most; past it the longest lingering are forgotten early; default 100000; 100..10000000
+	Observers            []string             `yaml:"observers"`              // service accounts: users who may read all presence (and # and $SYS/#)
+	MaxSessionsPerUser   int                  `yaml:"max_sessions_per_user"`  // live sessions of one user on one node; the oldest is ended as kicked; default 16
+	SetRate              int                  `yaml:"set_rate"`               // presence/set per second per session; default 5
+	SetBurst             int                  `yaml:"set_burst"`              // presence/set burst per session; default 10
+	OfflineRetention     Duration             `yaml:"offline_retention"`      // an offline user is forgotten after this (memory store; Redis uses redis.retention); default 720h
 	TakeoverBattle       TakeoverBattleConfig `yaml:"takeover_battle"`
 
 	// What observers are shown, and when (presence.Pacing). The keys where
@@ -553,6 +554,7 @@ const (
 	defaultVisibility          = VisibilityOpen
 	defaultGroupBatch          = Duration(250 * time.Millisecond)
 	defaultInterestLinger      = Duration(time.Minute)
+	defaultInterestMaxLinger   = 100_000
 	defaultMaxSessionsPerUser  = 16
 	defaultSetRate             = 5
 	defaultSetBurst            = 10
@@ -682,6 +684,7 @@ func (c *Config) ApplyDefaults() {
 	setString(&c.Presence.Visibility, defaultVisibility)
 	setDuration(&c.Presence.GroupBatch, defaultGroupBatch)
 	setDuration(&c.Presence.InterestLinger, defaultInterestLinger)
+	setInt(&c.Presence.InterestMaxLingering, defaultInterestMaxLinger)
 	setDurationPtr(&c.Presence.GroupResumeWindow, defaultGroupResumeWindow)
 	setInt(&c.Presence.GroupResumeDeltas, defaultGroupResumeDeltas)
 	setInt(&c.Presence.GroupResumeBytes, defaultGroupResumeBytes)
@@ -988,6 +991,7 @@ func (c Config) validatePresence(v *validator) {
 	v.check("presence.visibility", oneOf(c.Presence.Visibility, VisibilityOpen, VisibilitySelf, VisibilityGroups))
 	v.check("presence.group_batch", durationBetween(c.Presence.GroupBatch, Duration(10*time.Millisecond), Duration(10*time.Second)))
 	v.check("presence.interest_linger", durationBetween(c.Presence.InterestLinger, Duration(time.Second), Duration(time.Hour)))
+	v.check("presence.interest_max_lingering", intBetween(c.Presence.InterestMaxLingering, 100, 10_000_000))
 	for i, u := range c.Presence.Observers {
 		if err := presence.ValidUser(u); err != nil {
 			v.add("presence.observers", "item %d must be a user name: %v", i, err)

@@ -80,6 +80,7 @@ func TestDefaults(t *testing.T) {
 			Visibility:           "open",
 			GroupBatch:           Duration(250 * time.Millisecond),
 			InterestLinger:       Duration(time.Minute),
+			InterestMaxLingering: 100_000,
 			Observers:            []string{},
 			MaxSessionsPerUser:   16,
 			SetRate:              5,

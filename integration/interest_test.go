@@ -924,3 +924,57 @@ func itOn(m itMasters, addr string, users []string) []string {
 	}
 	return out
 }
+
+// A client that subscribes to name after name and lets each go makes the
+// node hear no more than presence.interest_max_lingering of them at once
+// (issue 23's "nothing grows without bound"): with a linger of an hour and
+// a bound of 100, 250 names subscribed and unsubscribed leave 100
+// lingering, the 150 that lingered longest forgotten early and counted,
+// and only the marker and those 100 heard (one sharded channel each).
+func TestInterestLingeringBounded(t *testing.T) {
+	const (
+		names = 250
+		bound = 100
+		batch = 50
+	)
+	cl := redistest.StartCluster(t, 3)
+	n := itStart(t, cl, "itlb-a", func(c *configs.Config) {
+		c.Presence.InterestLinger = configs.Duration(time.Hour)
+		c.Presence.InterestMaxLingering = bound
+	})
+	const marker = "itlb-marker"
+	o := newObserver(t, n.MQTTAddr(), "presence/users/"+marker)
+	itWaitStat(t, n, "interest_users_heard", 1, waitTimeout)
+	for from := 0; from < names; from += batch {
+		var subs []paho.SubscribeOptions
+		var topics []string
+		for i := from; i < from+batch; i++ {
+			topic := fmt.Sprintf("presence/users/itlb-%03d", i)
+			subs = append(subs, paho.SubscribeOptions{Topic: topic, QoS: 1})
+			topics = append(topics, topic)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		if _, err := o.c.Subscribe(ctx, &paho.Subscribe{Subscriptions: subs}); err != nil {
+			cancel()
+			t.Fatalf("subscribe %d names: %v", batch, err)
+		}
+		// Heard before they are let go, as a client that waits for each
+		// snapshot would have them.
+		itWaitStat(t, n, "interest_users_heard", int64(1+min(from+batch, bound+batch)), itSnapshot+waitTimeout)
+		if _, err := o.c.Unsubscribe(ctx, &paho.Unsubscribe{Topics: topics}); err != nil {
+			cancel()
+			t.Fatalf("unsubscribe %d names: %v", batch, err)
+		}
+		cancel()
+	}
+	itWaitStat(t, n, "interest_users_evicted_total", names-bound, waitTimeout)
+	if l, h, w := itStat(n, "interest_users_lingering"), itStat(n, "interest_users_heard"), itStat(n, "interest_users_watched"); l != bound || h != 1+bound || w != 1 {
+		t.Errorf("lingering %d, heard %d, watched %d; want %d, %d, 1", l, h, w, bound, 1+bound)
+	}
+	if c := itStat(n, "redis_channels"); c != 1+bound {
+		t.Errorf("%d sharded channels, want %d (the marker and the lingering)", c, 1+bound)
+	}
+	if f := itStat(n, "interest_users_forgotten_total"); f != names-bound {
+		t.Errorf("forgotten %d, want %d (none lingered out within the hour)", f, names-bound)
+	}
+}

@@ -175,6 +175,7 @@ func TestMetrics(t *testing.T) {
 		"presenced_takeovers_total", "presenced_takeover_battles_total",
 		"presenced_redis_feed_messages_total", "presenced_redis_channels", "presenced_interest_users_watched",
 		"presenced_interest_users_heard", "presenced_interest_firehose", "presenced_interest_users_forgotten_total",
+		"presenced_interest_users_lingering", "presenced_interest_users_evicted_total",
 	} {
 		if _, ok := s[name]; !ok {
 			t.Errorf("no %s", name)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,9 +49,16 @@ type Options struct {
 	// Linger is how long a user nobody here needs any more is kept
 	// (presence.interest_linger); default 60 s.
 	Linger time.Duration
-	Now    func() time.Time
-	Log    *slog.Logger
-	Store  Store
+	// MaxLingering bounds the users kept lingering (heard, nobody here
+	// needing them): past it the longest lingering are forgotten before
+	// their linger ends (presence.interest_max_lingering); default
+	// 100,000. Without it a client that subscribes to new names and
+	// unsubscribes, again and again, makes the node hear every name it
+	// ever tried for a linger: as many as it can send in one.
+	MaxLingering int
+	Now          func() time.Time
+	Log          *slog.Logger
+	Store        Store
 	// Viewer says who reads through a connection: its user ("" for an
 	// observer) and whether it is a service account (the presence hook).
 	Viewer func(cl *mqtt.Client) (user string, service bool)
@@ -77,7 +85,9 @@ type Stats struct {
 	Heard     atomic.Int64 // users the store is asked to report
 	Firehose  atomic.Int64 // 1 while this node hears every user
 	Listens   atomic.Int64 // users asked for (each is loaded once heard)
-	Forgotten atomic.Int64 // users forgotten after the linger
+	Forgotten atomic.Int64 // users forgotten after the linger, or before it (Evicted)
+	Evicted   atomic.Int64 // of those, forgotten before their linger ended: more than MaxLingering lingered
+	Lingering atomic.Int64 // users heard that nobody here needs now
 	Failures  atomic.Int64 // store calls that failed (tried again)
 }
 
@@ -128,6 +138,9 @@ func New(o Options) *Stage {
 	if o.Linger <= 0 {
 		o.Linger = time.Minute
 	}
+	if o.MaxLingering <= 0 {
+		o.MaxLingering = DefaultMaxLingering
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -140,6 +153,9 @@ func New(o Options) *Stage {
 		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]time.Time),
 		wakeC: make(chan struct{}, 1), stop: make(chan struct{})}
 }
+
+// DefaultMaxLingering is Options.MaxLingering's default.
+const DefaultMaxLingering = 100_000
 
 // wake wakes the worker without waiting.
 func (s *Stage) wake() {
@@ -234,7 +250,10 @@ func (s *Stage) unwatchLocked(user string) {
 
 // needLocked has user heard, and loaded when load (a user newly shown).
 func (s *Stage) needLocked(user string, load bool) {
-	delete(s.idle, user)
+	if _, ok := s.idle[user]; ok {
+		delete(s.idle, user)
+		s.Stats.Lingering.Store(int64(len(s.idle)))
+	}
 	if _, ok := s.heard[user]; !ok || load {
 		s.pending[user] = struct{}{}
 	}
@@ -248,6 +267,7 @@ func (s *Stage) releaseLocked(user string) {
 	delete(s.pending, user)
 	if _, ok := s.heard[user]; ok {
 		s.idle[user] = s.o.Now()
+		s.Stats.Lingering.Store(int64(len(s.idle)))
 	}
 }
 
@@ -307,6 +327,7 @@ func (s *Stage) reconcile() error {
 			forget = append(forget, u)
 		}
 	}
+	forget = append(forget, s.overLocked(now)...)
 	var groups []string
 	for g, since := range s.gidle {
 		if now.Sub(since) >= s.o.Linger {
@@ -336,8 +357,45 @@ func (s *Stage) reconcile() error {
 	return s.forget(ctx, forget)
 }
 
-// forget drops the users that lingered out, unless one became needed
-// again meanwhile.
+// overLocked returns the users lingering past Options.MaxLingering, the
+// longest lingering first, leaving out those whose linger has ended at
+// now (reconcile forgets them anyway). Under mu.
+func (s *Stage) overLocked(now time.Time) []string {
+	over := len(s.idle) - s.o.MaxLingering
+	if over <= 0 {
+		return nil
+	}
+	type lingering struct {
+		user  string
+		since time.Time
+	}
+	var young []lingering
+	for u, since := range s.idle {
+		if now.Sub(since) < s.o.Linger {
+			young = append(young, lingering{u, since})
+		} else {
+			over--
+		}
+	}
+	if over <= 0 {
+		return nil
+	}
+	slices.SortFunc(young, func(a, b lingering) int {
+		if c := a.since.Compare(b.since); c != 0 {
+			return c
+		}
+		return strings.Compare(a.user, b.user)
+	})
+	out := make([]string, 0, over)
+	for _, l := range young[:over] {
+		out = append(out, l.user)
+	}
+	return out
+}
+
+// forget drops the users that lingered out, or that lingered past
+// Options.MaxLingering (Stats.Evicted), unless one became needed again
+// meanwhile.
 func (s *Stage) forget(ctx context.Context, users []string) error {
 	if len(users) == 0 {
 		return nil
@@ -356,12 +414,17 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 	if err := s.o.Store.Unlisten(ctx, gone); err != nil {
 		return err
 	}
+	now := s.o.Now()
 	s.mu.Lock()
 	var dropped []string
 	for _, u := range gone {
-		if _, idle := s.idle[u]; !idle || s.watchers[u] > 0 {
+		since, idle := s.idle[u]
+		if !idle || s.watchers[u] > 0 {
 			s.pending[u] = struct{}{} // needed again while unlistening: listen again
 			continue
+		}
+		if now.Sub(since) < s.o.Linger {
+			s.Stats.Evicted.Add(1)
 		}
 		delete(s.idle, u)
 		delete(s.heard, u)
@@ -370,6 +433,7 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 		}
 	}
 	s.Stats.Heard.Store(int64(len(s.heard)))
+	s.Stats.Lingering.Store(int64(len(s.idle)))
 	s.mu.Unlock()
 	if len(dropped) > 0 && s.o.Forget != nil {
 		s.o.Forget(dropped)

@@ -473,3 +473,52 @@ func TestHoldFirehose(t *testing.T) {
 		t.Fatalf("released: fire %d, idle since %v", fire, idle)
 	}
 }
+
+// No more than MaxLingering users linger: a client that subscribes to
+// name after name and lets each go would otherwise make the node hear all
+// of them for a linger. Past the bound the longest lingering are forgotten
+// at the next pass (counted in Evicted); one of them
+// subscribed to again is heard again; the rest still go a linger after
+// their release, not counted as evicted.
+func TestLingeringBounded(t *testing.T) {
+	r := newRig(t, Open)
+	r.s.o.MaxLingering = 3
+	cl := r.client("obs", "", false)
+	users := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
+	for _, u := range users {
+		r.subscribe(cl, "presence/users/"+u)
+	}
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(sorted(l), users) {
+		t.Fatalf("listened %v", l)
+	}
+	for _, u := range users {
+		r.unsubscribe(cl, "presence/users/"+u) // which wakes the worker: the pass below
+		r.clk.Advance(time.Second)
+	}
+	if n := r.s.Stats.Lingering.Load(); n != 6 {
+		t.Fatalf("lingering %d before the pass, want 6", n)
+	}
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(sorted(u), users[:3]) || !slices.Equal(sorted(r.forgot), users[:3]) {
+		t.Fatalf("over the bound: unlistened %v, forgot %v; want the three longest lingering %v", u, r.forgot, users[:3])
+	}
+	if e, l, h := r.s.Stats.Evicted.Load(), r.s.Stats.Lingering.Load(), r.s.Stats.Heard.Load(); e != 3 || l != 3 || h != 3 {
+		t.Fatalf("evicted %d, lingering %d, heard %d; want 3, 3, 3", e, l, h)
+	}
+	r.subscribe(cl, "presence/users/u0") // evicted, wanted again: heard again
+	r.reconcile()
+	if l, _ := r.st.take(); !slices.Equal(l, []string{"u0"}) {
+		t.Fatalf("listened %v, want [u0] again", l)
+	}
+	r.unsubscribe(cl, "presence/users/u0")
+	r.forgot = nil
+	r.clk.Advance(linger)
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(sorted(u), []string{"u0", "u3", "u4", "u5"}) {
+		t.Fatalf("after the linger: unlistened %v", u)
+	}
+	if e, f := r.s.Stats.Evicted.Load(), r.s.Stats.Forgotten.Load(); e != 3 || f != 7 {
+		t.Fatalf("evicted %d, forgotten %d; want 3 (the linger's are not evicted), 7", e, f)
+	}
+}
