@@ -84,6 +84,23 @@ func (o *outlet) snapshot(topic string) (roster.Snapshot, bool, [][]*mqtt.Client
 	return s, ok, append([][]*mqtt.Client(nil), o.to...)
 }
 
+// startTeam sets the group team (ann, bob) in st, loads s from it and
+// starts s, stopped when the test ends.
+func startTeam(t *testing.T, st interface {
+	SetGroup(ctx context.Context, group string, members []string) error
+}, s *Stage) {
+	t.Helper()
+	ctx := context.Background()
+	if err := st.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(s.Stop)
+}
+
 // published is presence as published: nobody yet.
 type published struct{}
 
@@ -98,15 +115,7 @@ func TestWatchNeverWaitsOnTheStore(t *testing.T) {
 	out := &outlet{retained: map[string]roster.Snapshot{}}
 	s := New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: nil, Store: gs, Presence: published{}, Outlet: out,
 		Viewer: func(*mqtt.Client) (string, bool) { return "", true }})
-	ctx := context.Background()
-	if err := gs.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	defer s.Stop()
+	startTeam(t, gs, s)
 	cl := &mqtt.Client{ID: "watcher"}
 	start := time.Now()
 	s.Watch(cl, "presence/groups/team")
@@ -143,15 +152,7 @@ func TestLeaderSleepsWhenIdle(t *testing.T) {
 	const window = 20 * time.Millisecond
 	s := New(Options{Prefix: "presence", Window: window, Log: nil, Store: ms, Presence: published{}, Outlet: out,
 		Viewer: func(*mqtt.Client) (string, bool) { return "", true }})
-	ctx := context.Background()
-	if err := ms.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	defer s.Stop()
+	startTeam(t, ms, s)
 	testkit.Wait(t, 5*time.Second, "leading", func() error { return testkit.Why(s.leading.Load(), "not leading") })
 	s.Watch(&mqtt.Client{ID: "watcher"}, "presence/groups/team")
 	testkit.Wait(t, 5*time.Second, "the team's snapshot retained", func() error {
@@ -209,14 +210,7 @@ func TestLeaderTellsAChangeMadeWhileLeading(t *testing.T) {
 	}
 	s = New(Options{Prefix: "presence", Window: 10 * time.Millisecond, Log: nil, Store: ms, Presence: published{}, Outlet: out,
 		Viewer: func(*mqtt.Client) (string, bool) { return "", true }, Lead: lead})
-	if err := ms.SetGroup(ctx, "team", []string{"ann", "bob"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	defer s.Stop()
+	startTeam(t, ms, s)
 	testkit.Wait(t, 5*time.Second, "the interest told all four members", func() error {
 		mu.Lock()
 		defer mu.Unlock()
