@@ -492,16 +492,9 @@ func (e *runEnv) redisCPU() time.Duration {
 	return d
 }
 
-// machineCPU reads the machine's CPU time from the first line of
-// /proc/stat, in clock ticks: busy (everything but idle and iowait) and
-// total.
-func machineCPU() (busy, total int64, err error) {
-	t, err := readMachineTicks()
-	return t.busy, t.total, err
-}
-
 // machineTicks are the machine's CPU clock ticks from /proc/stat: busy
-// and total as parseMachineCPU counts them, and stolen, the time the
+// (everything but idle and iowait) and total as parseMachineCPU counts
+// them, and stolen, the time the
 // hypervisor ran something else while this machine's CPUs had work
 // (part of busy).
 type machineTicks struct{ busy, stolen, total int64 }
@@ -515,6 +508,7 @@ func (t machineTicks) stolenShare(u machineTicks) float64 {
 	return round3(float64(u.stolen-t.stolen) / float64(u.total-t.total))
 }
 
+// readMachineTicks reads the machine's ticks from /proc/stat's first line.
 func readMachineTicks() (machineTicks, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
