@@ -278,6 +278,9 @@ func TestNotify(t *testing.T) {
 	t.Run("still offline when the grace ends: one push", func(t *testing.T) {
 		dave := dialNotify(t, b.MQTTAddr(), "dave-phone", "dave")
 		subscribeNotify(t, dave, "dave")
+		// A session dropped before the tracker wrote it is never written
+		// (connect and end coalesce), and dave would never have been seen.
+		waitOnline(t, b, "dave")
 		dave.drop()
 		waitOffline(t, b, "dave")
 		begin := time.Now()
@@ -295,6 +298,9 @@ func TestNotify(t *testing.T) {
 	t.Run("back within the grace: delivered, no push", func(t *testing.T) {
 		erin := dialNotify(t, b.MQTTAddr(), "erin-phone", "erin")
 		subscribeNotify(t, erin, "erin")
+		// A session dropped before the tracker wrote it is never written
+		// (connect and end coalesce), and erin would never have been seen.
+		waitOnline(t, b, "erin")
 		erin.drop()
 		waitOffline(t, b, "erin")
 		begin := time.Now()
