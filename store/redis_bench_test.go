@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,4 +106,119 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	u, _ := strconv.ParseInt(f[11], 10, 64)
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return u + s
+}
+
+// BenchmarkRedisScriptParts prices the parts of a presence script on this
+// machine's redis-server, beside the open, update and end scripts whole,
+// so that a change in the machine's speed and a change in the scripts can
+// be told apart. Each part is a script of its own, run abUsers times a
+// block on a record like a user's after a while (presence.MaxEnded ended
+// sessions and one live session); each op of the b.N rounds runs every
+// block once, taking turns, and each figure is the median over the rounds
+// of Redis's own µs per call (INFO commandstats, reset before the block:
+// the Lua and the commands it calls, without the network):
+//
+//	floor      return 1: what any EVALSHA costs
+//	common     common.lua's definitions, then return 1
+//	time       one redis.call (TIME)
+//	hgetall    the HGETALL of the record, as load calls it
+//	load       common, then load: the HGETALL and the live sessions decoded
+//	aggregate  load, then aggregate and signature (commit's derivation)
+//	encode     load, then each live session encoded (stage_session)
+//	spublish2  the two SPUBLISHes of a change (a 400-byte message, no
+//	           listener)
+//	open, update, end  the scripts whole, for abUsers users, as in
+//	           BenchmarkRedisScriptsAB
+//
+//	go test -run '^$' -bench RedisScriptParts -benchtime 10x ./store/
+func BenchmarkRedisScriptParts(b *testing.B) {
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	ctx := context.Background()
+	r := NewRedis(RedisOptions{Client: c, Prefix: "p:", Node: "bench", Authoritative: []string{"desktop"}, NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {}})
+	if err := r.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer r.Stop()
+	conn := presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
+	away, text := presence.Away, "x"
+	const abUsers = 100
+	users := make([]string, abUsers)
+	for i := range users {
+		users[i] = "p" + strconv.Itoa(i)
+	}
+	epochs := map[string]uint64{}
+	open := func(user string) {
+		s, err := r.Open(ctx, presence.OpenArgs{User: user, ID: user + "-d", Node: "bench", Device: "phone", TTL: time.Hour, Conn: conn})
+		if err != nil {
+			b.Fatal(err)
+		}
+		epochs[user] = s.Epoch
+	}
+	update := func(user string) {
+		if err := r.Update(ctx, presence.SessionRef{User: user, ID: user + "-d", Epoch: epochs[user]}, presence.Update{Status: &away, Text: &text}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	end := func(user string) {
+		if err := r.End(ctx, presence.EndArgs{User: user, ID: user + "-d", Epoch: epochs[user], Reason: presence.EndClean}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range presence.MaxEnded {
+		for _, u := range users {
+			open(u)
+			update(u)
+			end(u)
+		}
+	}
+	keys := r.k.commitKeys(users[0])
+	load := luaCommon + "\nlocal rec, sess = load(KEYS[1])\n"
+	parts := []struct{ name, src string }{
+		{"floor", "return 1"},
+		{"common", luaCommon + "\nreturn 1"},
+		{"time", "redis.call('TIME') return 1"},
+		{"hgetall", "redis.call('HGETALL', KEYS[1]) return 1"},
+		{"load", load + "return 1"},
+		{"aggregate", load + "signature(aggregate(rec, sess, {})) return 1"},
+		{"encode", load + "for _, s in pairs(sess) do cjson.encode(s) end return 1"},
+		{"spublish2", "redis.call('SPUBLISH', KEYS[2], ARGV[1]) redis.call('SPUBLISH', KEYS[3], ARGV[1]) return 1"},
+	}
+	scripts := make([]*redis.Script, len(parts))
+	for i, p := range parts {
+		scripts[i] = redis.NewScript(p.src)
+		if err := scripts[i].Load(ctx, c).Err(); err != nil {
+			b.Fatalf("%s: %v", p.name, err)
+		}
+	}
+	msg := strings.Repeat("x", 400)
+	// block runs f abUsers times and returns Redis's µs per EVALSHA.
+	block := func(f func(i int)) float64 {
+		if err := c.ConfigResetStat(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		for i := range abUsers {
+			f(i)
+		}
+		return evalshaMicros(ctx, b, c) / abUsers
+	}
+	d := map[string][]float64{}
+	b.ResetTimer()
+	for range b.N {
+		d["open"] = append(d["open"], block(func(i int) { open(users[i]) }))
+		for j, s := range scripts {
+			d[parts[j].name] = append(d[parts[j].name], block(func(int) {
+				if err := s.EvalSha(ctx, c, keys, msg).Err(); err != nil {
+					b.Fatalf("%s: %v", parts[j].name, err)
+				}
+			}))
+		}
+		d["update"] = append(d["update"], block(func(i int) { update(users[i]) }))
+		d["end"] = append(d["end"], block(func(i int) { end(users[i]) }))
+	}
+	b.StopTimer()
+	for k, v := range d {
+		sort.Float64s(v)
+		b.ReportMetric(v[len(v)/2], k+"-µs")
+	}
 }
