@@ -439,8 +439,8 @@ func (p *promProc) rulesHealthy(t *testing.T) {
 				}
 			}
 		}
-		if total < 16 {
-			t.Fatalf("prometheus loaded %d rules of alerts.yml, want 16", total)
+		if total < 17 {
+			t.Fatalf("prometheus loaded %d rules of alerts.yml, want 17", total)
 		}
 		if len(waiting) == 0 {
 			return
