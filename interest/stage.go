@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,18 +96,21 @@ type Stage struct {
 	users, groups, node string // prefix/users/, prefix/groups/, prefix/nodes/
 
 	mu       sync.Mutex
-	clients  map[string]*client   // by client id: a session taken over keeps its interest
-	follows  map[string]*client   // the program's inline subscriptions, by id
-	watchers map[string]int       // user -> clients (and the leader) that need it shown
-	leader   map[string]struct{}  // the members the group topics' leader needs
-	fire     int                  // clients with an unrestricted wildcard
-	fireIdle time.Time            // when fire fell to 0 (zero: in use, or never)
-	gwatch   map[string]int       // group -> clients watching its topic
-	gidle    map[string]time.Time // groups nobody watches, since
-	heard    map[string]struct{}  // users the store listens to (asked)
-	pending  map[string]struct{}  // users to ask for (again: a user newly shown is loaded)
-	idle     map[string]time.Time // heard users nobody needs any more, since
-	all      bool                 // the store listens to every user
+	clients  map[string]*client    // by client id: a session taken over keeps its interest
+	follows  map[string]*client    // the program's inline subscriptions, by id
+	watchers map[string]int        // user -> clients (and the leader) that need it shown
+	leader   map[string]struct{}   // the members the group topics' leader needs
+	fire     int                   // clients with an unrestricted wildcard
+	fireIdle time.Time             // when fire fell to 0 (zero: in use, or never)
+	gwatch   map[string]int        // group -> clients watching its topic
+	gidle    map[string]time.Time  // groups nobody watches, since
+	heard    map[string]struct{}   // users the store listens to (asked)
+	pending  map[string]struct{}   // users to ask for (again: a user newly shown is loaded)
+	idle     map[string]lingerMark // heard users nobody needs any more: their linger
+	lq       []lingerer            // idle's lingers in the order they began, and stale ones (lingeredLocked)
+	lqHead   int                   // lq's front: the entries before it are consumed
+	lqSeq    uint64                // the last lingerer's seq
+	all      bool                  // the store listens to every user
 	wakeC    chan struct{}
 
 	stop chan struct{}
@@ -150,7 +152,7 @@ func New(o Options) *Stage {
 	return &Stage{o: o, users: o.Prefix + "/users/", groups: o.Prefix + "/groups/", node: o.Prefix + "/nodes/",
 		clients: make(map[string]*client), follows: make(map[string]*client), watchers: make(map[string]int),
 		leader: make(map[string]struct{}), gwatch: make(map[string]int), gidle: make(map[string]time.Time),
-		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]time.Time),
+		heard: make(map[string]struct{}), pending: make(map[string]struct{}), idle: make(map[string]lingerMark),
 		wakeC: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
@@ -251,7 +253,7 @@ func (s *Stage) unwatchLocked(user string) {
 // needLocked has user heard, and loaded when load (a user newly shown).
 func (s *Stage) needLocked(user string, load bool) {
 	if _, ok := s.idle[user]; ok {
-		delete(s.idle, user)
+		s.unlingerLocked(user)
 		s.Stats.Lingering.Store(int64(len(s.idle)))
 	}
 	if _, ok := s.heard[user]; !ok || load {
@@ -266,9 +268,102 @@ func (s *Stage) releaseLocked(user string) {
 	}
 	delete(s.pending, user)
 	if _, ok := s.heard[user]; ok {
-		s.idle[user] = s.o.Now()
+		s.lingerLocked(user)
 		s.Stats.Lingering.Store(int64(len(s.idle)))
 	}
+}
+
+// lingerMark is one linger of a user: since when, and its number. A user who
+// lingers again gets a new number, which tells the older entry of the
+// queue (lq) stale.
+type lingerMark struct {
+	since time.Time
+	seq   uint64
+}
+
+// lingerer is a linger in the queue, with its user.
+type lingerer struct {
+	user string
+	lingerMark
+}
+
+// The lingering users are a map (idle, by user) and a queue (lq) of their
+// lingers in the order they began, which is the order of their since:
+// Options.Now does not run backwards. So a pass finds the lingers that
+// ended and the longest lingering at the queue's front, at the cost of
+// what it finds, however many linger: no scan or sort of them all under
+// mu, which every SUBSCRIBE of the node takes. An entry is stale once its
+// user is needed again, forgotten, or lingering again under a newer
+// number: it is skipped, dropped at the front, and dropped from the whole
+// queue when stale entries outnumber the current ones.
+
+// lingerLocked starts user's linger at Options.Now. Under mu.
+func (s *Stage) lingerLocked(user string) {
+	s.lqSeq++
+	l := lingerMark{since: s.o.Now(), seq: s.lqSeq}
+	s.idle[user] = l
+	s.lq = append(s.lq, lingerer{user, l})
+	if len(s.lq)-s.lqHead > 2*len(s.idle)+64 {
+		s.compactLocked()
+	}
+}
+
+// unlingerLocked ends user's linger (its queue entry goes stale), and
+// drops the queue when nobody lingers any more. Under mu.
+func (s *Stage) unlingerLocked(user string) {
+	delete(s.idle, user)
+	if len(s.idle) == 0 {
+		s.lq, s.lqHead = nil, 0
+	}
+}
+
+// currentLocked reports whether l is its user's current linger. Under mu.
+func (s *Stage) currentLocked(l lingerer) bool {
+	c, ok := s.idle[l.user]
+	return ok && c.seq == l.seq
+}
+
+// compactLocked keeps only the current lingers, in their order, in a new
+// array when the old one is much larger than they need. Under mu.
+func (s *Stage) compactLocked() {
+	live := s.lq[:0]
+	for _, l := range s.lq[s.lqHead:] {
+		if s.currentLocked(l) {
+			live = append(live, l)
+		}
+	}
+	clear(s.lq[len(live):cap(s.lq)])
+	if cap(live) > 4*len(live)+256 {
+		live = slices.Clone(live)
+	}
+	s.lq, s.lqHead = live, 0
+}
+
+// lingeredLocked returns the users whose linger ended at now, and the
+// longest lingering past Options.MaxLingering (whom forget counts as
+// evicted), from the queue's front: the longest lingering first. Under mu.
+func (s *Stage) lingeredLocked(now time.Time) []string {
+	for s.lqHead < len(s.lq) && !s.currentLocked(s.lq[s.lqHead]) {
+		s.lq[s.lqHead] = lingerer{}
+		s.lqHead++
+	}
+	if s.lqHead == len(s.lq) {
+		s.lq, s.lqHead = nil, 0 // nothing lingers: the array goes
+		return nil
+	}
+	over := len(s.idle) - s.o.MaxLingering
+	var out []string
+	for _, l := range s.lq[s.lqHead:] {
+		if !s.currentLocked(l) {
+			continue
+		}
+		if now.Sub(l.since) < s.o.Linger && over <= 0 {
+			break
+		}
+		out = append(out, l.user)
+		over--
+	}
+	return out
 }
 
 // Start starts the worker, which asks the store for what the node needs
@@ -321,13 +416,7 @@ func (s *Stage) reconcile() error {
 	now := s.o.Now()
 	s.mu.Lock()
 	listen := slices.Sorted(maps.Keys(s.pending))
-	var forget []string
-	for u, since := range s.idle {
-		if now.Sub(since) >= s.o.Linger {
-			forget = append(forget, u)
-		}
-	}
-	forget = append(forget, s.overLocked(now)...)
+	forget := s.lingeredLocked(now)
 	var groups []string
 	for g, since := range s.gidle {
 		if now.Sub(since) >= s.o.Linger {
@@ -351,46 +440,16 @@ func (s *Stage) reconcile() error {
 			delete(s.pending, u)
 			s.heard[u] = struct{}{}
 		}
+		if len(s.pending) == 0 && len(listen) >= 1024 {
+			// A map keeps the room of its largest size, and every pass
+			// ranges over pending: after a burst (a node's first
+			// subscribers), a new one.
+			s.pending = make(map[string]struct{})
+		}
 		s.Stats.Heard.Store(int64(len(s.heard)))
 		s.mu.Unlock()
 	}
 	return s.forget(ctx, forget)
-}
-
-// overLocked returns the users lingering past Options.MaxLingering, the
-// longest lingering first, leaving out those whose linger has ended at
-// now (reconcile forgets them anyway). Under mu.
-func (s *Stage) overLocked(now time.Time) []string {
-	over := len(s.idle) - s.o.MaxLingering
-	if over <= 0 {
-		return nil
-	}
-	type lingering struct {
-		user  string
-		since time.Time
-	}
-	var young []lingering
-	for u, since := range s.idle {
-		if now.Sub(since) < s.o.Linger {
-			young = append(young, lingering{u, since})
-		} else {
-			over--
-		}
-	}
-	if over <= 0 {
-		return nil
-	}
-	slices.SortFunc(young, func(a, b lingering) int {
-		if c := a.since.Compare(b.since); c != 0 {
-			return c
-		}
-		return strings.Compare(a.user, b.user)
-	})
-	out := make([]string, 0, over)
-	for _, l := range young[:over] {
-		out = append(out, l.user)
-	}
-	return out
 }
 
 // forget drops the users that lingered out, or that lingered past
@@ -418,15 +477,15 @@ func (s *Stage) forget(ctx context.Context, users []string) error {
 	s.mu.Lock()
 	var dropped []string
 	for _, u := range gone {
-		since, idle := s.idle[u]
+		l, idle := s.idle[u]
 		if !idle || s.watchers[u] > 0 {
 			s.pending[u] = struct{}{} // needed again while unlistening: listen again
 			continue
 		}
-		if now.Sub(since) < s.o.Linger {
+		if now.Sub(l.since) < s.o.Linger {
 			s.Stats.Evicted.Add(1)
 		}
-		delete(s.idle, u)
+		s.unlingerLocked(u)
 		delete(s.heard, u)
 		if !s.showsLocked(u) {
 			dropped = append(dropped, u)

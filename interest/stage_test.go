@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -60,7 +61,7 @@ func (g *fakeGroups) Unwatch(group string)                { g.unwatched = append
 
 // rig is a stage on a fake store, a fake clock and fake clients.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	s       *Stage
 	st      *fakeStore
 	g       *fakeGroups
@@ -75,7 +76,7 @@ type rig struct {
 
 const linger = time.Minute
 
-func newRig(t *testing.T, v Visibility) *rig {
+func newRig(t testing.TB, v Visibility) *rig {
 	r := &rig{t: t, st: &fakeStore{}, g: &fakeGroups{}, clk: testkit.NewClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
 		srv: mqtt.New(&mqtt.Options{Logger: slog.New(slog.DiscardHandler)}), viewers: map[string][2]any{}, mates: map[string][]string{}}
 	r.s = New(Options{Prefix: "presence", Visibility: v, Linger: linger, Now: r.clk.Now, Store: r.st, Groups: r.g,
@@ -520,5 +521,95 @@ func TestLingeringBounded(t *testing.T) {
 	}
 	if e, f := r.s.Stats.Evicted.Load(), r.s.Stats.Forgotten.Load(); e != 3 || f != 7 {
 		t.Fatalf("evicted %d, forgotten %d; want 3 (the linger's are not evicted), 7", e, f)
+	}
+}
+
+// A user needed again and let go again lingers from the second time on:
+// the longest lingering are counted by their latest linger. The queue of
+// lingers keeps no more than twice the users lingering (and a few) however
+// often one user comes and goes, and is dropped once nobody lingers.
+func TestLingerQueue(t *testing.T) {
+	r := newRig(t, Open)
+	r.s.o.MaxLingering = 2
+	cl := r.client("obs", "", false)
+	for _, u := range []string{"a", "b", "c"} {
+		r.subscribe(cl, "presence/users/"+u)
+	}
+	r.reconcile()
+	r.st.take()
+	for _, u := range []string{"a", "b"} {
+		r.unsubscribe(cl, "presence/users/"+u)
+		r.clk.Advance(time.Second)
+	}
+	// a is needed again and let go again, after b: b lingers longest.
+	r.subscribe(cl, "presence/users/a")
+	r.clk.Advance(time.Second)
+	r.unsubscribe(cl, "presence/users/a")
+	r.clk.Advance(time.Second)
+	r.unsubscribe(cl, "presence/users/c")
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(u, []string{"b"}) {
+		t.Fatalf("over the bound by one: unlistened %v, want [b], whose linger began first", u)
+	}
+	// One user heard coming and going 10,000 times: one stale entry each.
+	r.s.o.MaxLingering = DefaultMaxLingering
+	r.subscribe(cl, "presence/users/d")
+	r.reconcile()
+	r.unsubscribe(cl, "presence/users/d")
+	for range 10_000 {
+		r.subscribe(cl, "presence/users/d")
+		r.unsubscribe(cl, "presence/users/d")
+		r.s.mu.Lock()
+		n, idle := len(r.s.lq)-r.s.lqHead, len(r.s.idle)
+		r.s.mu.Unlock()
+		if n > 2*idle+64 {
+			t.Fatalf("%d entries queued for %d users lingering", n, idle)
+		}
+	}
+	r.reconcile()
+	r.clk.Advance(linger)
+	r.reconcile()
+	if _, u := r.st.take(); !slices.Equal(sorted(u), []string{"a", "c", "d"}) {
+		t.Fatalf("after the linger: unlistened %v, want [a c d]", u)
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	if len(r.s.idle) != 0 || r.s.lq != nil || r.s.lqHead != 0 {
+		t.Fatalf("nobody lingers, yet idle %d, queue %d (front %d)", len(r.s.idle), len(r.s.lq), r.s.lqHead)
+	}
+}
+
+// BenchmarkChurnAtBound is a client churning subscriptions on a node
+// holding its bound of lingering users (DefaultMaxLingering): each op
+// subscribes to a name never seen, lets it go, and runs the stage's two
+// passes (the first hears the name, the second forgets the longest
+// lingering, one over the bound). A pass holds the stage's mu, which every
+// presence SUBSCRIBE and UNSUBSCRIBE of the node takes.
+func BenchmarkChurnAtBound(b *testing.B) {
+	r := newRig(b, Open)
+	cl := r.client("obs", "", false)
+	filters := make([]string, DefaultMaxLingering)
+	for i := range filters {
+		filters[i] = "presence/users/u" + strconv.Itoa(i)
+	}
+	r.subscribe(cl, filters...)
+	r.reconcile()
+	r.unsubscribe(cl, filters...)
+	r.reconcile()
+	r.st.take()
+	if n := r.s.Stats.Lingering.Load(); n != DefaultMaxLingering {
+		b.Fatalf("%d lingering, want %d", n, DefaultMaxLingering)
+	}
+	for i := 0; b.Loop(); i++ {
+		f := "presence/users/n" + strconv.Itoa(i)
+		r.subscribe(cl, f)
+		r.reconcile()
+		r.unsubscribe(cl, f)
+		r.reconcile()
+		r.st.take()
+		r.forgot = r.forgot[:0]
+	}
+	if n := r.s.Stats.Evicted.Load(); n == 0 {
+		b.Fatal("nothing evicted")
 	}
 }
