@@ -289,7 +289,8 @@ type lingerer struct {
 
 // The lingering users are a map (idle, by user) and a queue (lq) of their
 // lingers in the order they began, which is the order of their since:
-// Options.Now does not run backwards. So a pass finds the lingers that
+// Options.Now does not run backwards (were it to, a linger behind a younger
+// one would end late, never early). So a pass finds the lingers that
 // ended and the longest lingering at the queue's front, at the cost of
 // what it finds, however many linger: no scan or sort of them all under
 // mu, which every SUBSCRIBE of the node takes. An entry is stale once its
