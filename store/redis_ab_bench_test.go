@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/presenced/presenced/integration/redistest"
 	"github.com/presenced/presenced/presence"
 )
 
@@ -48,16 +47,9 @@ func BenchmarkRedisScriptsAB(b *testing.B) {
 		scriptUpdate: redis.NewScript(bc + "\n" + rd("update.lua")),
 		scriptEnd:    redis.NewScript(bc + "\n" + rd("end.lua")),
 	}
-	srv := redistest.Start(b)
-	c := srv.Client(b)
+	_, c, r := benchStore(b, "ab:")
 	ctx := context.Background()
-	r := NewRedis(RedisOptions{Client: c, Prefix: "ab:", Node: "bench", Authoritative: []string{"desktop"}, NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {}})
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer r.Stop()
-	conn := presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
-	away, text := presence.Away, "x"
+	conn, away, text := benchConn, presence.Away, "x"
 	run := func(sc scriptCall, useB bool) any {
 		s := sc.s
 		if useB {

@@ -25,22 +25,12 @@ import (
 // /proc/<pid>/stat): the Lua scripts' cost, which bounds the Redis store's
 // ceiling on a machine the broker shares with redis-server.
 func BenchmarkRedisCycle(b *testing.B) {
-	srv := redistest.Start(b)
-	c := srv.Client(b)
-	r := NewRedis(RedisOptions{
-		Client: c, Prefix: "b:", Node: "bench", Authoritative: []string{"desktop"},
-		NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {},
-	})
+	srv, c, r := benchStore(b, "b:")
 	ctx := context.Background()
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(r.Stop)
 	if err := r.ListenAll(ctx); err != nil {
 		b.Fatal(err)
 	}
-	conn := presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
-	away, text := presence.Away, "x"
+	conn, away, text := benchConn, presence.Away, "x"
 	cycle := func() {
 		s, err := r.Open(ctx, presence.OpenArgs{User: "c1", ID: "c1-d", Node: "bench", Device: "phone", TTL: time.Hour, Conn: conn})
 		if err != nil {
@@ -72,6 +62,26 @@ func BenchmarkRedisCycle(b *testing.B) {
 	// The scripts' own time, as Redis counts it: without the reading,
 	// parsing and answering of the call.
 	b.ReportMetric(evalshaMicros(ctx, b, c)/float64(b.N), "script-µs/op")
+}
+
+// benchConn is the connection's facts every benchmark's session opens with.
+var benchConn = presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
+
+// benchStore starts a redis-server and a Redis store of node "bench" on
+// it, its keys under prefix, stopped when b ends.
+func benchStore(b *testing.B, prefix string) (*redistest.Server, *redis.Client, *Redis) {
+	b.Helper()
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	r := NewRedis(RedisOptions{
+		Client: c, Prefix: prefix, Node: "bench", Authoritative: []string{"desktop"},
+		NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {},
+	})
+	if err := r.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Stop)
+	return srv, c, r
 }
 
 // evalshaMicros is the µs redis-server spent in EVALSHA since its stats
@@ -132,16 +142,9 @@ func cpuTicks(b *testing.B, pid int) int64 {
 //
 //	go test -run '^$' -bench RedisScriptParts -benchtime 10x ./store/
 func BenchmarkRedisScriptParts(b *testing.B) {
-	srv := redistest.Start(b)
-	c := srv.Client(b)
+	_, c, r := benchStore(b, "p:")
 	ctx := context.Background()
-	r := NewRedis(RedisOptions{Client: c, Prefix: "p:", Node: "bench", Authoritative: []string{"desktop"}, NodeTTL: time.Minute, Retention: time.Hour, Report: func(Event) {}})
-	if err := r.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer r.Stop()
-	conn := presence.Conn{Username: "c1", IP: "127.0.0.1", Port: 1883, Listener: "tcp", ProtoVer: 4, KeepAlive: 30, CleanStart: true}
-	away, text := presence.Away, "x"
+	conn, away, text := benchConn, presence.Away, "x"
 	const abUsers = 100
 	users := make([]string, abUsers)
 	for i := range users {
