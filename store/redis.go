@@ -68,9 +68,6 @@ type Redis struct {
 	log       *slog.Logger
 	report    func(Event)
 	now       func() time.Time
-	// batchWrites bounds the writes of one batch.lua call (maxBatchWrites;
-	// 1: every write by its own script, as BenchmarkRedisBatch compares).
-	batchWrites int
 
 	mu         sync.Mutex
 	inc        string               // this node's incarnation
@@ -144,7 +141,7 @@ func NewRedis(o RedisOptions) *Redis {
 	r := &Redis{
 		c: o.Client, k: keys{prefix: o.Prefix, cluster: isCluster(o.Client)}, node: o.Node,
 		auth: strings.Join(o.Authoritative, ","), nodeTTL: o.NodeTTL, retention: o.Retention,
-		log: o.Log, report: o.Report, now: now, batchWrites: maxBatchWrites,
+		log: o.Log, report: o.Report, now: now,
 		inc:        newIncarnation(),
 		registered: make(map[string]time.Time),
 		renewed:    make(map[string]struct{}),

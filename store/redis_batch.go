@@ -85,8 +85,7 @@ func validateWrite(w presence.Write) error {
 }
 
 // Batch makes writes (opens, ends and updates) in one pipelined round trip
-// of the same epoch-checked scripts Open, End and Update run (several writes
-// of one slot in one batch.lua call: run), and returns,
+// of the same epoch-checked scripts Open, End and Update run, and returns,
 // for each, the epoch an open was given and the error the single operation
 // would have returned. The scripts run in the order given; the tracker puts
 // at most one write of a session in a batch, so each session's writes stay
@@ -97,6 +96,7 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 	epochs := make([]uint64, len(ws))
 	errs := make([]error, len(ws))
 	calls := make([]scriptCall, len(ws))
+	cmds := make([]*redis.Cmd, len(ws))
 	inc := r.Incarnation()
 	at := time.Now()
 	some := false
@@ -122,16 +122,29 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 	// registry (an empty restart not yet noticed), and a crash right after
 	// must still leave a sweeper the incarnation to find.
 	register := r.registersNew(ws, inc)
-	vals, verrs := r.run(ctx, calls, register, inc)
+	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if register {
+			r.registerIn(ctx, p, member(r.node, inc))
+		}
+		for i, c := range calls {
+			if c.s != nil {
+				cmds[i] = c.s.EvalSha(ctx, p, c.keys, c.args...)
+			}
+		}
+		return nil
+	})
 	registered := false
-	for i, c := range calls {
-		if c.s == nil {
+	for i, c := range cmds {
+		if c == nil {
 			continue
+		}
+		if isNoScript(c.Err()) { // Redis restarted since the scripts were loaded: the slow way, once
+			c = calls[i].s.Run(ctx, r.c, calls[i].keys, calls[i].args...)
 		}
 		w := ws[i]
 		switch w.Kind {
 		case presence.WriteOpen:
-			res, err := redis.NewCmdResult(vals[i], verrs[i]).StringSlice()
+			res, err := c.StringSlice()
 			if err != nil {
 				errs[i] = r.fail("open", err)
 				continue
@@ -152,14 +165,14 @@ func (r *Redis) Batch(ctx context.Context, ws []presence.Write) ([]uint64, []err
 			}
 			r.mu.Unlock()
 		case presence.WriteEnd:
-			n, err := redis.NewCmdResult(vals[i], verrs[i]).Int()
+			n, err := c.Int()
 			if err != nil {
 				errs[i] = r.fail("end", err)
 				continue
 			}
 			errs[i] = staleOr("end", presence.SessionRef{User: w.End.User, ID: w.End.ID, Epoch: w.End.Epoch}, n)
 		case presence.WriteUpdate:
-			n, err := redis.NewCmdResult(vals[i], verrs[i]).Int()
+			n, err := c.Int()
 			if err != nil {
 				errs[i] = r.fail("update", err)
 				continue
@@ -193,101 +206,4 @@ func (r *Redis) registersNew(ws []presence.Write, inc string) bool {
 		}
 	}
 	return false
-}
-
-// maxBatchWrites bounds the writes of one batch.lua call: Redis runs a
-// script alone, so a call of n writes holds every other client back for
-// n writes' time (about 0.1 ms each).
-const maxBatchWrites = 32
-
-// run makes calls (those with a script) in one pipelined round trip,
-// registering incarnation inc first when register, and returns each call's
-// reply and error as its own script would have. Calls of one slot (on one
-// server: all of them), up to r.batchWrites (maxBatchWrites) in a row, go
-// in one batch.lua call, which pays once what each call costs Redis before
-// its script runs; a group of one runs its own script.
-func (r *Redis) run(ctx context.Context, calls []scriptCall, register bool, inc string) ([]any, []error) {
-	type group struct {
-		at  []int // the calls it makes, in order
-		cmd *redis.Cmd
-		one scriptCall // what runs: one call's script, or batch.lua
-	}
-	var groups []*group
-	open := map[int]*group{} // by slot: the group still taking calls
-	for i, c := range calls {
-		if c.s == nil {
-			continue
-		}
-		slot := 0
-		if r.k.cluster {
-			slot = keySlot(c.keys[0])
-		}
-		g := open[slot]
-		if g == nil || len(g.at) >= r.batchWrites {
-			g = &group{}
-			open[slot] = g
-			groups = append(groups, g)
-		}
-		g.at = append(g.at, i)
-	}
-	for _, g := range groups {
-		if len(g.at) == 1 {
-			g.one = calls[g.at[0]]
-			continue
-		}
-		g.one.s = scriptBatch
-		for _, i := range g.at {
-			c := calls[i]
-			g.one.keys = append(g.one.keys, c.keys...)
-			g.one.args = append(g.one.args, batchKind(c.s), len(c.keys), len(c.args))
-			g.one.args = append(g.one.args, c.args...)
-		}
-	}
-	_, _ = r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if register {
-			r.registerIn(ctx, p, member(r.node, inc))
-		}
-		for _, g := range groups {
-			g.cmd = g.one.s.EvalSha(ctx, p, g.one.keys, g.one.args...)
-		}
-		return nil
-	})
-	vals := make([]any, len(calls))
-	errs := make([]error, len(calls))
-	for _, g := range groups {
-		if isNoScript(g.cmd.Err()) { // Redis restarted since the scripts were loaded: the slow way, once
-			g.cmd = g.one.s.Run(ctx, r.c, g.one.keys, g.one.args...)
-		}
-		if len(g.at) == 1 {
-			vals[g.at[0]], errs[g.at[0]] = g.cmd.Val(), g.cmd.Err()
-			continue
-		}
-		replies, err := g.cmd.Slice()
-		if err == nil && len(replies) != len(g.at) {
-			err = fmt.Errorf("batch: %d replies to %d writes", len(replies), len(g.at))
-		}
-		for k, i := range g.at {
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			if e, ok := replies[k].(error); ok {
-				errs[i] = e
-				continue
-			}
-			vals[i] = replies[k]
-		}
-	}
-	return vals, errs
-}
-
-// batchKind is how batch.lua names the write script s makes.
-func batchKind(s *redis.Script) string {
-	switch s {
-	case scriptOpen:
-		return "o"
-	case scriptEnd:
-		return "e"
-	}
-	return "u"
 }

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -94,110 +92,5 @@ func TestRedisBatchUnreachable(t *testing.T) {
 	}
 	if _, ok, err := r.Get(ctx, "erin"); err != nil || ok {
 		t.Fatalf("erin opened by a failed batch: %v %v", ok, err)
-	}
-}
-
-// Writes of one slot share a batch.lua call of at most maxBatchWrites: 40
-// opens on one server are 2 EVALSHAs, not 40, and each write still gets
-// its own reply. A write whose script fails (its record is not a hash) fails
-// alone, with the error its own script gives; the writes around it are made.
-func TestRedisBatchScript(t *testing.T) {
-	srv := redistest.Start(t)
-	r, col := newRedisStore(t, srv.Client(t), "n1")
-	ctx := context.Background()
-	if err := srv.Client(t).Set(ctx, r.k.user("zed"), "not a hash", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	var ws []presence.Write
-	for i := range maxBatchWrites + 8 {
-		u := "u" + strconv.Itoa(i)
-		if i == 5 {
-			u = "zed"
-		}
-		ws = append(ws, presence.Write{Kind: presence.WriteOpen, Open: presence.OpenArgs{User: u, ID: u + "-1", Node: "n1", TTL: time.Minute}})
-	}
-	before := srv.Calls(t)["evalsha"]
-	epochs, errs := r.Batch(ctx, ws)
-	if n := srv.Calls(t)["evalsha"] - before; n != 2 {
-		t.Errorf("%d writes made in %d EVALSHAs, want 2", len(ws), n)
-	}
-	for i, w := range ws {
-		if w.Open.User == "zed" {
-			if errs[i] == nil || !strings.Contains(errs[i].Error(), "WRONGTYPE") {
-				t.Errorf("open of zed (not a hash): %v, want WRONGTYPE", errs[i])
-			}
-			continue
-		}
-		if errs[i] != nil || epochs[i] == 0 {
-			t.Fatalf("open %s: epoch %d, %v", w.Open.User, epochs[i], errs[i])
-		}
-		waitUser(t, col, w.Open.User, func(p presence.Aggregate) bool { return p.Status == presence.Online })
-	}
-	// Each write's reply is its own: end every session but one with the
-	// epoch its open was given, and that one with a stale epoch.
-	var ends []presence.Write
-	for i, w := range ws {
-		if w.Open.User == "zed" {
-			continue
-		}
-		e := epochs[i]
-		if i == 7 {
-			e++
-		}
-		ends = append(ends, presence.Write{Kind: presence.WriteEnd, End: presence.EndArgs{User: w.Open.User, ID: w.Open.ID, Epoch: e, Reason: presence.EndClean}})
-	}
-	_, errs = r.Batch(ctx, ends)
-	for i, w := range ends {
-		want := presence.Offline
-		if w.End.User == "u7" {
-			if !errors.Is(errs[i], presence.ErrStaleEpoch) {
-				t.Errorf("stale end of u7: %v", errs[i])
-			}
-			want = presence.Online
-		} else if errs[i] != nil {
-			t.Errorf("end %s: %v", w.End.User, errs[i])
-		}
-		if p, _, err := r.Get(ctx, w.End.User); err != nil || p.Status != want {
-			t.Errorf("%s after the ends: %s %v, want %s", w.End.User, p.Status, err, want)
-		}
-	}
-}
-
-// On a cluster a batch.lua call holds the writes of one slot only: writes
-// of users all over the cluster, two of them in one slot, are all made.
-func TestRedisBatchCluster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	r, col := newRedisStore(t, cl.Client(t), "n1")
-	ctx := context.Background()
-	users := []string{"ann", "ben", "cat", "dan", "eve", "fay"}
-	slot := keySlot(r.k.user("ann"))
-	for i := 0; ; i++ { // a user in ann's slot
-		u := "x" + strconv.Itoa(i)
-		if keySlot(r.k.user(u)) == slot {
-			users = append(users, u)
-			break
-		}
-	}
-	var ws []presence.Write
-	for _, u := range users {
-		ws = append(ws, presence.Write{Kind: presence.WriteOpen, Open: presence.OpenArgs{User: u, ID: u + "-1", Node: "n1", TTL: time.Minute}})
-	}
-	epochs, errs := r.Batch(ctx, ws)
-	for i, u := range users {
-		if errs[i] != nil || epochs[i] == 0 {
-			t.Fatalf("open %s: epoch %d, %v", u, epochs[i], errs[i])
-		}
-		waitUser(t, col, u, func(p presence.Aggregate) bool { return p.Status == presence.Online })
-	}
-	var ends []presence.Write
-	for i, u := range users {
-		ends = append(ends, presence.Write{Kind: presence.WriteEnd, End: presence.EndArgs{User: u, ID: u + "-1", Epoch: epochs[i], Reason: presence.EndClean}})
-	}
-	_, errs = r.Batch(ctx, ends)
-	for i, u := range users {
-		if errs[i] != nil {
-			t.Fatalf("end %s: %v", u, errs[i])
-		}
-		waitUser(t, col, u, func(p presence.Aggregate) bool { return p.Status == presence.Offline })
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"os"
 	"sort"
 	"strconv"
@@ -225,83 +224,4 @@ func BenchmarkRedisScriptParts(b *testing.B) {
 		sort.Float64s(v)
 		b.ReportMetric(v[len(v)/2], k+"-µs")
 	}
-}
-
-// BenchmarkRedisBatch prices a write as the tracker makes it, in batches:
-// batchUsers users' sessions opened in one Batch, then ended in one, each
-// user's record holding presence.MaxEnded ended sessions, with the node
-// listening to every user. Two stores, each on a redis-server of its own,
-// take turns in every op, so that they are read side by side: "batched"
-// makes the writes of a batch in batch.lua calls of up to maxBatchWrites
-// (redis_batch.go), "pipelined" makes each by its own script in the same
-// pipeline (batchWrites 1: the store before batch.lua). It reports each
-// redis-server's CPU per write (from /proc/<pid>/stat), the scripts' time
-// per write (INFO commandstats), and the batched one's CPU as a share of
-// the pipelined one's:
-//
-//	go test -run '^$' -bench RedisBatch -benchtime 100x -count 6 ./store/
-func BenchmarkRedisBatch(b *testing.B) {
-	ctx := context.Background()
-	const batchUsers = maxBatchWrites
-	type side struct {
-		srv    *redistest.Server
-		c      *redis.Client
-		r      *Redis
-		opens  []presence.Write
-		ends   []presence.Write
-		before int64
-	}
-	sides := make([]*side, 2)
-	for i, writes := range []int{1, maxBatchWrites} {
-		srv, c, r := benchStore(b, "w:")
-		r.batchWrites = writes
-		if err := r.ListenAll(ctx); err != nil {
-			b.Fatal(err)
-		}
-		s := &side{srv: srv, c: c, r: r, opens: make([]presence.Write, batchUsers), ends: make([]presence.Write, batchUsers)}
-		for j := range s.opens {
-			u := "w" + strconv.Itoa(j)
-			s.opens[j] = presence.Write{Kind: presence.WriteOpen, Open: presence.OpenArgs{User: u, ID: u + "-d", Node: "bench", Device: "phone", TTL: time.Hour, Conn: benchConn}}
-		}
-		sides[i] = s
-	}
-	cycle := func(s *side) {
-		epochs, errs := s.r.Batch(ctx, s.opens)
-		for i, err := range errs {
-			if err != nil {
-				b.Fatal(err)
-			}
-			o := s.opens[i].Open
-			s.ends[i] = presence.Write{Kind: presence.WriteEnd, End: presence.EndArgs{User: o.User, ID: o.ID, Epoch: epochs[i], Reason: presence.EndClean}}
-		}
-		if _, errs = s.r.Batch(ctx, s.ends); errors.Join(errs...) != nil {
-			b.Fatal(errors.Join(errs...))
-		}
-	}
-	for _, s := range sides {
-		for range presence.MaxEnded {
-			cycle(s)
-		}
-		if err := s.c.ConfigResetStat(ctx).Err(); err != nil {
-			b.Fatal(err)
-		}
-		s.before = cpuTicks(b, s.srv.PID())
-	}
-	b.ResetTimer()
-	for b.Loop() {
-		for _, s := range sides {
-			cycle(s)
-		}
-	}
-	b.StopTimer()
-	writes := float64(b.N * 2 * batchUsers)
-	var cpu [2]float64
-	for i, name := range []string{"pipelined", "batched"} {
-		s := sides[i]
-		// USER_HZ is 100 on Linux: a tick is 10 ms.
-		cpu[i] = float64(cpuTicks(b, s.srv.PID())-s.before) * 10_000 / writes
-		b.ReportMetric(cpu[i], name+"-redis-µs/write")
-		b.ReportMetric(evalshaMicros(ctx, b, s.c)/writes, name+"-script-µs/write")
-	}
-	b.ReportMetric(cpu[1]/cpu[0], "batched/pipelined")
 }

@@ -34,8 +34,6 @@ var (
 	luaOwn string
 	//go:embed lua/dormant.lua
 	luaDormant string
-	//go:embed lua/batch.lua
-	luaBatch string
 
 	// The scripts below stand alone: they use nothing of common.lua.
 
@@ -68,7 +66,6 @@ var (
 	scriptTombstone = script(luaTombstone)
 	scriptOwn       = script(luaOwn)
 	scriptDormant   = script(luaDormant)
-	scriptBatch     = script(batchSource(luaOpen, luaEnd, luaUpdate) + luaBatch)
 
 	scriptReleaseRecord = redis.NewScript(luaReleaseRecord)
 	scriptGroup         = redis.NewScript(luaGroup)
@@ -79,21 +76,8 @@ var (
 
 	// allScripts are loaded on every master at start (pipelined calls use
 	// EVALSHA); the others fall back to EVAL when NOSCRIPT.
-	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn, scriptDormant, scriptBatch}
+	allScripts = []*redis.Script{scriptOpen, scriptEnd, scriptUpdate, scriptAccount, scriptRenew, scriptReap, scriptEndNode, scriptTombstone, scriptOwn, scriptDormant}
 )
-
-// batchSource is what batch.lua finds between common.lua and itself: the
-// table write of the writes it makes, each the body of an operation's file
-// (open, end, update) as a function of its KEYS and ARGV, which shadow the
-// script's own.
-func batchSource(open, end, update string) string {
-	var b strings.Builder
-	b.WriteString("local write = {}\n")
-	for _, w := range []struct{ kind, body string }{{"o", open}, {"e", end}, {"u", update}} {
-		b.WriteString("write." + w.kind + " = function(KEYS, ARGV)\n" + w.body + "\nend\n")
-	}
-	return b.String()
-}
 
 // loadScripts loads every script on every master, so that pipelined EVALSHA
 // (Renew) does not meet NOSCRIPT. Run still falls back to EVAL after a Redis

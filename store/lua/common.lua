@@ -56,10 +56,6 @@
 -- Epochs and versions are kept as decimal strings: they are close to 2^51
 -- and cjson would print them with 14 digits.
 
--- K is the KEYS of the write being made: the script's own, or in batch.lua
--- each write's in turn (begin). commit publishes on K[2] and K[3].
-local K = KEYS
-
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -316,7 +312,7 @@ end
 
 -- commit derives the aggregate; when it changed it takes the next version,
 -- is stored, given the retention (offline) or none (online), and published
--- on the user's and the slot's change channels (K[2], K[3]) in the
+-- on the user's and the slot's change channels (KEYS[2], KEYS[3]) in the
 -- same script, with the sessions the script ended (x: retired, in order;
 -- only when there are some). The scalar fields that differ from what
 -- load read and the staged sessions are written in one HSET, whether or
@@ -380,15 +376,8 @@ local function commit(key, rec, sess, now, auth_csv, retention, cause)
       if cause.wd and cause.wd ~= '' and cause.wd ~= '0' then msg.wd = cause.wd end
     end
     local payload = cjson.encode(msg)
-    redis.call('SPUBLISH', K[2], payload)
-    redis.call('SPUBLISH', K[3], payload)
+    redis.call('SPUBLISH', KEYS[2], payload)
+    redis.call('SPUBLISH', KEYS[3], payload)
   end
   return changed
-end
-
--- begin readies what one write keeps while it runs (K, loaded, staged,
--- retired) for the next write of batch.lua, whose KEYS are keys.
-local function begin(keys)
-  K = keys
-  loaded, staged, retired = {}, {}, {}
 end
