@@ -137,6 +137,10 @@ func cpuTicks(b *testing.B, pid int) int64 {
 //	encode     load, then each live session encoded (stage_session)
 //	spublish2  the two SPUBLISHes of a change (a 400-byte message, no
 //	           listener)
+//	cas        the least a write that derives nothing could do: TIME, an
+//	           HGET of the version, one HSET of two fields and the two
+//	           SPUBLISHes (what a store whose node derives the aggregate
+//	           and Redis only checks and writes would still pay a change)
 //	open, update, end  the scripts whole, for abUsers users, as in
 //	           BenchmarkRedisScriptsAB
 //
@@ -186,6 +190,9 @@ func BenchmarkRedisScriptParts(b *testing.B) {
 		{"aggregate", load + "signature(aggregate(rec, sess, {})) return 1"},
 		{"encode", load + "for _, s in pairs(sess) do cjson.encode(s) end return 1"},
 		{"spublish2", "redis.call('SPUBLISH', KEYS[2], ARGV[1]) redis.call('SPUBLISH', KEYS[3], ARGV[1]) return 1"},
+		{"cas", "local t = redis.call('TIME') local v = redis.call('HGET', KEYS[1], 'v') " +
+			"redis.call('HSET', KEYS[1], 'ms', t[1], 'cas', ARGV[1]) " +
+			"redis.call('SPUBLISH', KEYS[2], ARGV[1]) redis.call('SPUBLISH', KEYS[3], ARGV[1]) return v"},
 	}
 	scripts := make([]*redis.Script, len(parts))
 	for i, p := range parts {
